@@ -1,0 +1,198 @@
+//! Command line: clap definitions, then validation into a plain `MountConfig`. Checks that
+//! need the filesystem (does SOURCE exist, is MOUNTPOINT empty) happen here, before anything is
+//! mounted, so a bad argument costs one line and exit code 2.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::source::{Location, Source};
+use crate::view::ViewKind;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "zarr-mount",
+    version,
+    about = "Mount a Zarr store as a directory; sharded Zarr v3 arrays appear as unsharded arrays of chunk files.",
+    after_help = "SOURCE: a directory path, file:///path, s3://bucket/prefix, gs://, az://, http(s)://, \
+                  or a .zip/.ozx archive (zip+URL for other names)."
+)]
+pub struct Args {
+    /// The Zarr store to mount.
+    pub source: String,
+    /// An existing, empty directory to mount it on.
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (default: daemonize once the mount is live).
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Refuse every write with EROFS.
+    #[arg(long, alias = "ro")]
+    pub read_only: bool,
+    /// How the store is presented.
+    #[arg(long, value_enum, default_value = "unsharded")]
+    pub view: ViewKind,
+    /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Owner shown for every file (default: the mounting user).
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Group shown for every file (default: the mounting user's group).
+    #[arg(long)]
+    pub gid: Option<u32>,
+    /// Seconds that file and directory metadata (and absences) are cached; 0 = always ask the store.
+    /// Default: 1 for local directories, 60 for object stores and zips.
+    #[arg(long, value_name = "SECONDS")]
+    pub metadata_ttl: Option<f64>,
+    /// Threads reading FUSE requests (the work itself runs on a tokio pool).
+    #[arg(long, default_value_t = 2)]
+    pub fuse_threads: usize,
+    /// More log output (-v: debug, -vv: trace). RUST_LOG overrides, e.g. RUST_LOG=zarr_mount=debug.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Append logs to this file (a daemon otherwise discards them once the mount is live).
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+}
+
+/// Everything the daemon needs, validated.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    pub source: Source,
+    pub mountpoint: PathBuf,
+    pub foreground: bool,
+    pub read_only: bool,
+    pub view: ViewKind,
+    pub allow_other: bool,
+    pub uid: u32,
+    pub gid: u32,
+    pub metadata_ttl: Duration,
+    pub fuse_threads: usize,
+    pub verbose: u8,
+    pub log_file: Option<PathBuf>,
+}
+
+/// A problem with the arguments: printed as one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+impl Args {
+    pub fn validate(self) -> Result<MountConfig, UsageError> {
+        let mut source = Source::parse(&self.source).map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
+        match &source {
+            Source::Directory(Location::Local(p)) => {
+                check_local_dir(p, self.read_only)?;
+                let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                source = Source::Directory(Location::Local(abs));
+            }
+            Source::Directory(Location::Remote { .. }) => {
+                return Err(usage(format!("{}: object stores are not supported yet", self.source)))
+            }
+            Source::Zip(_) => return Err(usage(format!("{}: zip archives are not supported yet", self.source))),
+        }
+        match self.view {
+            ViewKind::Raw | ViewKind::Unsharded => {}
+            other => return Err(usage(format!("--view {} is not available yet (use raw or unsharded)", other.name()))),
+        }
+        let mountpoint = check_mountpoint(&self.mountpoint)?;
+        let default_ttl = match source.location() {
+            Location::Local(_) if matches!(source, Source::Directory(_)) => 1.0,
+            _ => 60.0,
+        };
+        let ttl = self.metadata_ttl.unwrap_or(default_ttl);
+        if !(0.0..=1e9).contains(&ttl) {
+            return Err(usage("--metadata-ttl must be a number of seconds >= 0"));
+        }
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(MountConfig {
+            source,
+            mountpoint,
+            foreground: self.foreground,
+            read_only: self.read_only,
+            view: self.view,
+            allow_other: self.allow_other,
+            uid: self.uid.unwrap_or(uid),
+            gid: self.gid.unwrap_or(gid),
+            metadata_ttl: Duration::from_secs_f64(ttl),
+            fuse_threads: self.fuse_threads.clamp(1, 64),
+            verbose: self.verbose,
+            log_file: self.log_file,
+        })
+    }
+}
+
+fn access_ok(path: &Path, mode: i32) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: access(2) with a valid NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
+}
+
+fn check_local_dir(p: &Path, read_only: bool) -> Result<(), UsageError> {
+    let md = std::fs::metadata(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+    if !md.is_dir() {
+        return Err(usage(format!("SOURCE {}: not a directory", p.display())));
+    }
+    if !access_ok(p, libc::R_OK | libc::X_OK) {
+        return Err(usage(format!("SOURCE {}: permission denied", p.display())));
+    }
+    if !read_only && !access_ok(p, libc::W_OK) {
+        tracing::warn!(source = %p.display(), "SOURCE is not writable; writes will fail (use --read-only)");
+    }
+    Ok(())
+}
+
+fn check_mountpoint(p: &Path) -> Result<PathBuf, UsageError> {
+    let md = std::fs::metadata(p).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            usage(format!("MOUNTPOINT {}: a dead FUSE mount is still there; run `fusermount3 -u {}`", p.display(), p.display()))
+        } else {
+            usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e)))
+        }
+    })?;
+    if !md.is_dir() {
+        return Err(usage(format!("MOUNTPOINT {}: not a directory", p.display())));
+    }
+    let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
+    if is_mount_point(&abs, &md) {
+        return Err(usage(format!("MOUNTPOINT {}: already a mount point", p.display())));
+    }
+    let mut entries = std::fs::read_dir(&abs).map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
+    if entries.next().is_some() {
+        return Err(usage(format!("MOUNTPOINT {}: not empty", p.display())));
+    }
+    Ok(abs)
+}
+
+fn is_mount_point(abs: &Path, md: &std::fs::Metadata) -> bool {
+    if abs == Path::new("/") {
+        return true;
+    }
+    let parent_dev = abs.parent().and_then(|pp| std::fs::metadata(pp).ok()).map(|m| m.dev());
+    if parent_dev.is_some_and(|d| d != md.dev()) {
+        return true;
+    }
+    // Bind mounts of the same device: ask the mount table.
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = abs.to_string_lossy();
+    table.lines().any(|l| l.split(' ').nth(4).is_some_and(|mp| unescape_mountinfo(mp) == want))
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,76 @@
+//! The filesystem's error type and the one place where errors become errno values.
+//! README's SEMANTICS section lists the same table for users.
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("is a directory")]
+    IsADirectory,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("read-only: {0}")]
+    ReadOnly(&'static str),
+    #[error("not permitted: {0}")]
+    NotPermitted(&'static str),
+    #[error("not supported: {0}")]
+    NotSupported(&'static str),
+    #[error("invalid name: {0}")]
+    InvalidName(&'static str),
+    #[error("bad file handle")]
+    BadHandle,
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type FsResult<T> = Result<T, FsError>;
+
+impl FsError {
+    /// The errno a caller of the mount sees.
+    pub fn errno(&self) -> i32 {
+        match self {
+            FsError::NotFound => libc::ENOENT,
+            FsError::Exists => libc::EEXIST,
+            FsError::NotADirectory => libc::ENOTDIR,
+            FsError::IsADirectory => libc::EISDIR,
+            FsError::NotEmpty => libc::ENOTEMPTY,
+            FsError::ReadOnly(_) => libc::EROFS,
+            FsError::NotPermitted(_) => libc::EPERM,
+            FsError::NotSupported(_) => libc::ENOTSUP,
+            FsError::InvalidName(_) => libc::EINVAL,
+            FsError::BadHandle => libc::EBADF,
+            FsError::Corrupt(_) => libc::EIO,
+            FsError::Store(e) => match e {
+                StoreError::NotFound(_) => libc::ENOENT,
+                StoreError::PermissionDenied(_) => libc::EACCES,
+                StoreError::DirectoryNotEmpty(_) => libc::ENOTEMPTY,
+                StoreError::NotADirectory(_) => libc::ENOTDIR,
+                StoreError::IsADirectory(_) => libc::EISDIR,
+                StoreError::AlreadyExists(_) => libc::EEXIST,
+                StoreError::InvalidKey(..) => libc::EINVAL,
+                StoreError::Unsupported(_) => libc::ENOTSUP,
+                StoreError::NoSpace => libc::ENOSPC,
+                StoreError::ReadOnly => libc::EROFS,
+                StoreError::Timeout(_) => libc::ETIMEDOUT,
+                StoreError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+                StoreError::Backend { .. } => libc::EIO,
+            },
+        }
+    }
+
+    /// Errors worth a log line (the rest are ordinary answers such as ENOENT).
+    pub fn is_notable(&self) -> bool {
+        matches!(self, FsError::Corrupt(_))
+            || matches!(self, FsError::Store(e) if !matches!(e,
+                StoreError::NotFound(_) | StoreError::AlreadyExists(_) | StoreError::DirectoryNotEmpty(_)
+                | StoreError::NotADirectory(_) | StoreError::IsADirectory(_)))
+    }
+}

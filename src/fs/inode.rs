@@ -1,0 +1,115 @@
+//! Inode numbers for paths. An inode lives while the kernel holds a lookup reference to it
+//! (or while it is the root); numbers are never reused within a mount.
+
+use std::collections::HashMap;
+
+pub const ROOT_INO: u64 = 1;
+
+struct Entry {
+    path: String,
+    lookups: u64,
+}
+
+pub struct InodeTable {
+    by_ino: HashMap<u64, Entry>,
+    by_path: HashMap<String, u64>,
+    next: u64,
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        let mut t = InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
+        t.by_ino.insert(ROOT_INO, Entry { path: String::new(), lookups: 1 });
+        t.by_path.insert(String::new(), ROOT_INO);
+        t
+    }
+}
+
+impl InodeTable {
+    pub fn path(&self, ino: u64) -> Option<&str> {
+        self.by_ino.get(&ino).map(|e| e.path.as_str())
+    }
+
+    /// The inode for `path`, created if needed; `lookup` adds a kernel reference.
+    pub fn get_or_insert(&mut self, path: &str, lookup: bool) -> u64 {
+        let ino = match self.by_path.get(path) {
+            Some(&ino) => ino,
+            None => {
+                let ino = self.next;
+                self.next += 1;
+                self.by_ino.insert(ino, Entry { path: path.to_string(), lookups: 0 });
+                self.by_path.insert(path.to_string(), ino);
+                ino
+            }
+        };
+        if lookup {
+            if let Some(e) = self.by_ino.get_mut(&ino) {
+                e.lookups += 1;
+            }
+        }
+        ino
+    }
+
+    /// The kernel dropped `n` references.
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        let Some(e) = self.by_ino.get_mut(&ino) else { return };
+        e.lookups = e.lookups.saturating_sub(n);
+        if e.lookups == 0 {
+            let path = std::mem::take(&mut e.path);
+            self.by_ino.remove(&ino);
+            if self.by_path.get(&path) == Some(&ino) {
+                self.by_path.remove(&path);
+            }
+        }
+    }
+
+    /// The name `path` is gone (unlink, rmdir): the inode stays for open handles but the
+    /// path resolves to a fresh inode from now on.
+    pub fn unlink_path(&mut self, path: &str) {
+        self.by_path.remove(path);
+    }
+
+    /// `from` (a file or a whole directory tree) is now at `to`.
+    pub fn rename(&mut self, from: &str, to: &str) {
+        self.by_path.remove(to);
+        let prefix = format!("{from}/");
+        let moved: Vec<(String, u64)> = self
+            .by_path
+            .iter()
+            .filter(|(p, _)| p.as_str() == from || p.starts_with(&prefix))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        for (old, ino) in moved {
+            self.by_path.remove(&old);
+            let new = format!("{to}{}", &old[from.len()..]);
+            if let Some(e) = self.by_ino.get_mut(&ino) {
+                e.path = new.clone();
+            }
+            self.by_path.insert(new, ino);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forget_drops_inode_and_rename_moves_subtree() {
+        let mut t = InodeTable::default();
+        let a = t.get_or_insert("a", true);
+        let ab = t.get_or_insert("a/b", true);
+        assert_eq!(t.get_or_insert("a", false), a);
+        t.rename("a", "x");
+        assert_eq!(t.path(a), Some("x"));
+        assert_eq!(t.path(ab), Some("x/b"));
+        t.forget(ab, 1);
+        assert_eq!(t.path(ab), None);
+        assert_ne!(t.get_or_insert("x/b", false), ab);
+        t.forget(ROOT_INO, 5);
+        assert_eq!(t.path(ROOT_INO), Some(""));
+    }
+}

@@ -1,0 +1,216 @@
+//! The async side of a view: resolves paths of the mount to `Node`s by asking the store, and
+//! carries out reads and writes. `RawNamespace` shows the store as it is; other views wrap it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::error::{FsError, FsResult};
+use crate::store::{join_key, Store, StoreError};
+use crate::view::node::{Backing, Node};
+
+/// Paths are store-style keys: relative, `/`-separated, `""` for the root.
+#[async_trait]
+pub trait Namespace: Send + Sync + 'static {
+    async fn lookup(&self, path: &str) -> FsResult<Option<Node>>;
+    /// The children of a directory, sorted by name.
+    async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>>;
+    /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
+    async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
+    /// Whether a file at `path` may be created or replaced (checked at open, before any data).
+    fn check_writable(&self, path: &str) -> FsResult<()>;
+    /// Replace the whole content of the file at `path`.
+    async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
+    async fn remove_file(&self, path: &str) -> FsResult<()>;
+    async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()>;
+    async fn mkdir(&self, path: &str) -> FsResult<()>;
+    async fn rmdir(&self, path: &str) -> FsResult<()>;
+    /// (total bytes, free bytes) for statfs, when the backend knows.
+    fn capacity(&self) -> Option<(u64, u64)>;
+}
+
+/// Slice `data` (the bytes of a whole file) to a read request.
+pub fn slice_for_read(data: &Bytes, offset: u64, size: u32) -> Bytes {
+    let start = (offset as usize).min(data.len());
+    let end = start.saturating_add(size as usize).min(data.len());
+    data.slice(start..end)
+}
+
+/// The store as stored. On stores without real directories, `mkdir` makes a directory that
+/// lives in memory until a key appears below it (the way object-store mounts behave).
+pub struct RawNamespace {
+    store: Arc<dyn Store>,
+    virtual_dirs: Mutex<HashSet<String>>,
+    started: SystemTime,
+}
+
+impl RawNamespace {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        RawNamespace { store, virtual_dirs: Mutex::new(HashSet::new()), started: SystemTime::now() }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn is_virtual_dir(&self, path: &str) -> bool {
+        self.virtual_dirs.lock().expect("lock").contains(path)
+    }
+
+    fn dir_node(&self) -> Node {
+        Node::dir(self.started)
+    }
+}
+
+#[async_trait]
+impl Namespace for RawNamespace {
+    async fn lookup(&self, path: &str) -> FsResult<Option<Node>> {
+        if path.is_empty() {
+            return Ok(Some(self.dir_node()));
+        }
+        let found = match self.store.lookup(path).await {
+            Ok(found) => found,
+            Err(StoreError::InvalidKey(..)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        // A name that is both an object and a prefix (object stores allow it) shows as the
+        // directory, so everything below it stays reachable.
+        if found.dir || self.is_virtual_dir(path) {
+            return Ok(Some(self.dir_node()));
+        }
+        Ok(found.file.map(|meta| Node {
+            size: meta.size,
+            modified: meta.modified,
+            backing: Backing::Object { key: path.to_string(), version: meta.version },
+        }))
+    }
+
+    async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
+        let listing = self.store.list(dir).await?;
+        let mut out: Vec<(String, Node)> = Vec::with_capacity(listing.files.len() + listing.dirs.len());
+        let dirs: HashSet<&str> = listing.dirs.iter().map(String::as_str).collect();
+        for name in &listing.dirs {
+            out.push((name.clone(), self.dir_node()));
+        }
+        for (name, meta) in listing.files {
+            if dirs.contains(name.as_str()) {
+                continue; // shown as the directory (see lookup)
+            }
+            let key = join_key(dir, &name);
+            out.push((
+                name,
+                Node { size: meta.size, modified: meta.modified, backing: Backing::Object { key, version: meta.version } },
+            ));
+        }
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        for v in self.virtual_dirs.lock().expect("lock").iter() {
+            if let Some(name) = v.strip_prefix(&prefix) {
+                if !name.contains('/') && !out.iter().any(|(n, _)| n == name) {
+                    out.push((name.to_string(), self.dir_node()));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn read(&self, _path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+        match &node.backing {
+            Backing::Dir => Err(FsError::IsADirectory),
+            Backing::Generated(data) => Ok(slice_for_read(data, offset, size)),
+            Backing::Object { key, .. } => {
+                let end = offset.saturating_add(size as u64).min(node.size.max(offset));
+                if end <= offset {
+                    return Ok(Bytes::new());
+                }
+                Ok(self.store.get_range(key, offset..end).await?)
+            }
+            Backing::Slice { key, offset: base, len, .. } => {
+                let start = offset.min(*len);
+                let end = offset.saturating_add(size as u64).min(*len);
+                if end <= start {
+                    return Ok(Bytes::new());
+                }
+                Ok(self.store.get_range(key, base + start..base + end).await?)
+            }
+        }
+    }
+
+    fn check_writable(&self, _path: &str) -> FsResult<()> {
+        Ok(())
+    }
+
+    async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
+        self.store.put(path, data).await?;
+        self.forget_virtual_ancestors(path);
+        Ok(())
+    }
+
+    async fn remove_file(&self, path: &str) -> FsResult<()> {
+        Ok(self.store.delete(path).await?)
+    }
+
+    async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()> {
+        if is_dir {
+            if self.is_virtual_dir(from) {
+                let mut v = self.virtual_dirs.lock().expect("lock");
+                v.remove(from);
+                v.insert(to.to_string());
+                return Ok(());
+            }
+            return Ok(self.store.rename_dir(from, to).await?);
+        }
+        self.store.rename(from, to).await?;
+        self.forget_virtual_ancestors(to);
+        Ok(())
+    }
+
+    async fn mkdir(&self, path: &str) -> FsResult<()> {
+        if self.lookup(path).await?.is_some() {
+            return Err(FsError::Exists);
+        }
+        if self.store.has_real_dirs() {
+            Ok(self.store.create_dir(path).await?)
+        } else {
+            self.virtual_dirs.lock().expect("lock").insert(path.to_string());
+            Ok(())
+        }
+    }
+
+    async fn rmdir(&self, path: &str) -> FsResult<()> {
+        if self.store.has_real_dirs() {
+            return Ok(self.store.remove_dir(path).await?);
+        }
+        let listing = self.store.list(path).await?;
+        if !listing.files.is_empty() || !listing.dirs.is_empty() {
+            return Err(FsError::NotEmpty);
+        }
+        if self.virtual_dirs.lock().expect("lock").remove(path) {
+            Ok(())
+        } else {
+            Err(FsError::NotFound)
+        }
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.store.capacity()
+    }
+}
+
+impl RawNamespace {
+    /// Once a key exists below a virtual directory, the prefix itself makes it a directory.
+    fn forget_virtual_ancestors(&self, key: &str) {
+        if self.store.has_real_dirs() {
+            return;
+        }
+        let mut v = self.virtual_dirs.lock().expect("lock");
+        let mut k = key;
+        while let Some(i) = k.rfind('/') {
+            k = &k[..i];
+            v.remove(k);
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The `fuser::Filesystem` implementation: each callback hands the work to a tokio task that
+//! calls `ZarrFs` and replies from there, so the FUSE dispatch thread never waits on I/O.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use tokio::runtime::Handle;
+
+use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
+
+/// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
+#[derive(Clone, Copy)]
+struct AttrMaker {
+    uid: u32,
+    gid: u32,
+    ttl: Duration,
+}
+
+impl AttrMaker {
+    fn attr(&self, a: &Attr) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(a.ino),
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: a.mtime,
+            mtime: a.mtime,
+            ctime: a.mtime,
+            crtime: a.mtime,
+            kind: match a.kind {
+                FileKind::Dir => FileType::Directory,
+                FileKind::File => FileType::RegularFile,
+            },
+            perm: a.perm,
+            nlink: if a.kind == FileKind::Dir { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 1 << 20,
+            flags: 0,
+        }
+    }
+}
+
+pub struct FuseAdapter {
+    fs: Arc<ZarrFs>,
+    rt: Handle,
+    maker: AttrMaker,
+}
+
+impl FuseAdapter {
+    pub fn new(fs: Arc<ZarrFs>, rt: Handle, uid: u32, gid: u32) -> Self {
+        let ttl = fs.config().metadata_ttl;
+        FuseAdapter { fs, rt, maker: AttrMaker { uid, gid, ttl } }
+    }
+
+    /// Run `work` on the runtime and give its result to `done`, which replies.
+    fn spawn<T, Fut, W, D>(&self, work: W, done: D)
+    where
+        T: Send + 'static,
+        Fut: std::future::Future<Output = Result<T, FsError>> + Send + 'static,
+        W: FnOnce(Arc<ZarrFs>) -> Fut + Send + 'static,
+        D: FnOnce(Result<T, FsError>, AttrMaker) + Send + 'static,
+    {
+        let fs = self.fs.clone();
+        let maker = self.maker;
+        self.rt.spawn(async move {
+            let result = work(fs).await;
+            if let Err(e) = &result {
+                if e.is_notable() {
+                    tracing::warn!(error = %e, "request failed");
+                }
+            }
+            done(result, maker);
+        });
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn fopen_flags(o: &Opened) -> FopenFlags {
+    if o.keep_cache {
+        FopenFlags::FOPEN_KEEP_CACHE
+    } else {
+        FopenFlags::empty()
+    }
+}
+
+fn name_of(name: &OsStr) -> Result<String, FsError> {
+    name.to_str().map(str::to_string).ok_or(FsError::InvalidName("file names must be UTF-8"))
+}
+
+impl fuser::Filesystem for FuseAdapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Bigger requests mean fewer round trips for chunk-sized reads and writes.
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_MAX_PAGES);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name_of(name);
+        self.spawn(
+            move |fs| async move { fs.lookup(parent.0, &name?).await },
+            move |r, m| match r {
+                Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(
+            move |fs| async move { fs.getattr(ino.0).await },
+            move |r, m| match r {
+                Ok(a) => reply.attr(&m.ttl, &m.attr(&a)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Times are accepted and ignored: a store keeps its own modification time.
+        let set = SetAttr { size, mode, uid, gid, fh: fh.map(|f| f.0) };
+        self.spawn(
+            move |fs| async move { fs.setattr(ino.0, set).await },
+            move |r, m| match r {
+                Ok(a) => reply.attr(&m.ttl, &m.attr(&a)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        let name = name_of(name);
+        self.spawn(
+            move |fs| async move { fs.mkdir(parent.0, &name?).await },
+            move |r, m| match r {
+                Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_of(name);
+        self.spawn(move |fs| async move { fs.unlink(parent.0, &name?).await }, move |r, _| empty(r, reply));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_of(name);
+        self.spawn(move |fs| async move { fs.rmdir(parent.0, &name?).await }, move |r, _| empty(r, reply));
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (name, newname) = (name_of(name), name_of(newname));
+        self.spawn(
+            move |fs| async move { fs.rename(parent.0, &name?, newparent.0, &newname?, flags.bits()).await },
+            move |r, _| empty(r, reply),
+        );
+    }
+
+    fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _target: &std::path::Path, reply: ReplyEntry) {
+        reply.error(Errno::from_i32(libc::EPERM));
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(Errno::from_i32(libc::EPERM));
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // Regular files are made with create(); devices, fifos and sockets have no place in a store.
+        reply.error(Errno::from_i32(libc::EPERM));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(
+            move |fs| async move { fs.open(ino.0, flags.0).await },
+            move |r, _| match r {
+                Ok(o) => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = name_of(name);
+        self.spawn(
+            move |fs| async move { fs.create(parent.0, &name?, flags).await },
+            move |r, m| match r {
+                Ok((a, o)) => reply.created(&m.ttl, &m.attr(&a), Generation(0), FileHandle(o.fh), fopen_flags(&o)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.spawn(
+            move |fs| async move { fs.read(fh.0, offset, size).await },
+            move |r, _| match r {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let data = data.to_vec();
+        self.spawn(
+            move |fs| async move { fs.write(fh.0, offset, &data).await },
+            move |r, _| match r {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.spawn(move |fs| async move { fs.flush(fh.0).await }, move |r, _| empty(r, reply));
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(move |fs| async move { fs.release(fh.0).await }, move |r, _| empty(r, reply));
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.spawn(move |fs| async move { fs.fsync(fh.0).await }, move |r, _| empty(r, reply));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(
+            move |fs| async move { fs.opendir(ino.0).await },
+            move |r, _| match r {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
+    }
+
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        // The listing was taken at opendir; this only walks the snapshot (no I/O).
+        match self.fs.readdir(fh.0) {
+            Ok(entries) => {
+                for (i, e) in entries.iter().enumerate().skip(offset as usize) {
+                    let kind = if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
+                    if reply.add(INodeNo(e.ino), (i + 1) as u64, kind, &e.name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.fs.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let (total, free) = self.fs.statfs();
+        const BSIZE: u64 = 4096;
+        reply.statfs(total / BSIZE, free / BSIZE, free / BSIZE, 1 << 20, 1 << 20, BSIZE as u32, 255, BSIZE as u32);
+    }
+
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        // No attributes: an empty list, so `ls -l` and `cp -a` do not complain.
+        if size == 0 {
+            reply.size(0)
+        } else {
+            reply.data(&[])
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        reply.ok();
+    }
+}
+
+fn empty(r: Result<(), FsError>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}

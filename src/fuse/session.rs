@@ -1,0 +1,103 @@
+//! Mounting and the life of a mount: mount, tell whoever waits that we are ready, wait for a
+//! signal or an external unmount, write back pending data, unmount.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Config, MountOption, SessionACL};
+
+use super::adapter::FuseAdapter;
+use crate::fs::ZarrFs;
+
+pub struct SessionOptions {
+    pub mountpoint: PathBuf,
+    pub fs_name: String,
+    pub read_only: bool,
+    pub allow_other: bool,
+    pub uid: u32,
+    pub gid: u32,
+    pub threads: usize,
+}
+
+/// Mount `fs` and serve it until SIGTERM/SIGINT or an external unmount. `on_ready` runs once
+/// the kernel has completed the FUSE handshake (the mount is live).
+pub fn serve(
+    rt: &tokio::runtime::Runtime,
+    fs: Arc<ZarrFs>,
+    opts: &SessionOptions,
+    on_ready: impl FnOnce(),
+) -> Result<(), SessionError> {
+    let mut mount_options = vec![
+        MountOption::FSName(opts.fs_name.clone()),
+        MountOption::Subtype("zarr-mount".into()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::NoAtime,
+    ];
+    if opts.read_only {
+        mount_options.push(MountOption::RO);
+    }
+    if opts.allow_other {
+        mount_options.push(MountOption::DefaultPermissions);
+    }
+    let mut config = Config::default();
+    config.mount_options = mount_options;
+    config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = opts.threads > 1;
+
+    let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
+    let session = fuser::Session::new(adapter, &opts.mountpoint, &config)
+        .map_err(|e| SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display())))?;
+    let background = session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
+    tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
+    on_ready();
+
+    let ended_by_signal = rt.block_on(wait_for_end(&background));
+    let failed = rt.block_on(fs.flush_all());
+    if failed > 0 {
+        tracing::error!(failed, "some buffered writes could not be written back");
+    }
+    if ended_by_signal {
+        tracing::info!("signal received: unmounting");
+        if let Err(e) = background.umount_and_join() {
+            // Busy mounts (a process has its cwd inside) fall back to a lazy unmount.
+            tracing::warn!(error = %e, "unmount failed; detaching lazily");
+            lazy_unmount(&opts.mountpoint);
+        }
+    } else if let Err(e) = background.join() {
+        tracing::warn!(error = %e, "FUSE session ended with an error");
+    }
+    tracing::info!("unmounted");
+    if failed > 0 {
+        return Err(SessionError(format!("{failed} buffered file(s) could not be written back")));
+    }
+    Ok(())
+}
+
+/// True when a signal ended the mount, false when the session ended by itself (unmounted).
+async fn wait_for_end(bg: &fuser::BackgroundSession) -> bool {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = term.recv() => return true,
+            _ = int.recv() => return true,
+            _ = tick.tick() => if bg.guard.is_finished() { return false },
+        }
+    }
+}
+
+fn lazy_unmount(mountpoint: &Path) {
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).expect("no NUL in mountpoint");
+    // SAFETY: umount2 with a valid NUL-terminated path.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+}
+
+/// Why a mount could not start or end cleanly: one message, printed as one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SessionError(pub String);

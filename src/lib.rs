@@ -1,0 +1,15 @@
+//! zarr-mount: mount a Zarr store as a directory.
+//!
+//! Layers, each calling only the one below:
+//! `cli` -> `fuse` (thin fuser adapter) -> `fs` (inodes, handles, caches) ->
+//! `view` (pure path mapping) -> `zarr` (metadata, shard index) -> `store` (async key/value backends).
+
+pub mod cli;
+pub mod daemon;
+pub mod fs;
+pub mod fuse;
+pub mod mount;
+pub mod source;
+pub mod store;
+pub mod view;
+pub mod zarr;

@@ -1,0 +1,143 @@
+//! SOURCE argument parsing: where the store lives. Pure: no I/O here; `cli` checks that a
+//! local source exists and the store layer opens it.
+
+use std::path::PathBuf;
+
+/// An object-store URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    S3,
+    Gcs,
+    Azure,
+    Http,
+}
+
+/// Where the store's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory or file (absolute or relative path).
+    Local(PathBuf),
+    /// An object-store URL, e.g. `s3://bucket/prefix`.
+    Remote { cloud: Cloud, url: String },
+}
+
+/// A parsed SOURCE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory store (a local directory or a prefix of an object store).
+    Directory(Location),
+    /// A zip archive holding the store.
+    Zip(Location),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SourceError {
+    #[error("SOURCE is empty")]
+    Empty,
+    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// or zip+<url>)")]
+    UnknownScheme(String),
+    #[error("file:// URLs must be absolute (file:///path)")]
+    RelativeFileUrl,
+    #[error("{0} has no bucket or host")]
+    NoBucket(String),
+}
+
+const ZIP_SUFFIXES: [&str; 2] = [".zip", ".ozx"];
+
+impl Source {
+    pub fn parse(s: &str) -> Result<Source, SourceError> {
+        if s.is_empty() {
+            return Err(SourceError::Empty);
+        }
+        if let Some(rest) = s.strip_prefix("zip+") {
+            return Ok(Source::Zip(parse_location(rest)?));
+        }
+        let loc = parse_location(s)?;
+        let path_part = match &loc {
+            Location::Local(p) => p.to_string_lossy().to_lowercase(),
+            Location::Remote { url, .. } => url.split(['?', '#']).next().unwrap_or("").to_lowercase(),
+        };
+        let path_part = path_part.trim_end_matches('/');
+        if ZIP_SUFFIXES.iter().any(|z| path_part.ends_with(z)) {
+            Ok(Source::Zip(loc))
+        } else {
+            Ok(Source::Directory(loc))
+        }
+    }
+
+    pub fn location(&self) -> &Location {
+        match self {
+            Source::Directory(l) | Source::Zip(l) => l,
+        }
+    }
+}
+
+fn parse_location(s: &str) -> Result<Location, SourceError> {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return Ok(Location::Local(PathBuf::from(s)));
+    };
+    let cloud = match scheme.to_ascii_lowercase().as_str() {
+        "file" => {
+            if !rest.starts_with('/') {
+                return Err(SourceError::RelativeFileUrl);
+            }
+            return Ok(Location::Local(PathBuf::from(percent_decode(rest))));
+        }
+        "s3" | "s3a" => Cloud::S3,
+        "gs" | "gcs" => Cloud::Gcs,
+        "az" | "azure" | "abfs" | "abfss" | "adl" => Cloud::Azure,
+        "http" | "https" => Cloud::Http,
+        other => return Err(SourceError::UnknownScheme(other.to_string())),
+    };
+    if rest.split('/').next().unwrap_or("").is_empty() {
+        return Err(SourceError::NoBucket(s.to_string()));
+    }
+    Ok(Location::Remote { cloud, url: s.to_string() })
+}
+
+/// `%20` and friends in file:// URLs.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_kind_of_source() {
+        assert_eq!(Source::parse("data.zarr").unwrap(), Source::Directory(Location::Local("data.zarr".into())));
+        assert_eq!(Source::parse("file:///a/b%20c").unwrap(), Source::Directory(Location::Local("/a/b c".into())));
+        assert_eq!(Source::parse("file://rel"), Err(SourceError::RelativeFileUrl));
+        assert_eq!(Source::parse("/x/y.zarr.zip").unwrap(), Source::Zip(Location::Local("/x/y.zarr.zip".into())));
+        assert_eq!(Source::parse("a.OZX").unwrap(), Source::Zip(Location::Local("a.OZX".into())));
+        assert!(matches!(
+            Source::parse("s3://b/p.zarr").unwrap(),
+            Source::Directory(Location::Remote { cloud: Cloud::S3, .. })
+        ));
+        assert!(matches!(Source::parse("gs://b/x.zip").unwrap(), Source::Zip(Location::Remote { cloud: Cloud::Gcs, .. })));
+        assert!(matches!(
+            Source::parse("zip+https://h/data").unwrap(),
+            Source::Zip(Location::Remote { cloud: Cloud::Http, .. })
+        ));
+        assert!(matches!(Source::parse("az://c/p").unwrap(), Source::Directory(Location::Remote { cloud: Cloud::Azure, .. })));
+        assert_eq!(Source::parse("ftp://h/x"), Err(SourceError::UnknownScheme("ftp".into())));
+        assert!(matches!(Source::parse("s3:///x"), Err(SourceError::NoBucket(_))));
+        assert_eq!(Source::parse(""), Err(SourceError::Empty));
+    }
+}

@@ -1,0 +1,343 @@
+//! A directory on the local filesystem as a store.
+//!
+//! Every path is resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` relative to the
+//! root directory's fd, so no key (and no symlink planted in the tree) can reach outside the
+//! root. Writes go to a temp file beside the target and are renamed over it, so a reader or a
+//! crash never sees half an object. Blocking syscalls run on tokio's blocking pool.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{split_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+
+/// Names of our own in-flight temp files; hidden from listings.
+const TEMP_MARKER: &str = ".zarr-mount-tmp.";
+
+pub struct LocalStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root_path: PathBuf,
+    root: OwnedFd,
+    temp_counter: AtomicU64,
+}
+
+impl LocalStore {
+    /// Open `root`, which must be an existing directory.
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        let c = CString::new(root.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))?;
+        // SAFETY: plain open(2) of a NUL-terminated path; the fd is owned on success.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd was just returned by open and is not owned elsewhere.
+        let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(LocalStore {
+            inner: Arc::new(Inner {
+                root_path: root.to_path_buf(),
+                root: root_fd,
+                temp_counter: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| StoreError::Backend { key: String::new(), message: format!("blocking task failed: {e}") })?
+    }
+}
+
+impl Inner {
+    /// Open `key` (relative, validated) beneath the root without following any symlink.
+    fn open_beneath(&self, key: &str, flags: i32) -> std::io::Result<OwnedFd> {
+        let rel = if key.is_empty() { "." } else { key };
+        let c = CString::new(rel).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: open_how is plain data; all-zero is a valid value before we fill it in.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (flags | libc::O_CLOEXEC) as u64;
+        how.mode = if flags & libc::O_CREAT != 0 { 0o644 } else { 0 };
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        // SAFETY: openat2 with a valid dirfd, NUL-terminated path and a correctly sized open_how.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.root.as_raw_fd(),
+                c.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            // ELOOP: a symlink in the path; treat it as absent rather than following it.
+            if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::EXDEV) {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
+            }
+            return Err(e);
+        }
+        // SAFETY: the syscall returned a fresh fd that we now own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    fn open_file(&self, key: &str) -> StoreResult<File> {
+        validate_key(key)?;
+        let fd = self.open_beneath(key, libc::O_RDONLY).map_err(|e| StoreError::from_io(key, e))?;
+        let file = File::from(fd);
+        let md = file.metadata().map_err(|e| StoreError::from_io(key, e))?;
+        if md.is_dir() {
+            return Err(StoreError::IsADirectory(key.into()));
+        }
+        Ok(file)
+    }
+
+    /// The parent directory of `key` as an fd, and the last name as a C string.
+    fn parent_of(&self, key: &str) -> StoreResult<(OwnedFd, CString)> {
+        validate_key(key)?;
+        if key.is_empty() {
+            return Err(StoreError::InvalidKey(key.into(), "the root has no parent"));
+        }
+        let (dir, name) = split_key(key);
+        let fd = self
+            .open_beneath(dir, libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(|e| StoreError::from_io(dir, e))?;
+        let name = CString::new(name).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
+        Ok((fd, name))
+    }
+
+    fn stat(&self, key: &str) -> StoreResult<Option<std::fs::Metadata>> {
+        validate_key(key)?;
+        match self.open_beneath(key, libc::O_PATH) {
+            Ok(fd) => File::from(fd).metadata().map(Some).map_err(|e| StoreError::from_io(key, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+            Err(e) => Err(StoreError::from_io(key, e)),
+        }
+    }
+
+    fn write_atomically(&self, key: &str, data: &[u8]) -> StoreResult<()> {
+        let (dirfd, name) = self.parent_of(key)?;
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let tmp = CString::new(format!("{TEMP_MARKER}{}.{n}", std::process::id())).expect("no NUL");
+        // SAFETY: openat on a valid dirfd with a NUL-terminated single-component name.
+        let fd = unsafe {
+            libc::openat(
+                dirfd.as_raw_fd(),
+                tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(StoreError::from_io(key, std::io::Error::last_os_error()));
+        }
+        // SAFETY: fresh fd from openat.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let result = file.write_all_at(data, 0).map_err(|e| StoreError::from_io(key, e)).and_then(|_| {
+            // SAFETY: renameat between names in the same valid dirfd.
+            let rc = unsafe { libc::renameat(dirfd.as_raw_fd(), tmp.as_ptr(), dirfd.as_raw_fd(), name.as_ptr()) };
+            if rc < 0 {
+                Err(StoreError::from_io(key, std::io::Error::last_os_error()))
+            } else {
+                Ok(())
+            }
+        });
+        if result.is_err() {
+            // SAFETY: best-effort removal of our own temp name.
+            unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
+        }
+        result
+    }
+}
+
+fn to_meta(md: &std::fs::Metadata) -> ObjectMeta {
+    let modified = md.modified().unwrap_or(UNIX_EPOCH);
+    let nanos = modified.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_nanos();
+    ObjectMeta { size: md.len(), modified, version: format!("{}-{}-{}", md.ino(), nanos, md.len()) }
+}
+
+fn check_rc(rc: libc::c_int, key: &str) -> StoreResult<()> {
+    if rc < 0 {
+        Err(StoreError::from_io(key, std::io::Error::last_os_error()))
+    } else {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for LocalStore {
+    fn describe(&self) -> String {
+        format!("local:{}", self.inner.root_path.display())
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        true
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let file = s.open_file(&key)?;
+            let len = file.metadata().map_err(|e| StoreError::from_io(&key, e))?.len();
+            let mut buf = vec![0u8; len as usize];
+            let n = read_full_at(&file, &mut buf, 0).map_err(|e| StoreError::from_io(&key, e))?;
+            buf.truncate(n);
+            Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let file = s.open_file(&key)?;
+            let len = range.end.saturating_sub(range.start) as usize;
+            let mut buf = vec![0u8; len];
+            let n = read_full_at(&file, &mut buf, range.start).map_err(|e| StoreError::from_io(&key, e))?;
+            buf.truncate(n);
+            Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        let key = key.to_string();
+        self.blocking(move |s| match s.stat(&key)? {
+            Some(md) if md.is_file() => Ok(Some(to_meta(&md))),
+            _ => Ok(None),
+        })
+        .await
+    }
+
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        let key = key.to_string();
+        self.blocking(move |s| match s.stat(&key)? {
+            Some(md) if md.is_file() => Ok(Lookup { file: Some(to_meta(&md)), dir: false }),
+            Some(md) if md.is_dir() => Ok(Lookup { file: None, dir: true }),
+            _ => Ok(Lookup::default()),
+        })
+        .await
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        let key = key.to_string();
+        self.blocking(move |s| s.write_atomically(&key, &data)).await
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let (dirfd, name) = s.parent_of(&key)?;
+            // SAFETY: unlinkat of a single name in a valid dirfd.
+            check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), 0) }, &key)
+        })
+        .await
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        let prefix = prefix.to_string();
+        self.blocking(move |s| {
+            validate_key(&prefix)?;
+            let fd = s
+                .open_beneath(&prefix, libc::O_RDONLY | libc::O_DIRECTORY)
+                .map_err(|e| StoreError::from_io(&prefix, e))?;
+            // The fd was resolved safely; reading it through /proc/self/fd follows no user symlink.
+            let dir_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let mut listing = Listing::default();
+            for entry in std::fs::read_dir(&dir_path).map_err(|e| StoreError::from_io(&prefix, e))? {
+                let entry = entry.map_err(|e| StoreError::from_io(&prefix, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    tracing::warn!(dir = %prefix, "skipping a file name that is not UTF-8");
+                    continue;
+                };
+                if name.starts_with(TEMP_MARKER) {
+                    continue;
+                }
+                let Ok(md) = entry.metadata() else { continue }; // raced with a delete
+                if md.is_dir() {
+                    listing.dirs.push(name);
+                } else if md.is_file() {
+                    listing.files.push((name, to_meta(&md)));
+                } // symlinks, sockets, devices: not part of a store
+            }
+            listing.files.sort_by(|a, b| a.0.cmp(&b.0));
+            listing.dirs.sort();
+            Ok(listing)
+        })
+        .await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        let (from, to) = (from.to_string(), to.to_string());
+        self.blocking(move |s| {
+            let (fd1, n1) = s.parent_of(&from)?;
+            let (fd2, n2) = s.parent_of(&to)?;
+            // SAFETY: renameat between two valid dirfds with single-component names.
+            check_rc(unsafe { libc::renameat(fd1.as_raw_fd(), n1.as_ptr(), fd2.as_raw_fd(), n2.as_ptr()) }, &from)
+        })
+        .await
+    }
+
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.rename(from, to).await
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let (dirfd, name) = s.parent_of(&key)?;
+            // SAFETY: mkdirat of a single name in a valid dirfd.
+            check_rc(unsafe { libc::mkdirat(dirfd.as_raw_fd(), name.as_ptr(), 0o755) }, &key)
+        })
+        .await
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let (dirfd, name) = s.parent_of(&key)?;
+            // SAFETY: unlinkat(AT_REMOVEDIR) of a single name in a valid dirfd.
+            check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }, &key)
+        })
+        .await
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        // SAFETY: fstatvfs on a valid fd into a zeroed struct.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::fstatvfs(self.inner.root.as_raw_fd(), &mut st) };
+        (rc == 0).then(|| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
+    }
+}
+
+/// pread until `buf` is full or end of file; returns the bytes read.
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+

@@ -1,0 +1,132 @@
+//! An in-memory store: keys in a sorted map, directories implied by key prefixes.
+//! Used by tests of the layers above, and as the model the other backends are checked against.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+
+#[derive(Default)]
+pub struct MemoryStore {
+    objects: Mutex<BTreeMap<String, (Bytes, ObjectMeta)>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn meta_for(&self, data: &Bytes) -> ObjectMeta {
+        let g = self.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ObjectMeta { size: data.len() as u64, modified: SystemTime::now(), version: format!("m{g}") }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, (Bytes, ObjectMeta)>) -> T) -> T {
+        f(&mut self.objects.lock().expect("memory store lock poisoned"))
+    }
+}
+
+/// The part of `key` one level below `prefix`, and whether more levels follow.
+fn child_of<'a>(prefix: &str, key: &'a str) -> Option<(&'a str, bool)> {
+    let rest = if prefix.is_empty() { key } else { key.strip_prefix(prefix)?.strip_prefix('/')? };
+    Some(match rest.find('/') {
+        Some(i) => (&rest[..i], true),
+        None => (rest, false),
+    })
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        false
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.with(|m| m.get(key).map(|(b, _)| b.clone()).ok_or_else(|| StoreError::NotFound(key.into())))
+    }
+
+    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
+        let data = self.get(key).await?;
+        let end = (range.end as usize).min(data.len());
+        let start = (range.start as usize).min(end);
+        Ok(data.slice(start..end))
+    }
+
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        Ok(self.with(|m| m.get(key).map(|(_, meta)| meta.clone())))
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        validate_key(key)?;
+        let meta = self.meta_for(&data);
+        self.with(|m| m.insert(key.to_string(), (data, meta)));
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.with(|m| m.remove(key)).map(|_| ()).ok_or_else(|| StoreError::NotFound(key.into()))
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        let mut listing = Listing::default();
+        self.with(|m| {
+            for (key, (_, meta)) in m.range(prefix.to_string()..) {
+                if !prefix.is_empty() && !key.starts_with(prefix) {
+                    break;
+                }
+                match child_of(prefix, key) {
+                    Some((name, true)) => {
+                        if listing.dirs.last().map(String::as_str) != Some(name) {
+                            listing.dirs.push(name.to_string());
+                        }
+                    }
+                    Some((name, false)) if !name.is_empty() => listing.files.push((name.to_string(), meta.clone())),
+                    _ => {}
+                }
+            }
+        });
+        listing.dirs.dedup();
+        Ok(listing)
+    }
+
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        let file = self.head(key).await?;
+        let dir_prefix = format!("{key}/");
+        let dir = key.is_empty()
+            || self.with(|m| m.range(dir_prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&dir_prefix)));
+        Ok(Lookup { file, dir })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lists_one_level_with_implicit_dirs() {
+        let s = MemoryStore::new();
+        for k in ["a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "b", "a.txt"] {
+            s.put(k, Bytes::from_static(b"x")).await.unwrap();
+        }
+        let root = s.list("").await.unwrap();
+        assert_eq!(root.dirs, vec!["a"]);
+        assert_eq!(root.files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), vec!["a.txt", "b"]);
+        let a = s.list("a").await.unwrap();
+        assert_eq!(a.dirs, vec!["c"]);
+        assert_eq!(a.files.len(), 1);
+        assert_eq!(s.list("a/c").await.unwrap().dirs, vec!["0", "1"]);
+        assert!(s.lookup("a/c").await.unwrap().dir);
+        assert!(!s.lookup("a/zarr.json").await.unwrap().dir);
+        assert!(s.lookup("a/zarr.json").await.unwrap().file.is_some());
+        assert!(!s.lookup("a/x").await.unwrap().dir);
+    }
+}

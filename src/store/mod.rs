@@ -1,0 +1,200 @@
+//! The storage layer: one async key/value trait over every backend.
+//!
+//! Keys are `/`-separated relative paths without a leading slash (`group/array/c/0/1`).
+//! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
+//! backend with real directories (the local filesystem) may also hold empty ones.
+
+pub mod local;
+pub mod memory;
+
+use std::ops::Range;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// What a store knows about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub size: u64,
+    pub modified: SystemTime,
+    /// An opaque version tag (ETag, or mtime+size for local files); changes whenever the content does.
+    pub version: String,
+}
+
+/// One level of a delimiter listing below a prefix.
+#[derive(Debug, Default, Clone)]
+pub struct Listing {
+    /// Objects directly below the prefix: (name without the prefix, metadata).
+    pub files: Vec<(String, ObjectMeta)>,
+    /// Sub-prefixes ("directories") directly below the prefix, names only.
+    pub dirs: Vec<String>,
+}
+
+/// What a name in the store is. A key can be both an object and a prefix on object stores.
+#[derive(Debug, Clone, Default)]
+pub struct Lookup {
+    pub file: Option<ObjectMeta>,
+    pub dir: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    #[error("directory not empty: {0}")]
+    DirectoryNotEmpty(String),
+    #[error("not a directory: {0}")]
+    NotADirectory(String),
+    #[error("is a directory: {0}")]
+    IsADirectory(String),
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    #[error("invalid key {0:?}: {1}")]
+    InvalidKey(String, &'static str),
+    #[error("{0} is not supported by this store")]
+    Unsupported(&'static str),
+    #[error("no space left on the backing device")]
+    NoSpace,
+    #[error("the store is read-only")]
+    ReadOnly,
+    #[error("backend timed out: {0}")]
+    Timeout(String),
+    #[error("i/o error on {key}: {source}")]
+    Io { key: String, source: std::io::Error },
+    #[error("backend error on {key}: {message}")]
+    Backend { key: String, message: String },
+}
+
+impl StoreError {
+    /// Map an `std::io::Error` about `key` onto the matching variant.
+    pub fn from_io(key: &str, e: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let key = key.to_string();
+        match e.kind() {
+            K::NotFound => StoreError::NotFound(key),
+            K::PermissionDenied => StoreError::PermissionDenied(key),
+            K::AlreadyExists => StoreError::AlreadyExists(key),
+            K::DirectoryNotEmpty => StoreError::DirectoryNotEmpty(key),
+            K::NotADirectory => StoreError::NotADirectory(key),
+            K::IsADirectory => StoreError::IsADirectory(key),
+            K::StorageFull => StoreError::NoSpace,
+            K::ReadOnlyFilesystem => StoreError::ReadOnly,
+            _ => StoreError::Io { key, source: e },
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The one storage trait every backend implements.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A short human description for logs ("local:/data/x.zarr"). Never contains credentials.
+    fn describe(&self) -> String;
+
+    /// Whether empty directories exist in the store itself (local filesystem) rather than only
+    /// as prefixes of keys (object stores, zips).
+    fn has_real_dirs(&self) -> bool;
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes>;
+    /// Bytes `range` of the object; a range past the end is clipped (may return fewer bytes).
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
+    /// `Ok(None)` when there is no object at `key`.
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
+    /// Replace the object atomically: readers see the old or the new content, never a mix.
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()>;
+    /// Remove the object; removing a missing object is `NotFound`.
+    async fn delete(&self, key: &str) -> StoreResult<()>;
+    /// One level below `prefix` (`""` for the root, otherwise a key prefix without trailing `/`).
+    async fn list(&self, prefix: &str) -> StoreResult<Listing>;
+
+    /// Is `key` an object, a directory, both or neither?
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup>;
+
+    /// Rename an object, replacing any object at `to`.
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        let data = self.get(from).await?;
+        self.put(to, data).await?;
+        self.delete(from).await
+    }
+
+    /// Create an empty directory (only meaningful where `has_real_dirs`).
+    async fn create_dir(&self, _key: &str) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Remove an empty directory (only meaningful where `has_real_dirs`).
+    async fn remove_dir(&self, _key: &str) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Rename a directory with everything below it.
+    async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
+        Err(StoreError::Unsupported("renaming a directory"))
+    }
+
+    /// Capacity figures for statfs: (total bytes, free bytes); None when unknown.
+    fn capacity(&self) -> Option<(u64, u64)> {
+        None
+    }
+}
+
+/// Join a directory key and a child name.
+pub fn join_key(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Split a key into (parent directory key, last name).
+pub fn split_key(key: &str) -> (&str, &str) {
+    match key.rfind('/') {
+        Some(i) => (&key[..i], &key[i + 1..]),
+        None => ("", key),
+    }
+}
+
+/// Reject keys that could escape a store root or that no file name can hold.
+pub fn validate_key(key: &str) -> StoreResult<()> {
+    if key.is_empty() {
+        return Ok(());
+    }
+    if key.starts_with('/') || key.ends_with('/') {
+        return Err(StoreError::InvalidKey(key.into(), "leading or trailing '/'"));
+    }
+    if key.contains('\0') {
+        return Err(StoreError::InvalidKey(key.into(), "NUL byte"));
+    }
+    for seg in key.split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return Err(StoreError::InvalidKey(key.into(), "empty, '.' or '..' segment"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_split_and_join() {
+        assert_eq!(split_key("a/b/c"), ("a/b", "c"));
+        assert_eq!(split_key("c"), ("", "c"));
+        assert_eq!(join_key("", "c"), "c");
+        assert_eq!(join_key("a/b", "c"), "a/b/c");
+    }
+
+    #[test]
+    fn hostile_keys_are_rejected() {
+        for bad in ["../x", "a/../b", "/abs", "a//b", "a/./b", "a/", "a\0b"] {
+            assert!(validate_key(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["", "a", "a/b.c/..d", "c/0/1", ".zattrs"] {
+            assert!(validate_key(good).is_ok(), "{good:?} rejected");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! What a path in the mount resolves to.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+/// The thing behind a file or directory of the mount.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backing {
+    Dir,
+    /// A whole store object, passed through.
+    Object { key: String, version: String },
+    /// Bytes made by the view (e.g. rewritten metadata).
+    Generated(Bytes),
+    /// A byte range of a store object (an inner chunk inside a shard). `version` is the
+    /// shard's version the range was read from; a read that finds another version re-resolves.
+    Slice { key: String, offset: u64, len: u64, version: String },
+}
+
+/// A resolved path: what backs it, with the attributes the mount shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub backing: Backing,
+    pub size: u64,
+    pub modified: SystemTime,
+}
+
+impl Node {
+    pub fn dir(modified: SystemTime) -> Self {
+        Node { backing: Backing::Dir, size: 0, modified }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        matches!(self.backing, Backing::Dir)
+    }
+
+    /// A token that changes when the file's content may have changed (for the kernel page cache).
+    pub fn content_version(&self) -> Option<String> {
+        match &self.backing {
+            Backing::Dir => None,
+            Backing::Object { version, .. } => Some(version.clone()),
+            Backing::Generated(b) => Some(format!("gen-{:08x}-{}", crc32c::crc32c(b), b.len())),
+            Backing::Slice { key, offset, len, version } => Some(format!("{key}@{offset}+{len}:{version}")),
+        }
+    }
+}
