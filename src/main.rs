@@ -6,9 +6,9 @@ use zarr_mount::daemon::{daemonize, Readiness};
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "zarr_mount=info,warn",
-        1 => "zarr_mount=debug,info",
-        _ => "zarr_mount=trace,debug",
+        0 => "zarr_mount=info,fuser=error,warn",
+        1 => "zarr_mount=debug,fuser=warn,info",
+        _ => "zarr_mount=trace,fuser=debug,debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();

@@ -22,11 +22,11 @@ fn open_store(source: &Source) -> Result<Arc<dyn Store>, SessionError> {
     }
 }
 
-fn build_namespace(view: ViewKind, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
+fn build_namespace(view: ViewKind, store: Arc<dyn Store>, ttl: std::time::Duration) -> Arc<dyn Namespace> {
     let raw = RawNamespace::new(store);
     match view {
         ViewKind::Raw => Arc::new(raw),
-        ViewKind::Unsharded => Arc::new(raw), // WIP: unsharded namespace lands next
+        ViewKind::Unsharded => Arc::new(crate::fs::unsharded::UnshardedNamespace::new(raw, ttl)),
         ViewKind::Decoded | ViewKind::V2 => unreachable!("rejected by cli::validate"),
     }
 }
@@ -47,7 +47,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     let fs_name = store.describe();
     let ns = {
         let _guard = rt.enter();
-        build_namespace(cfg.view, store)
+        build_namespace(cfg.view, store, cfg.metadata_ttl)
     };
     let fs = Arc::new(ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only }));
     let opts = SessionOptions {

@@ -11,6 +11,8 @@
 pub mod error;
 pub mod inode;
 pub mod namespace;
+pub mod shard_indexes;
+pub mod unsharded;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -256,7 +258,7 @@ impl ZarrFs {
             return Ok(());
         }
         // Not open: rewrite the object now (`truncate -s`).
-        self.ns.check_writable(path)?;
+        self.ns.check_writable(path).await?;
         let node = self.resolve(path).await?.ok_or(FsError::NotFound)?;
         if node.is_dir() {
             return Err(FsError::IsADirectory);
@@ -392,7 +394,7 @@ impl ZarrFs {
             return Ok(Opened { fh, keep_cache });
         }
         self.check_rw()?;
-        self.ns.check_writable(&path)?;
+        self.ns.check_writable(&path).await?;
         let existing = lock(&self.bufs).get(&path).cloned();
         let buf = match existing {
             Some(buf) => {
@@ -432,7 +434,7 @@ impl ZarrFs {
     pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
-        self.ns.check_writable(&path)?;
+        self.ns.check_writable(&path).await?;
         if let Some(node) = self.resolve(&path).await? {
             if flags & libc::O_EXCL != 0 {
                 return Err(FsError::Exists);
@@ -601,7 +603,7 @@ impl ZarrFs {
             if target.as_ref().is_some_and(Node::is_dir) {
                 return Err(FsError::IsADirectory);
             }
-            self.ns.check_writable(&to)?;
+            self.ns.check_writable(&to).await?;
             let buf = lock(&self.bufs).get(&from).cloned();
             match buf {
                 Some(buf) => {

@@ -21,7 +21,7 @@ pub trait Namespace: Send + Sync + 'static {
     /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
     /// Whether a file at `path` may be created or replaced (checked at open, before any data).
-    fn check_writable(&self, path: &str) -> FsResult<()>;
+    async fn check_writable(&self, path: &str) -> FsResult<()>;
     /// Replace the whole content of the file at `path`.
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
     async fn remove_file(&self, path: &str) -> FsResult<()>;
@@ -139,7 +139,7 @@ impl Namespace for RawNamespace {
         }
     }
 
-    fn check_writable(&self, _path: &str) -> FsResult<()> {
+    async fn check_writable(&self, _path: &str) -> FsResult<()> {
         Ok(())
     }
 

@@ -384,6 +384,21 @@ impl fuser::Filesystem for FuseAdapter {
         reply.error(Errno::from_i32(libc::ENOTSUP));
     }
 
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Terminal and filesystem ioctls (Python probes TCGETS on open) mean nothing here.
+        reply.error(Errno::from_i32(libc::ENOTTY));
+    }
+
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         reply.ok();
     }

@@ -17,7 +17,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{split_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{split_key, ByteRange, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
 
 /// Names of our own in-flight temp files; hidden from listings.
 const TEMP_MARKER: &str = ".zarr-mount-tmp.";
@@ -213,6 +213,28 @@ impl Store for LocalStore {
             let n = read_full_at(&file, &mut buf, range.start).map_err(|e| StoreError::from_io(&key, e))?;
             buf.truncate(n);
             Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let file = match s.open_file(&key) {
+                Ok(f) => f,
+                Err(StoreError::NotFound(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let md = file.metadata().map_err(|e| StoreError::from_io(&key, e))?;
+            let size = md.len();
+            let r = match range {
+                ByteRange::Range(r) => r.start.min(size)..r.end.min(size),
+                ByteRange::Suffix(n) => size.saturating_sub(n)..size,
+            };
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            let n = read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
+            buf.truncate(n);
+            Ok(Some((Bytes::from(buf), to_meta(&md))))
         })
         .await
     }

@@ -31,6 +31,13 @@ pub struct Listing {
     pub dirs: Vec<String>,
 }
 
+/// A byte range to fetch: `Range(a..b)` or the last `Suffix(n)` bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ByteRange {
+    Range(Range<u64>),
+    Suffix(u64),
+}
+
 /// What a name in the store is. A key can be both an object and a prefix on object stores.
 #[derive(Debug, Clone, Default)]
 pub struct Lookup {
@@ -102,6 +109,20 @@ pub trait Store: Send + Sync + 'static {
     async fn get(&self, key: &str) -> StoreResult<Bytes>;
     /// Bytes `range` of the object; a range past the end is clipped (may return fewer bytes).
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
+    /// A range of the object together with the object's metadata (whose size tells where the
+    /// object ends), in one request where the backend allows; `Ok(None)` when there is no object.
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let Some(meta) = self.head(key).await? else { return Ok(None) };
+        let r = match range {
+            ByteRange::Range(r) => r.start.min(meta.size)..r.end.min(meta.size),
+            ByteRange::Suffix(n) => meta.size.saturating_sub(n)..meta.size,
+        };
+        match self.get_range(key, r).await {
+            Ok(data) => Ok(Some((data, meta))),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
     /// Replace the object atomically: readers see the old or the new content, never a mix.

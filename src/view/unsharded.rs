@@ -1,0 +1,843 @@
+//! The unsharded view of one sharded Zarr v3 array, as pure mapping logic: the
+//! rewritten metadata the mount presents, and the correspondence between virtual
+//! inner-chunk keys/directories and the real shards (and index entries) behind
+//! them. No I/O: the caller fetches the shard indexes this module points it to.
+//!
+//! Also rewrites inline consolidated metadata so consolidated readers see the same
+//! unsharded arrays as readers of the individual `zarr.json` files.
+
+use std::ops::Range;
+
+use serde_json::{Map, Value};
+
+use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
+use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLayout};
+
+/// One sharded array seen as an unsharded array of its inner chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnshardedArray {
+    pub meta: ArrayMetadata,
+    pub layout: ShardLayout,
+    /// `ceil(shape / inner_chunk_shape)`: the chunk grid of the view.
+    inner_grid: Vec<u64>,
+    /// `ceil(shape / shard_shape)`: the chunk grid of the real store.
+    shard_grid: Vec<u64>,
+    /// The sharding codec's inner chain exactly as written, so the rewrite keeps
+    /// string shorthands and any extra codec keys.
+    inner_codecs_json: Value,
+}
+
+/// Where an inner chunk lives in the real store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InnerLocation {
+    pub shard_coords: Vec<u64>,
+    /// Key of the shard object, relative to the array directory.
+    pub shard_key: String,
+    /// C-order position of the inner chunk within its shard (= index entry).
+    pub local_index: u64,
+}
+
+/// How to list one virtual chunk directory from shard indexes alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirPlan {
+    /// Leading inner-chunk coordinates fixed by the directory's path.
+    pub fixed: Vec<u64>,
+    /// A box of shard-grid coordinates (one range per dimension) holding every inner
+    /// chunk that can appear under this directory: fetch only these indexes.
+    pub shards: Vec<Range<u64>>,
+    pub children: Children,
+}
+
+/// What the entries of a virtual chunk directory are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Children {
+    /// A single subdirectory of this name (`c` at the array root for `default`
+    /// keys with `/`), present iff any inner chunk is.
+    Literal(&'static str),
+    /// Subdirectories named by inner coordinate number `fixed.len()`.
+    CoordDirs,
+    /// Chunk files named by the last inner coordinate.
+    CoordFiles,
+    /// Chunk files named by the whole key (separator `.`, or a 0-d array), all
+    /// directly in the array directory.
+    KeyFiles,
+}
+
+/// One entry of a virtual chunk directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirChild {
+    pub name: String,
+    pub is_dir: bool,
+}
+
+impl DirPlan {
+    /// The shard coordinates to consult, in C order.
+    pub fn shard_coords(&self) -> GridBoxIter {
+        GridBoxIter::new(self.shards.clone())
+    }
+}
+
+impl UnshardedArray {
+    pub fn new(meta: ArrayMetadata) -> Result<Self, NotUnpackable> {
+        let layout = shard_layout(&meta)?;
+        // shard_layout accepted it, so the sharding codec is the only codec.
+        let inner_codecs_json = meta
+            .json
+            .get("codecs")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .and_then(|c| c.get("configuration"))
+            .and_then(|c| c.get("codecs"))
+            .cloned()
+            .ok_or(NotUnpackable::BadConfig(ConfigProblem::InvalidCodecs))?;
+        let ceil_div = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            a.iter().zip(b).map(|(&x, &y)| x.div_ceil(y)).collect()
+        };
+        let inner_grid = ceil_div(&meta.shape, &layout.inner_chunk_shape);
+        let shard_grid = ceil_div(&meta.shape, &layout.shard_shape);
+        Ok(UnshardedArray {
+            meta,
+            layout,
+            inner_grid,
+            shard_grid,
+            inner_codecs_json,
+        })
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.meta.shape.len()
+    }
+
+    pub fn inner_grid_shape(&self) -> &[u64] {
+        &self.inner_grid
+    }
+
+    pub fn shard_grid_shape(&self) -> &[u64] {
+        &self.shard_grid
+    }
+
+    fn encoding(&self) -> ChunkKeyEncoding {
+        self.meta.key_encoding
+    }
+
+    /// zarr.json as presented in the mount: the chunk grid becomes the inner chunk
+    /// shape and the codecs the inner chain; every other key is unchanged and in
+    /// its original place (replacing a value in a `preserve_order` map keeps it).
+    pub fn rewritten_metadata(&self) -> Map<String, Value> {
+        let mut json = self.meta.json.clone();
+        let inner: Vec<Value> = self
+            .layout
+            .inner_chunk_shape
+            .iter()
+            .map(|&n| Value::from(n))
+            .collect();
+        if let Some(cs) = json
+            .get_mut("chunk_grid")
+            .and_then(|g| g.get_mut("configuration"))
+            .and_then(|c| c.get_mut("chunk_shape"))
+        {
+            *cs = Value::Array(inner);
+        }
+        json.insert("codecs".to_string(), self.inner_codecs_json.clone());
+        json
+    }
+
+    /// [`rewritten_metadata`](Self::rewritten_metadata) serialized with a 2-space
+    /// indent, as zarr-python writes it.
+    pub fn rewritten_zarr_json(&self) -> Vec<u8> {
+        // A map of JSON values with string keys always serializes.
+        serde_json::to_vec_pretty(&self.rewritten_metadata()).unwrap_or_default()
+    }
+
+    /// Parse a key relative to the array directory as an inner chunk of the view;
+    /// `None` if it is not a chunk key or lies outside the inner grid.
+    pub fn parse_inner_key(&self, rel_key: &str) -> Option<Vec<u64>> {
+        let coords = self.encoding().decode(rel_key, self.ndim())?;
+        within(&coords, &self.inner_grid).then_some(coords)
+    }
+
+    pub fn inner_key(&self, inner_coords: &[u64]) -> String {
+        self.encoding().encode(inner_coords)
+    }
+
+    pub fn shard_key(&self, shard_coords: &[u64]) -> String {
+        self.encoding().encode(shard_coords)
+    }
+
+    /// The shard and index entry holding an inner chunk; `None` if the
+    /// coordinates are not in the inner grid.
+    pub fn locate(&self, inner_coords: &[u64]) -> Option<InnerLocation> {
+        if !within(inner_coords, &self.inner_grid) {
+            return None;
+        }
+        let cps = &self.layout.chunks_per_shard;
+        let shard_coords: Vec<u64> = inner_coords.iter().zip(cps).map(|(&c, &p)| c / p).collect();
+        // Bounded by n_entries (capped), so this cannot overflow.
+        let local_index = inner_coords
+            .iter()
+            .zip(cps)
+            .fold(0u64, |acc, (&c, &p)| acc * p + c % p);
+        Some(InnerLocation {
+            shard_key: self.shard_key(&shard_coords),
+            shard_coords,
+            local_index,
+        })
+    }
+
+    /// Inner chunk coordinates of entry `local_index` of a shard; `None` if that
+    /// chunk lies past the array edge (writers may store it; the view hides it).
+    pub fn inner_coords(&self, shard_coords: &[u64], local_index: u64) -> Option<Vec<u64>> {
+        let cps = &self.layout.chunks_per_shard;
+        if shard_coords.len() != cps.len() || local_index >= self.layout.n_entries {
+            return None;
+        }
+        let mut coords = vec![0; cps.len()];
+        let mut rest = local_index;
+        for i in (0..cps.len()).rev() {
+            let local = rest % cps[i];
+            rest /= cps[i];
+            coords[i] = shard_coords[i].checked_mul(cps[i])?.checked_add(local)?;
+        }
+        within(&coords, &self.inner_grid).then_some(coords)
+    }
+
+    /// Parse a real shard key (relative to the array directory); `None` if it is
+    /// not one or lies outside the shard grid.
+    pub fn shard_coords_of_key(&self, rel_key: &str) -> Option<Vec<u64>> {
+        let coords = self.encoding().decode(rel_key, self.ndim())?;
+        within(&coords, &self.shard_grid).then_some(coords)
+    }
+
+    /// Every shard position of the grid, in C order (lazily: grids can be huge).
+    pub fn all_shard_coords(&self) -> GridBoxIter {
+        GridBoxIter::new(self.shard_grid.iter().map(|&n| 0..n).collect())
+    }
+
+    /// If `rel_dir` (relative to the array directory, `""` for the array directory
+    /// itself, no leading or trailing `/`) is a directory of the view's chunk tree,
+    /// how to list it. Whether it exists is up to the caller: it does iff some
+    /// present inner chunk falls under it (see [`child_in_dir`](Self::child_in_dir)).
+    /// The array directory always gets a plan, which lists only its chunk entries.
+    pub fn dir_plan(&self, rel_dir: &str) -> Option<DirPlan> {
+        let comps: Vec<&str> = if rel_dir.is_empty() {
+            Vec::new()
+        } else {
+            rel_dir.split('/').collect()
+        };
+        let ndim = self.ndim();
+        let all_shards = |fixed: &[u64]| -> Vec<Range<u64>> {
+            let cps = &self.layout.chunks_per_shard;
+            (0..ndim)
+                .map(|i| match fixed.get(i) {
+                    Some(&c) => c / cps[i]..c / cps[i] + 1,
+                    None => 0..self.shard_grid[i],
+                })
+                .collect()
+        };
+        let nested = self.encoding().separator() == '/' && ndim > 0;
+        if !nested {
+            // All keys are single path components in the array directory.
+            return comps.is_empty().then(|| DirPlan {
+                fixed: Vec::new(),
+                shards: all_shards(&[]),
+                children: Children::KeyFiles,
+            });
+        }
+        let coord_comps = match self.encoding() {
+            ChunkKeyEncoding::Default { .. } => match comps.split_first() {
+                None => {
+                    return Some(DirPlan {
+                        fixed: Vec::new(),
+                        shards: all_shards(&[]),
+                        children: Children::Literal("c"),
+                    })
+                }
+                Some((&"c", rest)) => rest,
+                Some(_) => return None,
+            },
+            ChunkKeyEncoding::V2 { .. } => &comps[..],
+        };
+        // Directories are proper prefixes of the coordinate list.
+        if coord_comps.len() >= ndim {
+            return None;
+        }
+        let fixed = coord_comps
+            .iter()
+            .map(|s| parse_coord(s))
+            .collect::<Option<Vec<u64>>>()?;
+        if !fixed.iter().zip(&self.inner_grid).all(|(&c, &n)| c < n) {
+            return None;
+        }
+        let children = if fixed.len() + 1 == ndim {
+            Children::CoordFiles
+        } else {
+            Children::CoordDirs
+        };
+        Some(DirPlan {
+            shards: all_shards(&fixed),
+            fixed,
+            children,
+        })
+    }
+
+    /// The entry of the directory planned by `plan` under which the inner chunk
+    /// `inner_coords` appears; `None` if the chunk is not under that directory.
+    pub fn child_in_dir(&self, plan: &DirPlan, inner_coords: &[u64]) -> Option<DirChild> {
+        let k = plan.fixed.len();
+        if inner_coords.len() != self.ndim() || inner_coords.get(..k)? != plan.fixed.as_slice() {
+            return None;
+        }
+        let (name, is_dir) = match plan.children {
+            Children::Literal(name) => (name.to_string(), true),
+            Children::CoordDirs => (inner_coords.get(k)?.to_string(), true),
+            Children::CoordFiles => (inner_coords.get(k)?.to_string(), false),
+            Children::KeyFiles => (self.inner_key(inner_coords), false),
+        };
+        Some(DirChild { name, is_dir })
+    }
+}
+
+/// True if `coords` has the grid's rank and lies inside it.
+fn within(coords: &[u64], grid: &[u64]) -> bool {
+    coords.len() == grid.len() && coords.iter().zip(grid).all(|(&c, &n)| c < n)
+}
+
+/// C-order iterator over a box of grid coordinates (one range per dimension).
+/// A 0-d box yields one empty coordinate list; a box with an empty range yields
+/// nothing.
+#[derive(Debug, Clone)]
+pub struct GridBoxIter {
+    ranges: Vec<Range<u64>>,
+    next: Option<Vec<u64>>,
+}
+
+impl GridBoxIter {
+    pub fn new(ranges: Vec<Range<u64>>) -> Self {
+        let next = if ranges.iter().any(|r| r.is_empty()) {
+            None
+        } else {
+            Some(ranges.iter().map(|r| r.start).collect())
+        };
+        GridBoxIter { ranges, next }
+    }
+}
+
+impl Iterator for GridBoxIter {
+    type Item = Vec<u64>;
+
+    fn next(&mut self) -> Option<Vec<u64>> {
+        let current = self.next.take()?;
+        let mut succ = current.clone();
+        // Odometer: bump the last dimension, carrying leftwards.
+        for i in (0..succ.len()).rev() {
+            succ[i] += 1; // < range end <= u64::MAX, cannot overflow
+            if succ[i] < self.ranges[i].end {
+                self.next = Some(succ);
+                return Some(current);
+            }
+            succ[i] = self.ranges[i].start;
+        }
+        Some(current)
+    }
+}
+
+/// Rewrite a v3 group's inline `consolidated_metadata.metadata` (relative path ->
+/// node document) so every unpackable sharded array appears in its unsharded
+/// form, as its own `zarr.json` does in the mount. Nested groups' consolidated
+/// metadata is rewritten too. Returns whether anything changed.
+pub fn rewrite_consolidated_v3(group_json: &mut Map<String, Value>) -> bool {
+    let Some(entries) = group_json
+        .get_mut("consolidated_metadata")
+        .and_then(|c| c.get_mut("metadata"))
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for node in entries.values_mut() {
+        changed |= rewrite_node(node);
+    }
+    changed
+}
+
+/// Rewrite one consolidated node document in place if it is an unpackable
+/// sharded array (or a group carrying consolidated metadata).
+fn rewrite_node(node: &mut Value) -> bool {
+    match node.get("node_type").and_then(Value::as_str) {
+        Some("array") => {
+            let Ok(NodeMetadata::Array(meta)) = parse_node(node.clone()) else {
+                return false;
+            };
+            match UnshardedArray::new(meta) {
+                Ok(array) => {
+                    *node = Value::Object(array.rewritten_metadata());
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+        Some("group") => node.as_object_mut().is_some_and(rewrite_consolidated_v3),
+        _ => false,
+    }
+}
+
+/// Rewrite a v2 `.zmetadata` document. zarr-python 3 writes `.zmetadata` only for
+/// v2 hierarchies, whose entries are `.zgroup`/`.zarray`/`.zattrs` documents of v2
+/// nodes, and sharding does not exist in v2, so normally nothing changes. Should a
+/// document nonetheless carry v3 `zarr.json` entries (no known writer does this),
+/// those are rewritten like the inline v3 form so no consolidated reader can see
+/// the sharded codecs. Returns whether anything changed.
+pub fn rewrite_zmetadata_v2(doc: &mut Map<String, Value>) -> bool {
+    let Some(entries) = doc.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let mut changed = false;
+    for (key, node) in entries.iter_mut() {
+        if key == "zarr.json" || key.ends_with("/zarr.json") {
+            changed |= rewrite_node(node);
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::metadata::parse_zarr_json;
+    use crate::zarr::metadata::tests::{fixture, FIXTURE};
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn fixture_array() -> UnshardedArray {
+        UnshardedArray::new(fixture()).unwrap()
+    }
+
+    /// A sharded array with the given geometry and key encoding.
+    fn array(shape: &[u64], shard: &[u64], inner: &[u64], cke: Value) -> UnshardedArray {
+        let doc = json!({
+            "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shard}},
+            "chunk_key_encoding": cke, "fill_value": 0,
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": inner, "codecs": ["bytes"], "index_codecs": ["bytes", "crc32c"]}}],
+        });
+        match parse_node(doc).unwrap() {
+            NodeMetadata::Array(m) => UnshardedArray::new(m).unwrap(),
+            NodeMetadata::Group(_) => panic!(),
+        }
+    }
+
+    #[test]
+    fn fixture_rewrite_exact() {
+        let a = fixture_array();
+        let want = r#"{"shape":[100,100],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10,10]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"]}"#;
+        assert_eq!(
+            serde_json::to_string(&a.rewritten_metadata()).unwrap(),
+            want
+        );
+        let pretty = String::from_utf8(a.rewritten_zarr_json()).unwrap();
+        assert!(
+            pretty.starts_with(
+                "{\n  \"shape\": [\n    100,\n    100\n  ],\n  \"data_type\": \"int32\","
+            ),
+            "{pretty}"
+        );
+        assert!(!pretty.ends_with('\n'));
+        // The presented document is itself an unsharded array with the inner geometry.
+        let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.chunk_shape, Some(vec![10, 10]));
+        assert_eq!(shard_layout(&m), Err(NotUnpackable::NotSharded));
+    }
+
+    #[test]
+    fn rewrite_keeps_unknown_keys_and_shorthands() {
+        let mut v: Value = serde_json::from_str(FIXTURE).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.insert(
+            "extra_thing".into(),
+            json!({"must_understand": false, "x": [1]}),
+        );
+        obj["codecs"][0]["configuration"]["codecs"] = json!(["bytes", {"name": "gzip", "configuration": {"level": 1}, "must_understand": false}]);
+        let NodeMetadata::Array(m) = parse_node(v.clone()).unwrap() else {
+            panic!()
+        };
+        let out = UnshardedArray::new(m).unwrap().rewritten_metadata();
+        let in_keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        let out_keys: Vec<_> = out.keys().cloned().collect();
+        assert_eq!(in_keys, out_keys);
+        assert_eq!(out["codecs"], v["codecs"][0]["configuration"]["codecs"]);
+        assert_eq!(out["extra_thing"], v["extra_thing"]);
+    }
+
+    #[test]
+    fn fixture_keys_and_locate() {
+        let a = fixture_array();
+        assert_eq!(a.inner_grid_shape(), &[10, 10]);
+        assert_eq!(a.shard_grid_shape(), &[2, 2]);
+        assert_eq!(a.parse_inner_key("c/9/9"), Some(vec![9, 9]));
+        for bad in [
+            "c/10/0",
+            "c/0",
+            "c/0/0/0",
+            "zarr.json",
+            "c/01/0",
+            "0/0",
+            "c.0.0",
+            "",
+        ] {
+            assert_eq!(a.parse_inner_key(bad), None, "{bad}");
+        }
+        assert_eq!(a.inner_key(&[7, 3]), "c/7/3");
+        let loc = a.locate(&[7, 3]).unwrap();
+        assert_eq!(loc.shard_coords, vec![1, 0]);
+        assert_eq!(loc.shard_key, "c/1/0");
+        assert_eq!(loc.local_index, 2 * 5 + 3);
+        assert_eq!(a.inner_coords(&[1, 0], 13), Some(vec![7, 3]));
+        assert_eq!(a.locate(&[10, 0]), None);
+        assert_eq!(a.locate(&[1]), None);
+        assert_eq!(a.inner_coords(&[1, 0], 25), None);
+        assert_eq!(a.inner_coords(&[2, 0], 0), None);
+        assert_eq!(a.inner_coords(&[1], 0), None);
+        assert_eq!(a.shard_coords_of_key("c/1/1"), Some(vec![1, 1]));
+        assert_eq!(a.shard_coords_of_key("c/2/1"), None);
+        let all: Vec<_> = a.all_shard_coords().collect();
+        assert_eq!(all, vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
+    }
+
+    #[test]
+    fn ragged_edge_hides_overhang() {
+        // 25 wide, shards of 20 with inner 5: second shard holds inner chunks 4..8,
+        // only 4 (covering 20..25) exists.
+        let a = array(&[25], &[20], &[5], json!({"name": "default"}));
+        assert_eq!(a.inner_grid_shape(), &[5]);
+        assert_eq!(a.inner_coords(&[1], 0), Some(vec![4]));
+        assert_eq!(a.inner_coords(&[1], 1), None);
+        assert_eq!(a.inner_coords(&[1], 3), None);
+        assert_eq!(a.parse_inner_key("c/5"), None);
+    }
+
+    #[test]
+    fn zero_d() {
+        let a = array(&[], &[], &[], json!({"name": "default"}));
+        assert_eq!(a.parse_inner_key("c"), Some(vec![]));
+        assert_eq!(
+            a.locate(&[]).unwrap(),
+            InnerLocation {
+                shard_coords: vec![],
+                shard_key: "c".into(),
+                local_index: 0
+            }
+        );
+        assert_eq!(a.inner_coords(&[], 0), Some(vec![]));
+        assert_eq!(
+            a.all_shard_coords().collect::<Vec<_>>(),
+            vec![Vec::<u64>::new()]
+        );
+        let plan = a.dir_plan("").unwrap();
+        assert_eq!(plan.children, Children::KeyFiles);
+        assert_eq!(
+            a.child_in_dir(&plan, &[]),
+            Some(DirChild {
+                name: "c".into(),
+                is_dir: false
+            })
+        );
+        assert_eq!(a.dir_plan("c"), None);
+        let v2 = array(&[], &[], &[], json!({"name": "v2"}));
+        let plan = v2.dir_plan("").unwrap();
+        assert_eq!(v2.child_in_dir(&plan, &[]).unwrap().name, "0");
+        assert_eq!(v2.parse_inner_key("0"), Some(vec![]));
+    }
+
+    #[test]
+    fn empty_array_has_no_shards() {
+        let a = array(&[0, 10], &[4, 4], &[2, 2], json!("default"));
+        assert_eq!(a.all_shard_coords().count(), 0);
+        assert_eq!(a.parse_inner_key("c/0/0"), None);
+        assert_eq!(a.dir_plan("").unwrap().shard_coords().count(), 0);
+    }
+
+    #[test]
+    fn dir_plans_default_slash() {
+        let a = fixture_array(); // inner grid 10x10, 5 inner chunks per shard side
+        let root = a.dir_plan("").unwrap();
+        assert_eq!(root.children, Children::Literal("c"));
+        assert_eq!(root.shards, vec![0..2, 0..2]);
+        let c = a.dir_plan("c").unwrap();
+        assert_eq!((c.fixed.clone(), c.children), (vec![], Children::CoordDirs));
+        assert_eq!(
+            a.child_in_dir(&c, &[7, 3]),
+            Some(DirChild {
+                name: "7".into(),
+                is_dir: true
+            })
+        );
+        let c7 = a.dir_plan("c/7").unwrap();
+        assert_eq!(c7.fixed, vec![7]);
+        assert_eq!(c7.children, Children::CoordFiles);
+        assert_eq!(c7.shards, vec![1..2, 0..2]);
+        assert_eq!(
+            c7.shard_coords().collect::<Vec<_>>(),
+            vec![vec![1, 0], vec![1, 1]]
+        );
+        assert_eq!(
+            a.child_in_dir(&c7, &[7, 3]),
+            Some(DirChild {
+                name: "3".into(),
+                is_dir: false
+            })
+        );
+        assert_eq!(a.child_in_dir(&c7, &[6, 3]), None);
+        for bad in [
+            "c/7/3",
+            "c/10",
+            "c/07",
+            "x",
+            "c/",
+            "/c",
+            "c//7",
+            "zarr.json",
+            "c/-1",
+        ] {
+            assert_eq!(a.dir_plan(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn dir_plans_other_encodings() {
+        let v2s = array(
+            &[10, 10, 10],
+            &[4, 4, 4],
+            &[2, 2, 2],
+            json!({"name": "v2", "configuration": {"separator": "/"}}),
+        );
+        let root = v2s.dir_plan("").unwrap();
+        assert_eq!(root.children, Children::CoordDirs);
+        assert_eq!(v2s.dir_plan("4").unwrap().children, Children::CoordDirs);
+        let p = v2s.dir_plan("4/1").unwrap();
+        assert_eq!(p.children, Children::CoordFiles);
+        assert_eq!(p.shards, vec![2..3, 0..1, 0..3]);
+        assert_eq!(v2s.dir_plan("c"), None);
+        assert_eq!(v2s.dir_plan("4/1/0"), None);
+        assert_eq!(v2s.parse_inner_key("4/1/0"), Some(vec![4, 1, 0]));
+
+        let dot = array(
+            &[10, 10],
+            &[4, 4],
+            &[2, 2],
+            json!({"name": "default", "configuration": {"separator": "."}}),
+        );
+        let root = dot.dir_plan("").unwrap();
+        assert_eq!(root.children, Children::KeyFiles);
+        assert_eq!(
+            dot.child_in_dir(&root, &[3, 4]),
+            Some(DirChild {
+                name: "c.3.4".into(),
+                is_dir: false
+            })
+        );
+        assert_eq!(dot.dir_plan("c"), None);
+        let v2 = array(&[10, 10], &[4, 4], &[2, 2], json!("v2"));
+        let root = v2.dir_plan("").unwrap();
+        assert_eq!(v2.child_in_dir(&root, &[3, 4]).unwrap().name, "3.4");
+        assert_eq!(v2.locate(&[3, 4]).unwrap().shard_key, "1.2");
+
+        // 1-d with '/': files directly under `c` (default) or the root (v2).
+        let one = array(&[10], &[4], &[2], json!("default"));
+        assert_eq!(one.dir_plan("c").unwrap().children, Children::CoordFiles);
+        let one_v2 = array(
+            &[10],
+            &[4],
+            &[2],
+            json!({"name": "v2", "configuration": {"separator": "/"}}),
+        );
+        assert_eq!(one_v2.dir_plan("").unwrap().children, Children::CoordFiles);
+    }
+
+    #[test]
+    fn consolidated_v3() {
+        let sharded: Value = serde_json::from_str(FIXTURE).unwrap();
+        let plain = json!({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]});
+        let mut group = json!({"zarr_format": 3, "node_type": "group", "attributes": {},
+            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {
+                "arr": sharded, "plain": plain.clone(),
+                "sub": {"zarr_format": 3, "node_type": "group", "attributes": {}, "consolidated_metadata": null},
+                "sub/arr": sharded, "broken": {"node_type": "array"}}}});
+        let g = group.as_object_mut().unwrap();
+        let before = g.clone();
+        assert!(rewrite_consolidated_v3(g));
+        let md = &g["consolidated_metadata"]["metadata"];
+        let want = Value::Object(fixture_array().rewritten_metadata());
+        assert_eq!(md["arr"], want);
+        assert_eq!(md["sub/arr"], want);
+        assert_eq!(md["plain"], plain);
+        assert_eq!(
+            md["sub"],
+            before["consolidated_metadata"]["metadata"]["sub"]
+        );
+        assert_eq!(md["broken"], json!({"node_type": "array"}));
+        let keys: Vec<_> = md.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["arr", "plain", "sub", "sub/arr", "broken"]);
+        // Idempotent: the rewritten arrays are no longer sharded.
+        assert!(!rewrite_consolidated_v3(g));
+        // Groups without consolidated metadata are untouched.
+        let mut bare = json!({"zarr_format": 3, "node_type": "group"});
+        assert!(!rewrite_consolidated_v3(bare.as_object_mut().unwrap()));
+    }
+
+    #[test]
+    fn consolidated_nested_group() {
+        let sharded: Value = serde_json::from_str(FIXTURE).unwrap();
+        let mut group = json!({"consolidated_metadata": {"metadata": {
+            "sub": {"zarr_format": 3, "node_type": "group",
+                    "consolidated_metadata": {"metadata": {"arr": sharded}}}}}});
+        assert!(rewrite_consolidated_v3(group.as_object_mut().unwrap()));
+        let inner = &group["consolidated_metadata"]["metadata"]["sub"]["consolidated_metadata"]
+            ["metadata"]["arr"];
+        assert_eq!(
+            inner["chunk_grid"]["configuration"]["chunk_shape"],
+            json!([10, 10])
+        );
+    }
+
+    #[test]
+    fn zmetadata_v2() {
+        let mut doc = json!({"metadata": {".zgroup": {"zarr_format": 2},
+            "a/.zarray": {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4",
+                          "compressor": null, "fill_value": 0, "order": "C", "filters": null},
+            "a/.zattrs": {}}, "zarr_consolidated_format": 1});
+        let before = doc.clone();
+        assert!(!rewrite_zmetadata_v2(doc.as_object_mut().unwrap()));
+        assert_eq!(doc, before);
+        let sharded: Value = serde_json::from_str(FIXTURE).unwrap();
+        doc["metadata"]["b/zarr.json"] = sharded;
+        assert!(rewrite_zmetadata_v2(doc.as_object_mut().unwrap()));
+        assert_eq!(
+            doc["metadata"]["b/zarr.json"]["chunk_grid"]["configuration"]["chunk_shape"],
+            json!([10, 10])
+        );
+    }
+
+    #[test]
+    fn grid_box_iter() {
+        let v: Vec<_> = GridBoxIter::new(vec![1..3, 5..7]).collect();
+        assert_eq!(v, vec![vec![1, 5], vec![1, 6], vec![2, 5], vec![2, 6]]);
+        assert_eq!(GridBoxIter::new(vec![0..2, 3..3]).count(), 0);
+        assert_eq!(GridBoxIter::new(vec![]).count(), 1);
+        let top = u64::MAX - 1..u64::MAX;
+        assert_eq!(GridBoxIter::new(vec![top.clone(), top]).count(), 1);
+    }
+
+    /// Random geometry: shape, inner chunk shape and chunks per shard per dimension.
+    fn geometry() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
+        proptest::collection::vec((0u64..13, 1u64..5, 1u64..4), 0..4)
+    }
+
+    fn encodings() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!({"name": "default"})),
+            Just(json!({"name": "default", "configuration": {"separator": "."}})),
+            Just(json!({"name": "v2"})),
+            Just(json!({"name": "v2", "configuration": {"separator": "/"}})),
+        ]
+    }
+
+    fn build(geom: &[(u64, u64, u64)], cke: Value) -> UnshardedArray {
+        let shape: Vec<u64> = geom.iter().map(|g| g.0).collect();
+        let inner: Vec<u64> = geom.iter().map(|g| g.1).collect();
+        let shard: Vec<u64> = geom.iter().map(|g| g.1 * g.2).collect();
+        array(&shape, &shard, &inner, cke)
+    }
+
+    fn inner_grid_coords(a: &UnshardedArray) -> GridBoxIter {
+        GridBoxIter::new(a.inner_grid_shape().iter().map(|&n| 0..n).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn locate_inverse(geom in geometry(), cke in encodings()) {
+            let a = build(&geom, cke);
+            let mut seen = BTreeSet::new();
+            for c in inner_grid_coords(&a) {
+                let loc = a.locate(&c).unwrap();
+                prop_assert!(loc.local_index < a.layout.n_entries);
+                prop_assert_eq!(a.inner_coords(&loc.shard_coords, loc.local_index), Some(c.clone()));
+                prop_assert_eq!(a.shard_coords_of_key(&loc.shard_key), Some(loc.shard_coords.clone()));
+                prop_assert_eq!(a.parse_inner_key(&a.inner_key(&c)), Some(c.clone()));
+                prop_assert!(seen.insert((loc.shard_coords, loc.local_index)));
+            }
+            // Every (shard, entry) maps into the grid and back, or is past the edge.
+            let mut mapped = 0usize;
+            for s in a.all_shard_coords() {
+                for local in 0..a.layout.n_entries {
+                    if let Some(c) = a.inner_coords(&s, local) {
+                        mapped += 1;
+                        let loc = a.locate(&c).unwrap();
+                        prop_assert_eq!((loc.shard_coords, loc.local_index), (s.clone(), local));
+                    } else {
+                        prop_assert!(!seen.contains(&(s.clone(), local)));
+                    }
+                }
+            }
+            prop_assert_eq!(mapped, seen.len());
+        }
+
+        /// Listing every directory through its plan (shard indexes only) gives
+        /// exactly the tree formed by the keys of the present inner chunks.
+        #[test]
+        fn dir_listing_matches_key_tree(geom in geometry(), cke in encodings(), seed in any::<u64>()) {
+            let a = build(&geom, cke);
+            // Pseudo-random presence, also on overhanging entries (which must stay hidden).
+            let present = |s: &[u64], local: u64| {
+                let h = s.iter().fold(seed ^ local.wrapping_mul(0x9E37_79B9_7F4A_7C15), |h, &c| {
+                    (h ^ c).wrapping_mul(0x100_0000_01B3)
+                });
+                h % 3 != 0
+            };
+            // Expected tree from keys.
+            let mut tree: BTreeMap<String, BTreeSet<DirChild>> = BTreeMap::new();
+            tree.insert(String::new(), BTreeSet::new());
+            for c in inner_grid_coords(&a) {
+                let loc = a.locate(&c).unwrap();
+                if !present(&loc.shard_coords, loc.local_index) {
+                    continue;
+                }
+                let key = a.inner_key(&c);
+                let parts: Vec<&str> = key.split('/').collect();
+                for i in 0..parts.len() {
+                    let dir = parts[..i].join("/");
+                    let child = DirChild { name: parts[i].to_string(), is_dir: i + 1 < parts.len() };
+                    tree.entry(dir).or_default().insert(child);
+                }
+            }
+            for (dir, want) in &tree {
+                let plan = a.dir_plan(dir).unwrap();
+                let mut got = BTreeSet::new();
+                for s in plan.shard_coords() {
+                    for local in 0..a.layout.n_entries {
+                        if !present(&s, local) {
+                            continue;
+                        }
+                        if let Some(c) = a.inner_coords(&s, local) {
+                            if let Some(child) = a.child_in_dir(&plan, &c) {
+                                got.insert(child);
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(&got, want, "dir {:?}", dir);
+                for child in want {
+                    let path = if dir.is_empty() { child.name.clone() } else { format!("{dir}/{}", child.name) };
+                    prop_assert_eq!(a.dir_plan(&path).is_some(), child.is_dir, "{}", path);
+                    prop_assert_eq!(a.parse_inner_key(&path).is_some(), !child.is_dir, "{}", path);
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,10 @@
+//! Pure Zarr format logic: metadata parsing, chunk keys, and the sharding codec's
+//! layout, index and shard assembly. No I/O: every input is untrusted bytes or JSON
+//! handed in by the caller, and every failure is a typed error, never a panic.
 
+pub mod chunk_key;
+pub mod error;
+pub mod metadata;
+pub mod shard_build;
+pub mod shard_index;
+pub mod sharding;

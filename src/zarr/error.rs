@@ -1,0 +1,32 @@
+//! The error type for malformed or unsupported Zarr metadata documents.
+
+use thiserror::Error;
+
+/// Why a `zarr.json` / `.zarray` document (or a part of it) could not be parsed.
+///
+/// The caller normally reacts by passing the node through untouched, so these
+/// describe the problem for a log line rather than for recovery.
+#[derive(Debug, Error)]
+pub enum MetadataError {
+    #[error("invalid JSON: {0}")]
+    InvalidJson(#[from] serde_json::Error),
+    #[error("metadata document is not a JSON object")]
+    NotAnObject,
+    #[error("missing required field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{field}` is invalid: expected {expected}")]
+    InvalidField {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("unsupported zarr_format {0}")]
+    UnsupportedZarrFormat(String),
+    #[error("unknown node_type {0}")]
+    UnknownNodeType(String),
+    #[error("shape has rank {shape} but chunk_shape has rank {chunk_shape}")]
+    RankMismatch { shape: usize, chunk_shape: usize },
+    #[error("unsupported chunk_key_encoding {0}")]
+    UnsupportedChunkKeyEncoding(String),
+    #[error("invalid chunk key separator {0}")]
+    InvalidSeparator(String),
+}

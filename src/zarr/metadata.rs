@@ -1,0 +1,352 @@
+//! Parsing of node metadata documents: v3 `zarr.json` (arrays and groups) into the
+//! fields this crate needs, keeping the whole document for faithful rewriting, and a
+//! minimal v2 `.zarray` check (v2 nodes are passed through, never rewritten).
+
+use serde_json::{Map, Value};
+
+use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::error::MetadataError;
+
+/// A parsed v3 `zarr.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeMetadata {
+    Array(ArrayMetadata),
+    Group(GroupMetadata),
+}
+
+/// A v3 array document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayMetadata {
+    /// The whole document, in its original key order, so a rewrite changes only
+    /// what it must.
+    pub json: Map<String, Value>,
+    pub shape: Vec<u64>,
+    /// The chunk (= shard, when sharded) shape of a `regular` chunk grid; `None` for
+    /// any other grid (e.g. rectilinear), which we never unpack.
+    pub chunk_shape: Option<Vec<u64>>,
+    /// The name of the chunk grid (`"regular"` or an extension).
+    pub chunk_grid_name: String,
+    pub key_encoding: ChunkKeyEncoding,
+    pub codecs: Vec<Codec>,
+    pub data_type: Value,
+}
+
+/// One entry of a codec chain. Unknown codecs are kept as they are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Codec {
+    pub name: String,
+    /// Empty when the document gave no configuration (or the string shorthand).
+    pub configuration: Map<String, Value>,
+}
+
+/// A v3 group document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupMetadata {
+    pub json: Map<String, Value>,
+}
+
+/// Parse the bytes of a v3 `zarr.json`.
+pub fn parse_zarr_json(bytes: &[u8]) -> Result<NodeMetadata, MetadataError> {
+    parse_node(serde_json::from_slice(bytes)?)
+}
+
+/// Parse an already-decoded v3 node document (e.g. an entry of inline consolidated
+/// metadata).
+pub fn parse_node(v: Value) -> Result<NodeMetadata, MetadataError> {
+    let Value::Object(json) = v else {
+        return Err(MetadataError::NotAnObject);
+    };
+    match json.get("zarr_format") {
+        Some(f) if f.as_u64() == Some(3) => {}
+        Some(f) => return Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        None => return Err(MetadataError::MissingField("zarr_format")),
+    }
+    match json.get("node_type").and_then(Value::as_str) {
+        Some("array") => Ok(NodeMetadata::Array(ArrayMetadata::from_map(json)?)),
+        Some("group") => Ok(NodeMetadata::Group(GroupMetadata { json })),
+        Some(other) => Err(MetadataError::UnknownNodeType(other.to_string())),
+        None => Err(MetadataError::MissingField("node_type")),
+    }
+}
+
+impl ArrayMetadata {
+    /// Extract the fields of an array document (`zarr_format`/`node_type` are
+    /// checked by [`parse_node`]).
+    pub fn from_map(json: Map<String, Value>) -> Result<Self, MetadataError> {
+        let shape = u64_list(
+            json.get("shape")
+                .ok_or(MetadataError::MissingField("shape"))?,
+            "shape",
+        )?;
+        let data_type = json
+            .get("data_type")
+            .cloned()
+            .ok_or(MetadataError::MissingField("data_type"))?;
+        let (chunk_grid_name, chunk_shape) = parse_chunk_grid(
+            json.get("chunk_grid")
+                .ok_or(MetadataError::MissingField("chunk_grid"))?,
+        )?;
+        if let Some(cs) = &chunk_shape {
+            if cs.len() != shape.len() {
+                return Err(MetadataError::RankMismatch {
+                    shape: shape.len(),
+                    chunk_shape: cs.len(),
+                });
+            }
+        }
+        let key_encoding = ChunkKeyEncoding::from_json(json.get("chunk_key_encoding"))?;
+        let codecs = parse_codecs(
+            json.get("codecs")
+                .ok_or(MetadataError::MissingField("codecs"))?,
+            "codecs",
+        )?;
+        Ok(ArrayMetadata {
+            json,
+            shape,
+            chunk_shape,
+            chunk_grid_name,
+            key_encoding,
+            codecs,
+            data_type,
+        })
+    }
+}
+
+/// Returns the grid name and, for a `regular` grid, its chunk shape.
+fn parse_chunk_grid(v: &Value) -> Result<(String, Option<Vec<u64>>), MetadataError> {
+    let Named { name, config } = name_and_config(v, "chunk_grid")?;
+    if name != "regular" {
+        return Ok((name, None));
+    }
+    let cs = config
+        .and_then(|c| c.get("chunk_shape"))
+        .ok_or(MetadataError::MissingField(
+            "chunk_grid.configuration.chunk_shape",
+        ))?;
+    let cs = u64_list(cs, "chunk_grid.configuration.chunk_shape")?;
+    if cs.contains(&0) {
+        return Err(MetadataError::InvalidField {
+            field: "chunk_grid.configuration.chunk_shape",
+            expected: "positive integers",
+        });
+    }
+    Ok((name, Some(cs)))
+}
+
+/// Parse a codec chain; `field` names it in errors.
+pub fn parse_codecs(v: &Value, field: &'static str) -> Result<Vec<Codec>, MetadataError> {
+    let Value::Array(items) = v else {
+        return Err(MetadataError::InvalidField {
+            field,
+            expected: "an array of codecs",
+        });
+    };
+    items
+        .iter()
+        .map(|item| {
+            let named = name_and_config(item, field)?;
+            Ok(Codec {
+                name: named.name,
+                configuration: named.config.cloned().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// An extension point's name and optional configuration object.
+pub(crate) struct Named<'a> {
+    pub name: String,
+    pub config: Option<&'a Map<String, Value>>,
+}
+
+/// The `{"name": .., "configuration": {..}}` form shared by extension points, which
+/// may also be written as a bare name string.
+pub(crate) fn name_and_config<'a>(
+    v: &'a Value,
+    field: &'static str,
+) -> Result<Named<'a>, MetadataError> {
+    match v {
+        Value::String(s) => Ok(Named {
+            name: s.clone(),
+            config: None,
+        }),
+        Value::Object(m) => {
+            let name =
+                m.get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(MetadataError::InvalidField {
+                        field,
+                        expected: "a `name` string",
+                    })?;
+            let config = match m.get("configuration") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(c)) => Some(c),
+                Some(_) => {
+                    return Err(MetadataError::InvalidField {
+                        field,
+                        expected: "`configuration` to be an object",
+                    })
+                }
+            };
+            Ok(Named {
+                name: name.to_string(),
+                config,
+            })
+        }
+        _ => Err(MetadataError::InvalidField {
+            field,
+            expected: "an object or a string",
+        }),
+    }
+}
+
+/// A JSON array of non-negative integers.
+pub fn u64_list(v: &Value, field: &'static str) -> Result<Vec<u64>, MetadataError> {
+    let err = MetadataError::InvalidField {
+        field,
+        expected: "an array of non-negative integers",
+    };
+    let Value::Array(items) = v else {
+        return Err(err);
+    };
+    items
+        .iter()
+        .map(|x| x.as_u64())
+        .collect::<Option<Vec<u64>>>()
+        .ok_or(err)
+}
+
+/// Check and return a v2 `.zarray` document. v2 arrays are never sharded, so the
+/// mount only needs to know the document is what it claims to be.
+pub fn parse_zarray(bytes: &[u8]) -> Result<Map<String, Value>, MetadataError> {
+    let Value::Object(json) = serde_json::from_slice(bytes)? else {
+        return Err(MetadataError::NotAnObject);
+    };
+    match json.get("zarr_format") {
+        Some(f) if f.as_u64() == Some(2) => Ok(json),
+        Some(f) => Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        None => Err(MetadataError::MissingField("zarr_format")),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A real zarr-python 3 sharded array document.
+    pub(crate) const FIXTURE: &str = r#"{"shape":[100,100],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[50,50]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[10,10],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"]}"#;
+
+    pub(crate) fn fixture() -> ArrayMetadata {
+        match parse_zarr_json(FIXTURE.as_bytes()).unwrap() {
+            NodeMetadata::Array(a) => a,
+            NodeMetadata::Group(_) => panic!("fixture is an array"),
+        }
+    }
+
+    #[test]
+    fn parses_fixture() {
+        let a = fixture();
+        assert_eq!(a.shape, vec![100, 100]);
+        assert_eq!(a.chunk_shape, Some(vec![50, 50]));
+        assert_eq!(a.chunk_grid_name, "regular");
+        assert_eq!(a.key_encoding, ChunkKeyEncoding::Default { separator: '/' });
+        assert_eq!(a.data_type, json!("int32"));
+        assert_eq!(a.codecs.len(), 1);
+        assert_eq!(a.codecs[0].name, "sharding_indexed");
+        assert_eq!(a.codecs[0].configuration["chunk_shape"], json!([10, 10]));
+        // Key order of the original document is kept.
+        let keys: Vec<&str> = a.json.keys().map(String::as_str).collect();
+        assert_eq!(keys[0], "shape");
+        assert_eq!(keys[keys.len() - 1], "dimension_names");
+    }
+
+    #[test]
+    fn codec_string_shorthand_and_missing_config() {
+        let v =
+            json!(["bytes", {"name": "crc32c"}, {"name": "zstd", "configuration": {"level": 3}}]);
+        let c = parse_codecs(&v, "codecs").unwrap();
+        assert_eq!(c[0].name, "bytes");
+        assert!(c[0].configuration.is_empty());
+        assert_eq!(c[1].name, "crc32c");
+        assert_eq!(c[2].configuration["level"], json!(3));
+        assert!(parse_codecs(&json!([1]), "codecs").is_err());
+        assert!(parse_codecs(&json!({"name": "bytes"}), "codecs").is_err());
+        assert!(parse_codecs(&json!([{"configuration": {}}]), "codecs").is_err());
+    }
+
+    #[test]
+    fn parses_group() {
+        let g =
+            parse_zarr_json(br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#).unwrap();
+        assert!(matches!(g, NodeMetadata::Group(_)));
+    }
+
+    #[test]
+    fn irregular_grid_parses() {
+        let doc = json!({"zarr_format":3,"node_type":"array","shape":[10],"data_type":"uint8",
+            "chunk_grid":{"name":"rectilinear","configuration":{"chunk_shapes":[[3,7]]}},
+            "codecs":[{"name":"bytes"}],"fill_value":0});
+        let NodeMetadata::Array(a) = parse_node(doc).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.chunk_shape, None);
+        assert_eq!(a.chunk_grid_name, "rectilinear");
+        // Absent chunk_key_encoding defaults to `default` with '/'.
+        assert_eq!(a.key_encoding, ChunkKeyEncoding::Default { separator: '/' });
+    }
+
+    #[test]
+    fn rejects_bad_documents() {
+        let base = serde_json::from_str::<Value>(FIXTURE).unwrap();
+        let with = |k: &str, v: Value| {
+            let mut d = base.clone();
+            d.as_object_mut().unwrap().insert(k.to_string(), v);
+            serde_json::to_vec(&d).unwrap()
+        };
+        let without = |k: &str| {
+            let mut d = base.clone();
+            d.as_object_mut().unwrap().remove(k);
+            serde_json::to_vec(&d).unwrap()
+        };
+        let bad: Vec<Vec<u8>> = vec![
+            b"not json".to_vec(),
+            b"[1,2]".to_vec(),
+            with("zarr_format", json!(2)),
+            with("node_type", json!("table")),
+            with("shape", json!([100, -1])),
+            with("shape", json!([100.5, 1])),
+            with("shape", json!([100])), // rank mismatch with the grid
+            with(
+                "chunk_grid",
+                json!({"name":"regular","configuration":{"chunk_shape":[0,50]}}),
+            ),
+            with("chunk_grid", json!({"name":"regular"})),
+            with("chunk_key_encoding", json!({"name":"hashed"})),
+            with("codecs", json!("bytes")),
+            without("zarr_format"),
+            without("node_type"),
+            without("shape"),
+            without("codecs"),
+            without("data_type"),
+            without("chunk_grid"),
+        ];
+        for b in bad {
+            assert!(
+                parse_zarr_json(&b).is_err(),
+                "{}",
+                String::from_utf8_lossy(&b)
+            );
+        }
+    }
+
+    #[test]
+    fn zarray() {
+        let z = parse_zarray(br#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","compressor":null,"fill_value":0,"order":"C","filters":null}"#).unwrap();
+        assert_eq!(z["dtype"], json!("<i4"));
+        assert!(parse_zarray(br#"{"zarr_format":3}"#).is_err());
+        assert!(parse_zarray(br#"{"shape":[4]}"#).is_err());
+        assert!(parse_zarray(b"[]").is_err());
+        assert!(parse_zarray(b"{").is_err());
+    }
+}

@@ -1,0 +1,118 @@
+//! Real mounts for integration tests: start the binary in the foreground, wait until the
+//! kernel lists the mount, and always unmount and reap it on drop (also when a test panics).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_zarr-mount");
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1).is_some_and(|m| m.replace("\\040", " ") == want))
+}
+
+pub struct Mount {
+    pub child: Option<Child>,
+    pub mnt: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Mount {
+    /// Mount `source` on `mnt` (created if missing) with extra arguments.
+    pub fn start(source: &Path, mnt: &Path, args: &[&str]) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let mnt = mnt.canonicalize().unwrap();
+        let log = mnt.with_extension("log");
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(BIN)
+            .arg(source)
+            .arg(&mnt)
+            .arg("--foreground")
+            .args(args)
+            .env("RUST_LOG", "zarr_mount=debug")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("start zarr-mount");
+        let mut m = Mount { child: Some(child), mnt, log };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(&m.mnt) {
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("zarr-mount exited early ({status}):\n{}", m.log_text());
+            }
+            assert!(Instant::now() < deadline, "mount did not appear:\n{}", m.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("already stopped");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                force_unmount(&self.mnt);
+                panic!("zarr-mount did not exit on SIGTERM:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+pub fn force_unmount(mnt: &Path) {
+    if is_mounted(mnt) {
+        let _ = Command::new("fusermount3").arg("-u").arg("-z").arg(mnt).status();
+    }
+    if is_mounted(mnt) {
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        force_unmount(&self.mnt);
+    }
+}
+
+/// A fresh temp dir with `src/` and `mnt/` inside.
+pub fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    (tmp, src, mnt)
+}

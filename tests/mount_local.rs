@@ -1,0 +1,250 @@
+//! Real FUSE mounts of a local directory store, driven with std::fs.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::process::Command;
+
+use common::{dirs, is_mounted, Mount, BIN};
+
+fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    r.err().and_then(|e| e.raw_os_error()).expect("expected an error")
+}
+
+#[test]
+fn files_and_directories_round_trip() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("existing.txt"), b"from the backing dir").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+
+    assert_eq!(fs::read(m.path("existing.txt")).unwrap(), b"from the backing dir");
+    fs::create_dir_all(m.path("g/a/c/0")).unwrap();
+    fs::write(m.path("g/a/c/0/1"), vec![7u8; 100_000]).unwrap();
+    assert_eq!(fs::read(src.join("g/a/c/0/1")).unwrap(), vec![7u8; 100_000]);
+    assert_eq!(fs::metadata(m.path("g/a/c/0/1")).unwrap().len(), 100_000);
+
+    // Read with offsets.
+    let f = fs::File::open(m.path("existing.txt")).unwrap();
+    let mut buf = [0u8; 4];
+    f.read_exact_at(&mut buf, 9).unwrap();
+    assert_eq!(&buf, b"back");
+
+    // Overwrite part of a file in place, then append.
+    let mut f = fs::OpenOptions::new().write(true).open(m.path("existing.txt")).unwrap();
+    f.seek(SeekFrom::Start(5)).unwrap();
+    f.write_all(b"THE").unwrap();
+    drop(f);
+    assert_eq!(fs::read(src.join("existing.txt")).unwrap(), b"from THE backing dir");
+    let mut f = fs::OpenOptions::new().append(true).open(m.path("existing.txt")).unwrap();
+    f.write_all(b"!").unwrap();
+    drop(f);
+    assert_eq!(fs::read(src.join("existing.txt")).unwrap(), b"from THE backing dir!");
+
+    // Truncate via open and via set_len.
+    fs::OpenOptions::new().write(true).truncate(true).open(m.path("existing.txt")).unwrap();
+    assert_eq!(fs::read(src.join("existing.txt")).unwrap(), b"");
+    fs::write(m.path("t"), b"0123456789").unwrap();
+    fs::OpenOptions::new().write(true).open(m.path("t")).unwrap().set_len(4).unwrap();
+    assert_eq!(fs::read(src.join("t")).unwrap(), b"0123");
+
+    // Changes in the backing dir show through the mount (after the metadata TTL).
+    fs::write(src.join("outside"), b"made outside").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(fs::read(m.path("outside")).unwrap(), b"made outside");
+
+    // unlink, rmdir, non-empty rmdir.
+    assert_eq!(errno_of(fs::remove_dir(m.path("g/a"))), libc::ENOTEMPTY);
+    fs::remove_file(m.path("g/a/c/0/1")).unwrap();
+    assert!(!src.join("g/a/c/0/1").exists());
+    fs::remove_dir(m.path("g/a/c/0")).unwrap();
+    assert!(!src.join("g/a/c/0").exists());
+    fs::remove_dir_all(m.path("g")).unwrap();
+    assert!(!src.join("g").exists());
+}
+
+#[test]
+fn empty_file_is_created_on_close() {
+    let (_tmp, src, mnt) = dirs();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    fs::File::create(m.path("empty")).unwrap();
+    assert_eq!(fs::metadata(src.join("empty")).unwrap().len(), 0);
+    // A file open for writing is visible (with its size so far) before close.
+    let mut f = fs::File::create(m.path("open")).unwrap();
+    f.write_all(b"abc").unwrap();
+    assert!(fs::read_dir(&m.mnt).unwrap().any(|e| e.unwrap().file_name() == "open"));
+    let mut r = String::new();
+    fs::File::open(m.path("open")).unwrap().read_to_string(&mut r).unwrap();
+    assert_eq!(r, "abc");
+    drop(f);
+    assert_eq!(fs::read(src.join("open")).unwrap(), b"abc");
+}
+
+#[test]
+fn rename_over_like_zarr_python() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("zarr.json"), b"old").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let tmp = m.path("zarr.json.3f2a.partial");
+    fs::write(&tmp, b"new metadata").unwrap();
+    // The temp file is served from the mount but never reaches the backend under its own name.
+    assert_eq!(fs::read(&tmp).unwrap(), b"new metadata");
+    assert!(!src.join("zarr.json.3f2a.partial").exists());
+    fs::rename(&tmp, m.path("zarr.json")).unwrap();
+    assert_eq!(fs::read(src.join("zarr.json")).unwrap(), b"new metadata");
+    assert_eq!(fs::read(m.path("zarr.json")).unwrap(), b"new metadata");
+    assert!(!tmp.exists());
+    // Plain renames of stored files and directories.
+    fs::create_dir(m.path("d")).unwrap();
+    fs::write(m.path("d/x"), b"x").unwrap();
+    fs::rename(m.path("d/x"), m.path("d/y")).unwrap();
+    assert_eq!(fs::read(src.join("d/y")).unwrap(), b"x");
+    fs::rename(m.path("d"), m.path("e")).unwrap();
+    assert_eq!(fs::read(m.path("e/y")).unwrap(), b"x");
+    assert!(src.join("e/y").exists() && !src.join("d").exists());
+}
+
+#[test]
+fn readdir_with_thousands_of_entries() {
+    let (_tmp, src, mnt) = dirs();
+    fs::create_dir(src.join("c")).unwrap();
+    for i in 0..5000 {
+        fs::write(src.join("c").join(i.to_string()), i.to_string()).unwrap();
+    }
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let mut names: Vec<u32> =
+        fs::read_dir(m.path("c")).unwrap().map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, (0..5000).collect::<Vec<_>>());
+    assert_eq!(fs::read_to_string(m.path("c/4321")).unwrap(), "4321");
+}
+
+#[test]
+fn unsupported_operations_get_documented_errors() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("f"), b"x").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    assert_eq!(errno_of(std::os::unix::fs::symlink("f", m.path("l"))), libc::EPERM);
+    assert_eq!(errno_of(fs::hard_link(m.path("f"), m.path("h"))), libc::EPERM);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(errno_of(fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o600))), libc::EPERM);
+    let out = Command::new("setfattr").args(["-n", "user.x", "-v", "1"]).arg(m.path("f")).output();
+    if let Ok(out) = out {
+        assert!(!out.status.success(), "setxattr must fail");
+    }
+    assert_eq!(errno_of(fs::read(m.path("missing"))), libc::ENOENT);
+    assert_eq!(errno_of(fs::read_dir(m.path("f"))), libc::ENOTDIR);
+    // statfs works and reports the backing filesystem's size.
+    let st = nix_statvfs(&m.mnt);
+    assert!(st.0 > 0);
+}
+
+fn nix_statvfs(p: &std::path::Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs into a zeroed struct with a valid path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    (st.f_blocks, st.f_bavail)
+}
+
+#[test]
+fn read_only_mount_refuses_writes() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("f"), b"x").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--read-only"]);
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"x");
+    assert_eq!(errno_of(fs::write(m.path("f"), b"y")), libc::EROFS);
+    assert_eq!(errno_of(fs::write(m.path("g"), b"y")), libc::EROFS);
+    assert_eq!(errno_of(fs::remove_file(m.path("f"))), libc::EROFS);
+    assert_eq!(errno_of(fs::create_dir(m.path("d"))), libc::EROFS);
+    assert_eq!(fs::read(src.join("f")).unwrap(), b"x");
+}
+
+#[test]
+fn sigterm_flushes_and_unmounts_cleanly() {
+    let (_tmp, src, mnt) = dirs();
+    let mut m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    fs::write(m.path("kept"), b"data").unwrap();
+    let status = m.stop();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    assert!(!is_mounted(&m.mnt));
+    assert_eq!(fs::read(src.join("kept")).unwrap(), b"data");
+}
+
+#[test]
+fn external_unmount_ends_the_daemon() {
+    let (_tmp, src, mnt) = dirs();
+    let mut m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    assert!(Command::new("fusermount3").arg("-u").arg(&m.mnt).status().unwrap().success());
+    let mut child = m.child.take().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "daemon still running after unmount");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+}
+
+#[test]
+fn daemon_mode_returns_once_mounted() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("f"), b"x").unwrap();
+    let out = Command::new(BIN).arg(&src).arg(&mnt).args(["--view", "raw"]).output().unwrap();
+    let mnt = mnt.canonicalize().unwrap();
+    let mounted = is_mounted(&mnt);
+    let content = fs::read(mnt.join("f"));
+    common::force_unmount(&mnt);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(mounted, "daemon returned before the mount was live");
+    assert_eq!(content.unwrap(), b"x");
+}
+
+fn refused(args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected, got {err:?}");
+    err
+}
+
+#[test]
+fn bad_arguments_are_refused_before_mounting() {
+    let (tmp, src, mnt) = dirs();
+    let os = |p: &std::path::Path| p.as_os_str().to_owned();
+    let missing = tmp.path().join("missing");
+    let file = tmp.path().join("file");
+    fs::write(&file, b"x").unwrap();
+    assert!(refused(&[&os(&missing), &os(&mnt)]).contains("no such file"));
+    assert!(refused(&[&os(&file), &os(&mnt)]).contains("not a directory"));
+    assert!(refused(&[&os(&src), &os(&missing)]).contains("MOUNTPOINT"));
+    let full = tmp.path().join("full");
+    fs::create_dir(&full).unwrap();
+    fs::write(full.join("x"), b"").unwrap();
+    assert!(refused(&[&os(&src), &os(&full)]).contains("not empty"));
+    assert!(refused(&[std::ffi::OsStr::new("ftp://x/y"), &os(&mnt)]).contains("scheme"));
+    assert!(refused(&[&os(&src), &os(&mnt), std::ffi::OsStr::new("--view"), std::ffi::OsStr::new("v2")])
+        .contains("not available"));
+    // Already a mount point.
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    assert!(refused(&[&os(&src), &os(&m.mnt)]).contains("already a mount point"));
+}
+
+#[test]
+fn parallel_readers_proceed() {
+    let (_tmp, src, mnt) = dirs();
+    for i in 0..16 {
+        fs::write(src.join(format!("f{i}")), vec![i as u8; 1 << 20]).unwrap();
+    }
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let p = m.path(&format!("f{i}"));
+            std::thread::spawn(move || fs::read(p).unwrap() == vec![i as u8; 1 << 20])
+        })
+        .collect();
+    assert!(handles.into_iter().all(|h| h.join().unwrap()));
+}
