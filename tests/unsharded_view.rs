@@ -1,0 +1,295 @@
+//! The unsharded view driven through `ZarrFs` over an in-memory store (no FUSE): metadata
+//! rewriting, virtual chunk listing from shard indexes, chunk bytes, corrupt indexes, and how
+//! many store requests each of those costs.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::namespace::RawNamespace;
+use zarr_mount::fs::unsharded::UnshardedNamespace;
+use zarr_mount::fs::{FsConfig, FsError, ZarrFs};
+use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreResult};
+use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
+use zarr_mount::zarr::shard_build::build_shard;
+use zarr_mount::zarr::sharding::shard_layout;
+
+/// Counts the requests that reach the store below it.
+#[derive(Default)]
+struct Counts {
+    get: AtomicUsize,
+    ranged: AtomicUsize,
+    list: AtomicUsize,
+}
+
+struct CountingStore {
+    inner: MemoryStore,
+    counts: Arc<Counts>,
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    fn describe(&self) -> String {
+        "counting".into()
+    }
+    fn has_real_dirs(&self) -> bool {
+        false
+    }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.counts.get.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
+        self.counts.ranged.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_range(key, range).await
+    }
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.counts.ranged.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_ranged(key, range).await
+    }
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        self.inner.head(key).await
+    }
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        self.inner.put(key, data).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.inner.delete(key).await
+    }
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        self.counts.list.fetch_add(1, Ordering::SeqCst);
+        self.inner.list(prefix).await
+    }
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        self.inner.lookup(key).await
+    }
+}
+
+const ARRAY_JSON: &str = r#"{"shape":[25,18],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10,8]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[5,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"],"extra_key":{"must":"stay"}}"#;
+
+/// The fake encoded bytes of inner chunk (global) `y, x`: distinct per chunk and per length.
+fn chunk_bytes(y: u64, x: u64) -> Vec<u8> {
+    format!("chunk {y},{x} ").repeat((y + x + 1) as usize).into_bytes()
+}
+
+struct Fixture {
+    fs: ZarrFs,
+    store: Arc<CountingStore>,
+    counts: Arc<Counts>,
+}
+
+/// Array "a" (25x18, shards 10x8 of 5x4 chunks = 2x2 per shard, 3x3 shards). Shard (0,0) is
+/// missing (all fill), shard (1,1) lacks local chunk 3, shard (2,2) also stores the chunks
+/// that lie past the array edge (global row 5 and column 4+), as some writers do.
+async fn fixture() -> Fixture {
+    let counts = Arc::new(Counts::default());
+    let store = Arc::new(CountingStore { inner: MemoryStore::new(), counts: counts.clone() });
+    store.put("zarr.json", Bytes::from_static(br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#)).await.unwrap();
+    store.put("a/zarr.json", Bytes::from_static(ARRAY_JSON.as_bytes())).await.unwrap();
+    store.put("a/notes.txt", Bytes::from_static(b"not a chunk")).await.unwrap();
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let layout = shard_layout(&meta).unwrap();
+    for sy in 0..3u64 {
+        for sx in 0..3u64 {
+            if (sy, sx) == (0, 0) {
+                continue;
+            }
+            let mut chunks: Vec<(u64, Vec<u8>)> = Vec::new();
+            for local in 0..4u64 {
+                if (sy, sx) == (1, 1) && local == 3 {
+                    continue;
+                }
+                let (y, x) = (sy * 2 + local / 2, sx * 2 + local % 2);
+                chunks.push((local, chunk_bytes(y, x)));
+            }
+            let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
+            let shard = build_shard(&layout, &refs).unwrap().unwrap();
+            store.put(&format!("a/c/{sy}/{sx}"), Bytes::from(shard)).await.unwrap();
+        }
+    }
+    let raw = RawNamespace::new(store.clone() as Arc<dyn Store>);
+    let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
+    let fs = ZarrFs::new(Arc::new(ns), FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false });
+    counts.get.store(0, Ordering::SeqCst);
+    counts.ranged.store(0, Ordering::SeqCst);
+    counts.list.store(0, Ordering::SeqCst);
+    Fixture { fs, store, counts }
+}
+
+async fn ino_of(fs: &ZarrFs, path: &str) -> Result<u64, FsError> {
+    let mut ino = ROOT_INO;
+    for comp in path.split('/') {
+        ino = fs.lookup(ino, comp).await?.ino;
+    }
+    Ok(ino)
+}
+
+async fn read_file(fs: &ZarrFs, path: &str) -> Result<Vec<u8>, FsError> {
+    let ino = ino_of(fs, path).await?;
+    let size = fs.getattr(ino).await?.size;
+    let h = fs.open(ino, libc::O_RDONLY).await?;
+    let data = fs.read(h.fh, 0, size as u32 + 10).await?;
+    fs.release(h.fh).await?;
+    Ok(data.to_vec())
+}
+
+async fn list(fs: &ZarrFs, path: &str) -> Vec<String> {
+    let ino = if path.is_empty() { ROOT_INO } else { ino_of(fs, path).await.unwrap() };
+    let fh = fs.opendir(ino).await.unwrap();
+    let names = fs.readdir(fh).unwrap().iter().skip(2).map(|e| e.name.clone()).collect();
+    fs.releasedir(fh);
+    names
+}
+
+#[tokio::test]
+async fn metadata_is_rewritten_to_the_inner_chunks() {
+    let f = fixture().await;
+    let json: serde_json::Value = serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
+    assert_eq!(json["chunk_grid"]["configuration"]["chunk_shape"], serde_json::json!([5, 4]));
+    assert_eq!(json["codecs"][0]["name"], "bytes");
+    assert_eq!(json["codecs"][1]["name"], "zstd");
+    assert_eq!(json["codecs"].as_array().unwrap().len(), 2);
+    assert_eq!(json["attributes"]["a"], 1);
+    assert_eq!(json["extra_key"]["must"], "stay");
+    assert_eq!(json["dimension_names"], serde_json::json!(["y", "x"]));
+    // Key order is kept.
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    let orig: serde_json::Value = serde_json::from_str(ARRAY_JSON).unwrap();
+    assert_eq!(keys, orig.as_object().unwrap().keys().collect::<Vec<_>>());
+    // The size the mount reports is the rewritten document's size.
+    let ino = ino_of(&f.fs, "a/zarr.json").await.unwrap();
+    assert_eq!(f.fs.getattr(ino).await.unwrap().size, read_file(&f.fs, "a/zarr.json").await.unwrap().len() as u64);
+}
+
+#[tokio::test]
+async fn chunk_files_are_exactly_the_inner_chunks() {
+    let f = fixture().await;
+    // Inner grid is ceil(25/5) x ceil(18/4) = 5 x 5.
+    for y in 0..5u64 {
+        for x in 0..5u64 {
+            let path = format!("a/c/{y}/{x}");
+            let got = read_file(&f.fs, &path).await;
+            let absent = (y < 2 && x < 2) || (y == 3 && x == 3);
+            if absent {
+                assert!(matches!(got, Err(FsError::NotFound)), "{path} should be absent, got {got:?}");
+            } else {
+                assert_eq!(got.unwrap(), chunk_bytes(y, x), "{path}");
+            }
+        }
+    }
+    // Stored past the edge (global row 5, column 5) but outside the array: not shown.
+    assert!(matches!(read_file(&f.fs, "a/c/5/4").await, Err(FsError::NotFound)));
+    assert!(matches!(read_file(&f.fs, "a/c/4/5").await, Err(FsError::NotFound)));
+    // Other files of the array pass through.
+    assert_eq!(read_file(&f.fs, "a/notes.txt").await.unwrap(), b"not a chunk");
+}
+
+#[tokio::test]
+async fn listings_come_from_shard_indexes_only() {
+    let f = fixture().await;
+    assert_eq!(list(&f.fs, "a").await, vec!["c", "notes.txt", "zarr.json"]);
+    assert_eq!(list(&f.fs, "a/c").await, vec!["0", "1", "2", "3", "4"]);
+    assert_eq!(list(&f.fs, "a/c/0").await, vec!["2", "3", "4"]);
+    assert_eq!(list(&f.fs, "a/c/3").await, vec!["0", "1", "2", "4"]);
+    assert_eq!(list(&f.fs, "a/c/4").await, vec!["0", "1", "2", "3", "4"]);
+    // No chunk bytes were read: only zarr.json (whole) and one index per shard (ranged).
+    assert_eq!(f.counts.get.load(Ordering::SeqCst), 0);
+    let ranged = f.counts.ranged.load(Ordering::SeqCst);
+    // root + a zarr.json reads, plus at most one index fetch for each of the 9 shards.
+    assert!(ranged <= 2 + 9 + 1, "{ranged} ranged requests");
+}
+
+#[tokio::test]
+async fn a_chunk_read_is_one_ranged_get_once_the_index_is_cached() {
+    let f = fixture().await;
+    read_file(&f.fs, "a/c/2/2").await.unwrap();
+    let before = f.counts.ranged.load(Ordering::SeqCst);
+    assert_eq!(read_file(&f.fs, "a/c/2/3").await.unwrap(), chunk_bytes(2, 3));
+    assert_eq!(f.counts.ranged.load(Ordering::SeqCst) - before, 1);
+}
+
+#[tokio::test]
+async fn corrupt_index_fails_only_its_own_shard() {
+    let f = fixture().await;
+    let mut shard = f.store.get("a/c/1/1").await.unwrap().to_vec();
+    let n = shard.len();
+    shard[n - 10] ^= 0xff; // inside the index: the crc32c no longer matches
+    f.store.put("a/c/1/1", Bytes::from(shard)).await.unwrap();
+    let err = read_file(&f.fs, "a/c/2/2").await.unwrap_err();
+    assert!(matches!(err, FsError::Corrupt(_)), "{err:?}");
+    assert_eq!(err.errno(), libc::EIO);
+    assert_eq!(read_file(&f.fs, "a/c/2/0").await.unwrap(), chunk_bytes(2, 0));
+    // Listing skips the corrupt shard's chunks but still works.
+    assert_eq!(list(&f.fs, "a/c/2").await, vec!["0", "1", "4"]);
+}
+
+#[tokio::test]
+async fn index_pointing_past_the_shard_end_is_corrupt() {
+    let f = fixture().await;
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let layout = shard_layout(&meta).unwrap();
+    // A shard whose only entry claims 1000 bytes of a 40-byte body.
+    let mut index = zarr_mount::zarr::shard_index::ShardIndex::new_empty(&layout).unwrap();
+    index.set(0, Some(zarr_mount::zarr::shard_index::ChunkEntry { offset: 0, nbytes: 1000 })).unwrap();
+    let mut shard = vec![0u8; 40];
+    shard.extend(index.encode(&layout));
+    f.store.put("a/c/2/1", Bytes::from(shard)).await.unwrap();
+    assert_eq!(read_file(&f.fs, "a/c/4/2").await.unwrap_err().errno(), libc::EIO);
+}
+
+#[tokio::test]
+async fn arrays_that_cannot_be_unpacked_pass_through() {
+    let f = fixture().await;
+    // crc32c after sharding wraps the whole shard: not unpackable.
+    let json = ARRAY_JSON.replace(r#""index_location":"end"}}]"#, r#""index_location":"end"}},{"name":"crc32c"}]"#);
+    f.store.put("b/zarr.json", Bytes::from(json.clone())).await.unwrap();
+    f.store.put("b/c/0/0", Bytes::from_static(b"raw shard bytes")).await.unwrap();
+    assert_eq!(read_file(&f.fs, "b/zarr.json").await.unwrap(), json.as_bytes());
+    assert_eq!(read_file(&f.fs, "b/c/0/0").await.unwrap(), b"raw shard bytes");
+}
+
+#[tokio::test]
+async fn writes_inside_sharded_arrays_are_refused_cleanly() {
+    let f = fixture().await;
+    let a = ino_of(&f.fs, "a/c/2").await.unwrap();
+    let err = f.fs.create(a, "2", libc::O_WRONLY).await.unwrap_err();
+    assert_eq!(err.errno(), libc::EROFS);
+    let chunk = ino_of(&f.fs, "a/c/2/2").await.unwrap();
+    assert_eq!(f.fs.open(chunk, libc::O_WRONLY).await.unwrap_err().errno(), libc::EROFS);
+    // Writing elsewhere still works.
+    let root = ROOT_INO;
+    let (_, h) = f.fs.create(root, "free.txt", libc::O_WRONLY).await.unwrap();
+    f.fs.write(h.fh, 0, b"ok").await.unwrap();
+    f.fs.release(h.fh).await.unwrap();
+    assert_eq!(f.store.get("free.txt").await.unwrap(), Bytes::from_static(b"ok"));
+}
+
+#[tokio::test]
+async fn consolidated_metadata_of_groups_is_rewritten() {
+    let f = fixture().await;
+    let array: serde_json::Value = serde_json::from_str(ARRAY_JSON).unwrap();
+    let group = serde_json::json!({
+        "zarr_format": 3, "node_type": "group", "attributes": {"g": true},
+        "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {"a": array}}
+    });
+    f.store.put("zarr.json", Bytes::from(serde_json::to_vec(&group).unwrap())).await.unwrap();
+    let fs2 = {
+        let raw = RawNamespace::new(f.store.clone() as Arc<dyn Store>);
+        ZarrFs::new(
+            Arc::new(UnshardedNamespace::new(raw, Duration::from_secs(60))),
+            FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+        )
+    };
+    let json: serde_json::Value = serde_json::from_slice(&read_file(&fs2, "zarr.json").await.unwrap()).unwrap();
+    let entry = &json["consolidated_metadata"]["metadata"]["a"];
+    assert_eq!(entry["chunk_grid"]["configuration"]["chunk_shape"], serde_json::json!([5, 4]));
+    assert_eq!(entry["codecs"][0]["name"], "bytes");
+    assert_eq!(json["attributes"]["g"], true);
+    // And it equals what the array's own zarr.json says.
+    let own: serde_json::Value = serde_json::from_slice(&read_file(&fs2, "a/zarr.json").await.unwrap()).unwrap();
+    assert_eq!(entry, &own);
+}
