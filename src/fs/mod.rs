@@ -65,6 +65,8 @@ pub struct Opened {
     pub fh: u64,
     /// The content is the same as at the previous open: the kernel may keep its page cache.
     pub keep_cache: bool,
+    /// Opened for reading only: close() needs no flush round trip.
+    pub read_only: bool,
 }
 
 /// What `setattr` may change.
@@ -391,7 +393,7 @@ impl ZarrFs {
             let buf = lock(&self.bufs).get(&path).cloned();
             let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
             let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf });
-            return Ok(Opened { fh, keep_cache });
+            return Ok(Opened { fh, keep_cache, read_only: true });
         }
         self.check_rw()?;
         self.ns.check_writable(&path).await?;
@@ -428,7 +430,7 @@ impl ZarrFs {
         };
         lock(&self.versions).remove(&ino);
         let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf) });
-        Ok(Opened { fh, keep_cache: false })
+        Ok(Opened { fh, keep_cache: false, read_only: false })
     }
 
     pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
@@ -461,7 +463,7 @@ impl ZarrFs {
         lock(&self.versions).remove(&ino);
         let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf) });
         let attr = Attr { ino, kind: FileKind::File, size: 0, mtime: SystemTime::now(), perm: 0o644 };
-        Ok((attr, Opened { fh, keep_cache: false }))
+        Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
     }
 
     fn file_handle(&self, fh: u64) -> FsResult<(u64, String, Option<Node>, Option<SharedBuf>)> {

@@ -86,11 +86,14 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn fopen_flags(o: &Opened) -> FopenFlags {
+    let mut flags = FopenFlags::empty();
     if o.keep_cache {
-        FopenFlags::FOPEN_KEEP_CACHE
-    } else {
-        FopenFlags::empty()
+        flags |= FopenFlags::FOPEN_KEEP_CACHE;
     }
+    if o.read_only {
+        flags |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    flags
 }
 
 fn name_of(name: &OsStr) -> Result<String, FsError> {

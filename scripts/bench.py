@@ -1,0 +1,154 @@
+"""Benchmarks with baselines measured in the same run (see scripts/bench.sh).
+
+  1. chunk files of a local store: read every file directly vs. through the mount (--view raw),
+     cold (page cache dropped before each side) and warm (second read).
+  2. zarr-python reading a whole sharded array through the unsharded view vs. natively.
+
+Prints one line per measurement and a ratio (mount throughput / baseline throughput:
+higher is better, 1.0 = as fast as the baseline).
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def read_tree(root: Path):
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(dirpath, f), "rb", buffering=0) as fh:
+                while True:
+                    b = fh.read(1 << 20)
+                    if not b:
+                        break
+                    total += len(b)
+    return total
+
+
+class Mounted:
+    def __init__(self, binary, source, mnt, *args):
+        self.mnt = mnt
+        self.proc = subprocess.Popen([binary, str(source), str(mnt), "--foreground", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while not any(l.split()[1] == str(mnt) for l in open("/proc/self/mounts")):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("mount did not come up")
+            time.sleep(0.02)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)])
+
+
+def timed(fn, repeat=1):
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return best
+
+
+def report(name, base_s, mount_s, nbytes, target=None):
+    ratio = base_s / mount_s
+    verdict = "" if target is None else ("  (target >= %.2f: %s)" % (target, "met" if ratio >= target else "NOT met"))
+    print(f"{name:48s} baseline {nbytes / base_s / 1e6:9.1f} MB/s  mount {nbytes / mount_s / 1e6:9.1f} MB/s"
+          f"  ratio {ratio:5.2f}{verdict}", flush=True)
+
+
+def make_files(root: Path, count: int, size: int):
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        d = root / "c" / str(i // 100)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / str(i % 100)).write_bytes(rng.bytes(size))
+
+
+def bench_files(binary, work: Path, count, size, label):
+    src = work / f"files-{label}"
+    make_files(src, count, size)
+    nbytes = count * size
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    with Mounted(binary, src, mnt, "--view", "raw", "--read-only", "--metadata-ttl", "60"):
+        can_drop = drop_caches()
+        base_cold = timed(lambda: read_tree(src))
+        drop_caches()
+        mount_cold = timed(lambda: read_tree(mnt))
+        if can_drop:
+            report(f"read {count} x {label} files, cold", base_cold, mount_cold, nbytes, 0.5)
+        else:
+            print("cannot drop the page cache (not root?): cold numbers skipped")
+        base_warm = timed(lambda: read_tree(src), 3)
+        mount_warm = timed(lambda: read_tree(mnt), 3)
+        report(f"read {count} x {label} files, warm", base_warm, mount_warm, nbytes, 0.9)
+    shutil.rmtree(src)
+
+
+def bench_zarr(binary, work: Path, shape, chunks, shards):
+    src = work / "sharded.zarr"
+    a = zarr.create_array(str(src), shape=shape, chunks=chunks, shards=shards, dtype="float32",
+                          compressors=zarr.codecs.ZstdCodec(level=1))
+    a[:] = np.random.default_rng(1).standard_normal(shape, dtype="float32")
+    nbytes = a.nbytes
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    with Mounted(binary, src, mnt, "--read-only", "--metadata-ttl", "60"):
+        ref = zarr.open_array(str(src), mode="r")[:]
+        assert np.array_equal(zarr.open_array(str(mnt), mode="r")[:], ref)
+        drop_caches()
+        base_cold = timed(lambda: zarr.open_array(str(src), mode="r")[:])
+        drop_caches()
+        mount_cold = timed(lambda: zarr.open_array(str(mnt), mode="r")[:])
+        label = f"zarr-python whole array {shape} chunks {chunks} shards {shards}"
+        report(label + ", cold", base_cold, mount_cold, nbytes)
+        base = timed(lambda: zarr.open_array(str(src), mode="r")[:], 3)
+        mount = timed(lambda: zarr.open_array(str(mnt), mode="r")[:], 3)
+        report(label + ", warm", base, mount, nbytes, 0.8)
+    shutil.rmtree(src)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
+    args = ap.parse_args()
+    scale = 4 if args.quick else 1
+    with tempfile.TemporaryDirectory(prefix="zarr-mount-bench.") as tmp:
+        work = Path(tmp)
+        bench_files(args.bin, work, 256 // scale, 1 << 20, "1MiB")
+        bench_files(args.bin, work, 10000 // scale, 4096, "4KiB")
+        bench_zarr(args.bin, work, (4096 // scale, 4096), (256, 256), (1024, 1024))
+        bench_zarr(args.bin, work, (2048 // scale, 2048), (64, 64), (512, 512))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

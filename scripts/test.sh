@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The project's test command (see README): setup, build, Rust tests, Python interop suite.
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh -k corrupt      extra arguments go to pytest
+#
+# Environment: ZM_SKIP_SETUP=1 skips scripts/setup.sh; CARGO_TARGET_DIR is honoured.
+# Leaves no mounts or daemons behind: everything the suite mounts lives under one temp dir,
+# which the exit trap unmounts and removes.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+TMPBASE="$(mktemp -d "${TMPDIR:-/tmp}/zarr-mount-test.XXXXXX")"
+
+cleanup() {
+    local status=$?
+    set +e +o pipefail
+    # unmount everything under TMPBASE, deepest first
+    local mp
+    while read -r mp; do
+        [[ -n "$mp" ]] || continue
+        echo "test.sh: cleaning up leftover mount $mp" >&2
+        fusermount3 -u -z "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+    done < <(awk -v base="$TMPBASE" 'index($2, base) == 1 { print $2 }' /proc/self/mounts | sort -r)
+    # daemons started by this run carry TMPBASE in their arguments
+    local pid
+    for pid in $(grep -lsF -- "$TMPBASE" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+        [[ "$pid" == "$$" ]] && continue
+        local exe
+        exe="$(head -z -n1 "/proc/$pid/cmdline" 2>/dev/null | tr -d '\0')"
+        if [[ "$(basename -- "$exe")" == zarr-mount ]]; then
+            echo "test.sh: killing leftover zarr-mount process $pid" >&2
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+    done
+    rm -rf "$TMPBASE" 2>/dev/null || true
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+failed=()
+
+if [[ "${ZM_SKIP_SETUP:-0}" != 1 ]]; then
+    scripts/setup.sh
+fi
+
+echo "test.sh: cargo build"
+build_ok=1
+if ! cargo build; then
+    failed+=("cargo build")
+    build_ok=0
+fi
+
+if ((build_ok)); then
+    echo "test.sh: cargo test"
+    if ! cargo test; then
+        failed+=("cargo test")
+    fi
+
+    echo "test.sh: pytest tests/python"
+    export ZARR_MOUNT_BIN="${ZARR_MOUNT_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/zarr-mount}"
+    export ZM_REQUIRE_BINARY=1
+    # pytest's exit status 5 (no tests collected) counts as a failure too
+    if ! .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --basetemp "$TMPBASE/pytest" "$@"; then
+        failed+=("pytest")
+    fi
+fi
+
+if ((${#failed[@]})); then
+    echo "test.sh: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+exit 0

@@ -1,0 +1,157 @@
+"""Fixtures for the zarr-mount interop suite.
+
+Nothing here builds the binary: it is found at $ZARR_MOUNT_BIN, default
+<repo>/target/debug/zarr-mount (scripts/test.sh builds it first). Tests that need it are
+skipped with a message when it is missing, unless ZM_REQUIRE_BINARY=1 (set by
+scripts/test.sh), which turns that into a failure.
+
+Binary contract used here:
+    zarr-mount SOURCE MOUNTPOINT --foreground [--view raw|unsharded] [--read-only] [-v]
+runs until SIGTERM/SIGINT (then unmounts and exits 0). The mount is live once MOUNTPOINT
+appears in /proc/self/mounts.
+
+Environment knobs:
+    ZARR_MOUNT_BIN       path of the binary
+    ZM_REQUIRE_BINARY=1  fail instead of skip when the binary is missing
+    ZM_DAEMON_ARGS       extra daemon arguments (default "-v"), split on whitespace
+    ZM_MOUNT_TIMEOUT     seconds to wait for the mount to go live (default 20)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from zm_harness import (  # noqa: E402
+    ACTIVE_MOUNTS,
+    BIN,
+    REPO,
+    REQUIRE_BINARY,
+    Mount,
+)
+
+
+# --------------------------------------------------------------------------- pytest hooks
+
+
+def pytest_report_header(config):
+    present = BIN.is_file() and os.access(BIN, os.X_OK)
+    state = "found" if present else ("MISSING: mount tests will fail" if REQUIRE_BINARY
+                                     else "MISSING: mount tests will be skipped")
+    return [f"zarr-mount binary: {BIN} ({state})"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for m in list(ACTIVE_MOUNTS):
+            rep.sections.append((f"zarr-mount log ({m.path})", m.log_text()))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Last line of defence: never leave a mount or a daemon behind.
+    for m in list(ACTIVE_MOUNTS):
+        m.stop()
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def binary_or_skip() -> Path:
+    if BIN.is_file() and os.access(BIN, os.X_OK):
+        if not os.path.exists("/dev/fuse"):
+            pytest.fail("/dev/fuse is missing: FUSE mounts cannot work on this machine")
+        return BIN
+    msg = (f"zarr-mount binary not found at {BIN} (build it with `cargo build` or set ZARR_MOUNT_BIN; "
+           f"scripts/test.sh does both)")
+    if REQUIRE_BINARY:
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def zarr_mount_bin() -> Path:
+    return binary_or_skip()
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir(tmp_path_factory) -> Path:
+    """Fixture store generated once per session by scripts/gen_fixtures.py."""
+    out = tmp_path_factory.mktemp("fixtures")
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_fixtures.py"), str(out)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.fail(f"gen_fixtures.py failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def manifest(fixtures_dir) -> dict:
+    return json.loads((fixtures_dir / "manifest.json").read_text())
+
+
+@pytest.fixture
+def mount_factory(tmp_path_factory, zarr_mount_bin):
+    """Start mounts for one test; all of them are stopped (checked) at teardown."""
+    mounts: list[Mount] = []
+
+    def start(source: Path, view: str | None = "unsharded", read_only: bool = False, **kw) -> Mount:
+        mnt = tmp_path_factory.mktemp("mnt")
+        m = Mount(source, mnt, view=view, read_only=read_only, **kw)
+        mounts.append(m)
+        return m.start()
+
+    yield start
+    errors = []
+    for m in mounts:
+        problems = m.stop()
+        if problems:
+            errors.append(f"{m.path}: {'; '.join(problems)}\n--- log ---\n{m.log_text()}")
+    if errors:
+        pytest.fail("zarr-mount teardown problems:\n" + "\n".join(errors))
+
+
+def _session_mount(tmp_path_factory, source: Path, view: str):
+    mnt = tmp_path_factory.mktemp(f"mnt-{view}")
+    m = Mount(source, mnt, view=view, read_only=True)
+    m.start()
+    return m
+
+
+@pytest.fixture(scope="session")
+def _unsharded_session_mount(tmp_path_factory, zarr_mount_bin, fixtures_dir):
+    m = _session_mount(tmp_path_factory, fixtures_dir, "unsharded")
+    yield m
+    m.stop_checked()
+
+
+@pytest.fixture(scope="session")
+def _raw_session_mount(tmp_path_factory, zarr_mount_bin, fixtures_dir):
+    m = _session_mount(tmp_path_factory, fixtures_dir, "raw")
+    yield m
+    m.stop_checked()
+
+
+@pytest.fixture
+def unsharded_mount(_unsharded_session_mount) -> Mount:
+    """The fixture store mounted read-only with the default (unsharded) view."""
+    _unsharded_session_mount.check_alive()
+    yield _unsharded_session_mount
+    _unsharded_session_mount.check_alive()
+
+
+@pytest.fixture
+def raw_mount(_raw_session_mount) -> Mount:
+    """The fixture store mounted read-only with --view raw."""
+    _raw_session_mount.check_alive()
+    yield _raw_session_mount
+    _raw_session_mount.check_alive()
