@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::source::{Location, Source};
+use crate::store::object::RemoteOptions;
 use crate::view::ViewKind;
 
 #[derive(Debug, Parser)]
@@ -55,6 +56,21 @@ pub struct Args {
     /// Append logs to this file (a daemon otherwise discards them once the mount is live).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
+    // ---- object stores (s3://, gs://, az://, http(s)://) ----
+    /// Custom object-store endpoint, e.g. http://127.0.0.1:9000 for an S3-compatible server
+    /// (default: from the environment, e.g. AWS_ENDPOINT_URL, else the provider's).
+    #[arg(long, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+    /// Region of an S3 bucket (default: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// An object_store builder option, e.g. -o aws_virtual_hosted_style_request=true (repeatable).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+    /// Memory for whole small objects read from an object store, e.g. 512M or 2G; 0 disables.
+    /// Default: 1/8 of RAM, at most 2G.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_size: Option<String>,
 }
 
 /// Everything the daemon needs, validated.
@@ -72,6 +88,10 @@ pub struct MountConfig {
     pub fuse_threads: usize,
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
+    /// How to reach an object store (unused for local sources).
+    pub remote: RemoteOptions,
+    /// Bytes of the object cache in front of an object store (0 = none).
+    pub cache_size: u64,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -85,6 +105,11 @@ fn usage(msg: impl Into<String>) -> UsageError {
 
 impl Args {
     pub fn validate(self) -> Result<MountConfig, UsageError> {
+        let options = parse_options(&self.options)?;
+        let cache_size = match &self.cache_size {
+            Some(s) => crate::store::cache::parse_size(s).map_err(|e| usage(format!("--cache-size {e}")))?,
+            None => crate::store::cache::default_cache_bytes(),
+        };
         let mut source = Source::parse(&self.source).map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
         match &source {
             Source::Directory(Location::Local(p)) => {
@@ -92,10 +117,15 @@ impl Args {
                 let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
                 source = Source::Directory(Location::Local(abs));
             }
-            Source::Directory(Location::Remote { .. }) => {
-                return Err(usage(format!("{}: object stores are not supported yet", self.source)))
+            Source::Directory(Location::Remote { cloud, .. }) => {
+                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
             }
             Source::Zip(_) => return Err(usage(format!("{}: zip archives are not supported yet", self.source))),
+        }
+        if matches!(source.location(), Location::Local(_))
+            && (self.endpoint_url.is_some() || self.region.is_some() || !options.is_empty())
+        {
+            return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
         }
         match self.view {
             ViewKind::Raw | ViewKind::Unsharded => {}
@@ -125,8 +155,21 @@ impl Args {
             fuse_threads: self.fuse_threads.clamp(1, 64),
             verbose: self.verbose,
             log_file: self.log_file,
+            remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
+            cache_size,
         })
     }
+}
+
+/// `-o key=value` pairs.
+fn parse_options(raw: &[String]) -> Result<Vec<(String, String)>, UsageError> {
+    raw.iter()
+        .map(|o| match o.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_ascii_lowercase(), v.to_string())),
+            // The value is not echoed: it may be a secret.
+            _ => Err(usage("-o expects KEY=VALUE (an argument without '=' or without a key was given)")),
+        })
+        .collect()
 }
 
 fn access_ok(path: &Path, mode: i32) -> bool {

@@ -9,15 +9,32 @@ use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Location, Source};
+use crate::store::cache::{CacheConfig, CachingStore};
 use crate::store::local::LocalStore;
+use crate::store::object::ObjectStoreBackend;
 use crate::store::Store;
 use crate::view::ViewKind;
 
-fn open_store(source: &Source) -> Result<Arc<dyn Store>, SessionError> {
-    match source {
+fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+    match &cfg.source {
         Source::Directory(Location::Local(p)) => LocalStore::open(p)
             .map(|s| Arc::new(s) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
+        // Object stores: the backend, behind a cache of small objects.
+        Source::Directory(Location::Remote { cloud, url }) => {
+            let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote)
+                .map_err(|e| SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url))))?;
+            let backend: Arc<dyn Store> = Arc::new(backend);
+            if cfg.cache_size == 0 {
+                return Ok(backend);
+            }
+            let cache = CacheConfig {
+                capacity: cfg.cache_size,
+                object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
+                ttl: cfg.metadata_ttl,
+            };
+            Ok(Arc::new(CachingStore::new(backend, cache)))
+        }
         other => Err(SessionError(format!("{other:?} is not supported yet"))),
     }
 }
@@ -37,7 +54,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         .thread_name("zarr-mount-io")
         .build()
         .map_err(|e| SessionError(format!("cannot start the runtime: {e}")))?;
-    let store = match open_store(&cfg.source) {
+    let store = match rt.block_on(async { open_store(&cfg) }) {
         Ok(s) => s,
         Err(e) => {
             readiness.failed(&e.0);

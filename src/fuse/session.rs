@@ -66,8 +66,10 @@ pub fn serve(
             tracing::warn!(error = %e, "unmount failed; detaching lazily");
             lazy_unmount(&opts.mountpoint);
         }
-    } else if let Err(e) = background.join() {
-        tracing::warn!(error = %e, "FUSE session ended with an error");
+    } else {
+        // Unmounted from outside: the session thread has ended. Dropping the session would
+        // unmount by path again, which could hit a new mount made there in the meantime.
+        std::mem::forget(background);
     }
     tracing::info!("unmounted");
     if failed > 0 {

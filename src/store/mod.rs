@@ -4,8 +4,10 @@
 //! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
+pub mod cache;
 pub mod local;
 pub mod memory;
+pub mod object;
 
 use std::ops::Range;
 use std::time::SystemTime;

@@ -1,0 +1,582 @@
+//! A read cache in front of a remote store.
+//!
+//! Small objects (up to `object_limit` bytes, the metadata and chunks of most Zarr stores) are
+//! fetched whole on their first read and kept in an LRU bounded by bytes; every later read of
+//! any range is served from memory. Concurrent first reads of one key share one fetch. Reads of
+//! larger objects pass through as ranged GETs.
+//!
+//! Freshness: a cached object is trusted for `ttl` after it was fetched or last confirmed.
+//! Whenever metadata of the key passes through this wrapper (lookup, head, list, ranged reads),
+//! the cached version (ETag) is compared with it: equal confirms the entry, different drops it.
+//! An entry older than `ttl` is confirmed with one HEAD before use. Writes, deletes and renames
+//! through the wrapper drop the affected entries, and a fetch that raced with one is not kept.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use lru::LruCache;
+
+use super::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+
+/// Default largest object that is cached whole.
+pub const DEFAULT_OBJECT_LIMIT: u64 = 8 << 20;
+/// How many object sizes are remembered (to decide, before a read, whether to fetch whole).
+const SIZE_HINTS: usize = 200_000;
+
+/// Default cache size: 1/8 of RAM, at most 2 GiB.
+pub fn default_cache_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let ram = if pages > 0 && page > 0 { pages as u64 * page as u64 } else { 1 << 30 };
+    (ram / 8).min(2 << 30)
+}
+
+/// Parse a size such as `512M`, `2G`, `1.5GiB`, `65536` or `0` (bytes; K/M/G/T are powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 512M, 2G)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit (use K, M, G or T)")),
+    };
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{s:?} is not a size"));
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct CacheConfig {
+    /// Total bytes of cached object data.
+    pub capacity: u64,
+    /// Objects up to this size are cached whole.
+    pub object_limit: u64,
+    /// How long a cached object is trusted without confirming its version.
+    pub ttl: Duration,
+}
+
+struct Entry {
+    data: Bytes,
+    meta: ObjectMeta,
+    confirmed: Instant,
+}
+
+/// An error that several waiters of one fetch can each get a copy of.
+type SharedResult = Result<Option<(Bytes, ObjectMeta)>, Arc<StoreError>>;
+type Fetch = Shared<BoxFuture<'static, SharedResult>>;
+
+struct State {
+    entries: LruCache<String, Entry>,
+    used: u64,
+    /// Last known (size, version) of objects, from any metadata seen.
+    sizes: LruCache<String, (u64, String)>,
+    inflight: HashMap<String, Fetch>,
+}
+
+pub struct CachingStore {
+    inner: Arc<dyn Store>,
+    cfg: CacheConfig,
+    state: Mutex<State>,
+    /// Bumped by every write, delete and rename: a fetch that started before is not kept.
+    epoch: AtomicU64,
+}
+
+fn copy_err(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::NotFound(k) => StoreError::NotFound(k.clone()),
+        StoreError::PermissionDenied(k) => StoreError::PermissionDenied(k.clone()),
+        StoreError::DirectoryNotEmpty(k) => StoreError::DirectoryNotEmpty(k.clone()),
+        StoreError::NotADirectory(k) => StoreError::NotADirectory(k.clone()),
+        StoreError::IsADirectory(k) => StoreError::IsADirectory(k.clone()),
+        StoreError::AlreadyExists(k) => StoreError::AlreadyExists(k.clone()),
+        StoreError::InvalidKey(k, why) => StoreError::InvalidKey(k.clone(), why),
+        StoreError::Unsupported(what) => StoreError::Unsupported(what),
+        StoreError::NoSpace => StoreError::NoSpace,
+        StoreError::ReadOnly => StoreError::ReadOnly,
+        StoreError::Timeout(m) => StoreError::Timeout(m.clone()),
+        StoreError::Io { key, source } => StoreError::Io {
+            key: key.clone(),
+            source: match source.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(source.kind(), source.to_string()),
+            },
+        },
+        StoreError::Backend { key, message } => StoreError::Backend { key: key.clone(), message: message.clone() },
+    }
+}
+
+fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
+    let len = data.len() as u64;
+    let (start, end) = match r {
+        ByteRange::Range(r) => (r.start.min(len), r.end.min(len).max(r.start.min(len))),
+        ByteRange::Suffix(n) => (len.saturating_sub(*n), len),
+    };
+    data.slice(start as usize..end as usize)
+}
+
+impl CachingStore {
+    pub fn new(inner: Arc<dyn Store>, cfg: CacheConfig) -> Self {
+        CachingStore {
+            inner,
+            cfg,
+            state: Mutex::new(State {
+                entries: LruCache::unbounded(),
+                used: 0,
+                sizes: LruCache::new(NonZeroUsize::new(SIZE_HINTS).expect("nonzero")),
+                inflight: HashMap::new(),
+            }),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes of object data held now.
+    pub fn cached_bytes(&self) -> u64 {
+        self.state().used
+    }
+
+    /// Number of objects held now.
+    pub fn cached_objects(&self) -> usize {
+        self.state().entries.len()
+    }
+
+    /// Fresh metadata of `key` (or its absence) was seen: confirm or drop the cached copy.
+    fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
+        let mut st = self.state();
+        match meta {
+            Some(m) => {
+                st.sizes.put(key.to_string(), (m.size, m.version.clone()));
+                let stale = match st.entries.peek_mut(key) {
+                    Some(e) if e.meta.version == m.version => {
+                        e.confirmed = Instant::now();
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
+                if stale {
+                    remove_entry(&mut st, key);
+                }
+            }
+            None => {
+                st.sizes.pop(key);
+                remove_entry(&mut st, key);
+            }
+        }
+    }
+
+    fn invalidate(&self, key: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let mut st = self.state();
+        st.sizes.pop(key);
+        remove_entry(&mut st, key);
+    }
+
+    fn invalidate_prefix(&self, prefix: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let p = format!("{prefix}/");
+        let mut st = self.state();
+        let keys: Vec<String> = st.entries.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        for k in keys {
+            remove_entry(&mut st, &k);
+        }
+        let keys: Vec<String> = st.sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        for k in keys {
+            st.sizes.pop(&k);
+        }
+    }
+
+    /// A cached copy that may be used now; a stale one is confirmed with a HEAD first.
+    async fn cached(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let (data, meta, fresh) = {
+            let mut st = self.state();
+            match st.entries.get(key) {
+                Some(e) => (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl),
+                None => return Ok(None),
+            }
+        };
+        if fresh {
+            return Ok(Some((data, meta)));
+        }
+        let now = self.inner.head(key).await?;
+        self.observe(key, now.as_ref());
+        match now {
+            Some(m) if m.version == meta.version => Ok(Some((data, meta))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Should a read of `key` fetch the whole object? Only when its size is known to be small.
+    fn wants_whole(&self, key: &str) -> bool {
+        self.cfg.capacity > 0 && self.state().sizes.peek(key).is_some_and(|(size, _)| *size <= self.cfg.object_limit)
+    }
+
+    /// Fetch the whole object once, however many callers ask at the same time.
+    async fn fetch_whole(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let fetch = {
+            let mut st = self.state();
+            if let Some(f) = st.inflight.get(key) {
+                f.clone()
+            } else {
+                let inner = self.inner.clone();
+                let k = key.to_string();
+                let fut: BoxFuture<'static, SharedResult> =
+                    async move { inner.get_ranged(&k, ByteRange::Range(0..u64::MAX)).await.map_err(Arc::new) }.boxed();
+                let f = fut.shared();
+                st.inflight.insert(key.to_string(), f.clone());
+                f
+            }
+        };
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let result = fetch.clone().await;
+        {
+            let mut st = self.state();
+            // The first waiter to finish removes the entry (only if it is still this fetch).
+            if st.inflight.get(key).is_some_and(|f| f.ptr_eq(&fetch)) {
+                st.inflight.remove(key);
+            }
+        }
+        match result {
+            Ok(Some((data, meta))) => {
+                self.observe(key, Some(&meta));
+                if self.epoch.load(Ordering::SeqCst) == epoch {
+                    self.insert(key, data.clone(), meta.clone());
+                }
+                Ok(Some((data, meta)))
+            }
+            Ok(None) => {
+                self.observe(key, None);
+                Ok(None)
+            }
+            Err(e) => Err(copy_err(&e)),
+        }
+    }
+
+    fn insert(&self, key: &str, data: Bytes, meta: ObjectMeta) {
+        let size = data.len() as u64;
+        if size > self.cfg.object_limit || size > self.cfg.capacity {
+            return;
+        }
+        let mut st = self.state();
+        remove_entry(&mut st, key);
+        st.entries.put(key.to_string(), Entry { data, meta, confirmed: Instant::now() });
+        st.used += size;
+        while st.used > self.cfg.capacity {
+            match st.entries.pop_lru() {
+                Some((_, e)) => st.used -= e.data.len() as u64,
+                None => break,
+            }
+        }
+    }
+
+    async fn read(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        if let Some((data, meta)) = self.cached(key).await? {
+            return Ok(Some((slice(&data, &range), meta)));
+        }
+        if self.wants_whole(key) {
+            return Ok(self.fetch_whole(key).await?.map(|(data, meta)| (slice(&data, &range), meta)));
+        }
+        let r = self.inner.get_ranged(key, range).await?;
+        self.observe(key, r.as_ref().map(|(_, m)| m));
+        Ok(r)
+    }
+}
+
+fn remove_entry(st: &mut State, key: &str) {
+    if let Some(e) = st.entries.pop(key) {
+        st.used -= e.data.len() as u64;
+    }
+}
+
+#[async_trait]
+impl Store for CachingStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        self.inner.has_real_dirs()
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        match self.read(key, ByteRange::Range(0..u64::MAX)).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(StoreError::NotFound(key.to_string())),
+        }
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        match self.read(key, ByteRange::Range(range)).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(StoreError::NotFound(key.to_string())),
+        }
+    }
+
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.read(key, range).await
+    }
+
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        let m = self.inner.head(key).await?;
+        self.observe(key, m.as_ref());
+        Ok(m)
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.put(key, data).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.delete(key).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        let listing = self.inner.list(prefix).await?;
+        for (name, meta) in &listing.files {
+            self.observe(&super::join_key(prefix, name), Some(meta));
+        }
+        Ok(listing)
+    }
+
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        let l = self.inner.lookup(key).await?;
+        if !key.is_empty() {
+            self.observe(key, l.file.as_ref());
+        }
+        Ok(l)
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.invalidate(from);
+        self.invalidate(to);
+        let r = self.inner.rename(from, to).await;
+        self.invalidate(from);
+        self.invalidate(to);
+        r
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.inner.create_dir(key).await
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.inner.remove_dir(key).await
+    }
+
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.invalidate_prefix(from);
+        self.invalidate_prefix(to);
+        let r = self.inner.rename_dir(from, to).await;
+        self.invalidate_prefix(from);
+        self.invalidate_prefix(to);
+        r
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.inner.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Counts the reads that reach the store, and can hold them back to let readers pile up.
+    struct Counting {
+        inner: MemoryStore,
+        gets: AtomicUsize,
+        heads: AtomicUsize,
+        delay: Duration,
+    }
+
+    #[async_trait]
+    impl Store for Counting {
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+        fn has_real_dirs(&self) -> bool {
+            false
+        }
+        async fn get(&self, key: &str) -> StoreResult<Bytes> {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            self.inner.get(key).await
+        }
+        async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            self.inner.get_range(key, range).await
+        }
+        async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            let Some(meta) = self.inner.head(key).await? else { return Ok(None) };
+            let data = self.inner.get(key).await?;
+            Ok(Some((slice(&data, &range), meta)))
+        }
+        async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+            self.heads.fetch_add(1, Ordering::SeqCst);
+            self.inner.head(key).await
+        }
+        async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+            self.inner.put(key, data).await
+        }
+        async fn delete(&self, key: &str) -> StoreResult<()> {
+            self.inner.delete(key).await
+        }
+        async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+            self.inner.list(prefix).await
+        }
+        async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+            self.inner.lookup(key).await
+        }
+    }
+
+    fn setup(capacity: u64, ttl: Duration, delay: Duration) -> (Arc<Counting>, Arc<CachingStore>) {
+        let c = Arc::new(Counting {
+            inner: MemoryStore::new(),
+            gets: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
+            delay,
+        });
+        let cfg = CacheConfig { capacity, object_limit: 1000, ttl };
+        (c.clone(), Arc::new(CachingStore::new(c, cfg)))
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5k").unwrap(), 1536);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(default_cache_bytes() > 0 && default_cache_bytes() <= 2 << 30);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_readers_share_one_fetch() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
+        c.inner.put("k", Bytes::from(vec![7u8; 500])).await.unwrap();
+        cache.lookup("k").await.unwrap(); // the size is known: small, so fetched whole
+        let mut tasks = Vec::new();
+        for i in 0..32u64 {
+            let cache = cache.clone();
+            tasks.push(tokio::spawn(async move { cache.get_range("k", i..i + 10).await.unwrap() }));
+        }
+        for t in tasks {
+            assert_eq!(t.await.unwrap().as_ref(), &[7u8; 10]);
+        }
+        assert_eq!(c.gets.load(Ordering::SeqCst), 1, "one fetch for 32 concurrent readers");
+        // Later reads of any range come from memory.
+        assert_eq!(cache.get_range("k", 490..600).await.unwrap().len(), 10);
+        assert_eq!(cache.get("k").await.unwrap().len(), 500);
+        assert_eq!(c.gets.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.cached_bytes(), 500);
+    }
+
+    #[tokio::test]
+    async fn evicts_by_bytes_lru_first() {
+        let (c, cache) = setup(1000, Duration::from_secs(60), Duration::ZERO);
+        for k in ["a", "b", "c"] {
+            c.inner.put(k, Bytes::from(vec![1u8; 400])).await.unwrap();
+        }
+        cache.list("").await.unwrap(); // learns every size
+        cache.get("a").await.unwrap();
+        cache.get("b").await.unwrap();
+        assert_eq!(cache.cached_bytes(), 800);
+        cache.get("a").await.unwrap(); // a is now the most recently used
+        cache.get("c").await.unwrap(); // 1200 > 1000: b goes
+        assert_eq!(cache.cached_bytes(), 800);
+        assert_eq!(cache.cached_objects(), 2);
+        let before = c.gets.load(Ordering::SeqCst);
+        cache.get("a").await.unwrap();
+        cache.get("c").await.unwrap();
+        assert_eq!(c.gets.load(Ordering::SeqCst), before, "a and c still cached");
+        cache.get("b").await.unwrap();
+        assert_eq!(c.gets.load(Ordering::SeqCst), before + 1, "b was evicted");
+    }
+
+    #[tokio::test]
+    async fn large_objects_pass_through_as_ranges() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
+        c.inner.put("big", Bytes::from(vec![3u8; 5000])).await.unwrap();
+        cache.lookup("big").await.unwrap();
+        assert_eq!(cache.get_range("big", 10..20).await.unwrap().len(), 10);
+        assert_eq!(cache.get_range("big", 10..20).await.unwrap().len(), 10);
+        assert_eq!(c.gets.load(Ordering::SeqCst), 2);
+        assert_eq!(cache.cached_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn unknown_size_reads_pass_through_then_cache() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
+        c.inner.put("k", Bytes::from_static(b"hello world")).await.unwrap();
+        assert_eq!(cache.get_range("k", 0..5).await.unwrap().as_ref(), b"hello");
+        assert_eq!(cache.cached_objects(), 0);
+        assert_eq!(cache.get_range("k", 6..11).await.unwrap().as_ref(), b"world");
+        assert_eq!(cache.get_range("k", 0..11).await.unwrap().as_ref(), b"hello world");
+        assert_eq!(c.gets.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn writes_invalidate_and_versions_validate() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
+        cache.put("k", Bytes::from_static(b"one")).await.unwrap();
+        cache.lookup("k").await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"one");
+        cache.put("k", Bytes::from_static(b"two")).await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two");
+        // Changed behind our back: fresh metadata with another version drops the copy.
+        cache.lookup("k").await.unwrap();
+        cache.get("k").await.unwrap();
+        c.inner.put("k", Bytes::from_static(b"three")).await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two", "trusted within the TTL");
+        cache.lookup("k").await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"three");
+        cache.rename("k", "j").await.unwrap();
+        assert!(matches!(cache.get("k").await, Err(StoreError::NotFound(_))));
+        cache.delete("j").await.unwrap();
+        assert!(matches!(cache.get("j").await, Err(StoreError::NotFound(_))));
+        assert_eq!(cache.cached_objects(), 0);
+    }
+
+    #[tokio::test]
+    async fn stale_entries_are_confirmed_with_a_head() {
+        let (c, cache) = setup(1 << 20, Duration::ZERO, Duration::ZERO);
+        c.inner.put("k", Bytes::from_static(b"one")).await.unwrap();
+        cache.lookup("k").await.unwrap();
+        cache.get("k").await.unwrap();
+        let (gets, heads) = (c.gets.load(Ordering::SeqCst), c.heads.load(Ordering::SeqCst));
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"one");
+        assert_eq!(c.gets.load(Ordering::SeqCst), gets, "served from memory after a HEAD");
+        assert_eq!(c.heads.load(Ordering::SeqCst), heads + 1);
+        c.inner.put("k", Bytes::from_static(b"two")).await.unwrap();
+        assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two");
+    }
+}

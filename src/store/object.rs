@@ -1,0 +1,621 @@
+//! Object stores (S3, GCS, Azure Blob, plain HTTP) as a `Store`, through the `object_store` crate.
+//!
+//! A mount of `s3://bucket/prefix` keeps `prefix` here and prepends it to every key. Directories
+//! are key prefixes only (`has_real_dirs() == false`). Every request has bounded retries and
+//! timeouts, so a dead endpoint turns into an error within seconds rather than a hung mount.
+//! Error text and `describe()` never contain credentials: secret values that went into the
+//! builder are scrubbed from every message that leaves this module.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+    WriteMultipart,
+};
+
+use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use crate::source::Cloud;
+
+/// Objects up to this size are written with one PUT; larger ones with a multipart upload.
+pub const MULTIPART_THRESHOLD: usize = 8 << 20;
+/// Part size of multipart uploads.
+const PART_SIZE: usize = 8 << 20;
+
+/// How to reach an object store, from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteOptions {
+    /// `--endpoint-url`: a custom endpoint (S3-compatible servers, emulators).
+    pub endpoint_url: Option<String>,
+    /// `--region` (S3 only).
+    pub region: Option<String>,
+    /// `-o key=value`, passed to the builder's `with_config` after everything else.
+    pub options: Vec<(String, String)>,
+}
+
+/// Bounded retries: a dead server is an error after at most ~10 s of retrying.
+fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(10),
+    }
+}
+const REQUEST_TIMEOUT: &str = "30s";
+const CONNECT_TIMEOUT: &str = "5s";
+
+/// Option keys whose values are secrets (scrubbed from error text).
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["secret", "token", "password", "access_key", "account_key", "sas", "service_account_key", "client_secret"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// Check `-o` keys for `cloud` without building anything (for the CLI: one-line error, exit 2).
+pub fn check_options(cloud: Cloud, options: &[(String, String)]) -> Result<(), String> {
+    for (k, _) in options {
+        let ok = match cloud {
+            Cloud::S3 => k.parse::<object_store::aws::AmazonS3ConfigKey>().is_ok(),
+            Cloud::Gcs => k.parse::<object_store::gcp::GoogleConfigKey>().is_ok(),
+            Cloud::Azure => k.parse::<object_store::azure::AzureConfigKey>().is_ok(),
+            Cloud::Http => k.parse::<ClientConfigKey>().is_ok(),
+        };
+        if !ok {
+            return Err(format!("-o {k}: unknown option for {} stores", cloud_name(cloud)));
+        }
+    }
+    Ok(())
+}
+
+fn cloud_name(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::S3 => "s3",
+        Cloud::Gcs => "gcs",
+        Cloud::Azure => "azure",
+        Cloud::Http => "http",
+    }
+}
+
+/// Split `scheme://bucket/some/prefix/` into (`scheme://bucket`, `some/prefix`).
+fn split_url(url: &str) -> (String, String) {
+    let url = url.split(['?', '#']).next().unwrap_or("");
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let prefix = prefix.split('/').filter(|s| !s.is_empty()).collect::<Vec<_>>().join("/");
+    (format!("{scheme}://{bucket}"), prefix)
+}
+
+pub struct ObjectStoreBackend {
+    store: Arc<dyn ObjectStore>,
+    /// The same store, when it can list with a page size (for cheap directory probes).
+    pager: Option<Arc<dyn PaginatedListStore>>,
+    /// Key prefix inside the bucket, without leading or trailing `/` ("" for the whole bucket).
+    prefix: String,
+    description: String,
+    read_only: bool,
+    /// Secret values given to the builder; never allowed into error text.
+    secrets: Vec<String>,
+}
+
+impl ObjectStoreBackend {
+    /// Wrap an existing object store (tests; or a store built elsewhere).
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, description: String) -> Self {
+        let prefix = prefix.trim_matches('/').to_string();
+        ObjectStoreBackend { store, pager: None, prefix, description, read_only: false, secrets: Vec::new() }
+    }
+
+    /// Build the backend for `url` (`s3://`, `gs://`, `az://`, `http(s)://`).
+    pub fn open(cloud: Cloud, url: &str, opts: &RemoteOptions) -> StoreResult<Self> {
+        let (base, prefix) = split_url(url);
+        let mut secrets: Vec<String> =
+            opts.options.iter().filter(|(k, v)| is_secret_key(k) && !v.is_empty()).map(|(_, v)| v.clone()).collect();
+        for (k, v) in std::env::vars() {
+            if (k.starts_with("AWS_") || k.starts_with("AZURE_") || k.starts_with("GOOGLE_"))
+                && is_secret_key(&k)
+                && v.len() >= 4
+            {
+                secrets.push(v);
+            }
+        }
+        let http_endpoint = |e: Option<String>| e.is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
+        let bad_key = |k: &str| StoreError::Backend { key: String::new(), message: format!("-o {k}: unknown option") };
+        let (store, pager, description, read_only): (
+            Arc<dyn ObjectStore>,
+            Option<Arc<dyn PaginatedListStore>>,
+            String,
+            bool,
+        ) = match cloud {
+            Cloud::S3 => {
+                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+                let mut b = AmazonS3Builder::from_env()
+                    .with_url(base.clone())
+                    .with_retry(retry_config())
+                    .with_config(K::Client(ClientConfigKey::Timeout), REQUEST_TIMEOUT)
+                    .with_config(K::Client(ClientConfigKey::ConnectTimeout), CONNECT_TIMEOUT);
+                if let Some(e) = &opts.endpoint_url {
+                    b = b.with_endpoint(e.clone());
+                }
+                if let Some(r) = &opts.region {
+                    b = b.with_region(r.clone());
+                }
+                if http_endpoint(b.get_config_value(&K::Endpoint)) {
+                    b = b.with_allow_http(true);
+                }
+                for (k, v) in &opts.options {
+                    b = b.with_config(k.parse().map_err(|_| bad_key(k))?, v.clone());
+                }
+                let s = Arc::new(b.build().map_err(|e| map_err_with("", e, &secrets))?);
+                (s.clone(), Some(s), describe_url(&base, &prefix), false)
+            }
+            Cloud::Gcs => {
+                use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
+                let mut b = GoogleCloudStorageBuilder::from_env()
+                    .with_url(base.clone())
+                    .with_retry(retry_config())
+                    .with_config(K::Client(ClientConfigKey::Timeout), REQUEST_TIMEOUT)
+                    .with_config(K::Client(ClientConfigKey::ConnectTimeout), CONNECT_TIMEOUT);
+                if let Some(e) = &opts.endpoint_url {
+                    b = b.with_config(K::BaseUrl, e.clone());
+                    if http_endpoint(Some(e.clone())) {
+                        b = b.with_config(K::Client(ClientConfigKey::AllowHttp), "true");
+                    }
+                }
+                for (k, v) in &opts.options {
+                    b = b.with_config(k.parse().map_err(|_| bad_key(k))?, v.clone());
+                }
+                let s = Arc::new(b.build().map_err(|e| map_err_with("", e, &secrets))?);
+                (s.clone(), Some(s), describe_url(&base, &prefix), false)
+            }
+            Cloud::Azure => {
+                use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
+                let mut b = MicrosoftAzureBuilder::from_env()
+                    .with_url(url.split(['?', '#']).next().unwrap_or(url))
+                    .with_retry(retry_config())
+                    .with_config(K::Client(ClientConfigKey::Timeout), REQUEST_TIMEOUT)
+                    .with_config(K::Client(ClientConfigKey::ConnectTimeout), CONNECT_TIMEOUT);
+                if let Some(e) = &opts.endpoint_url {
+                    b = b.with_endpoint(e.clone());
+                    if http_endpoint(Some(e.clone())) {
+                        b = b.with_allow_http(true);
+                    }
+                }
+                for (k, v) in &opts.options {
+                    b = b.with_config(k.parse().map_err(|_| bad_key(k))?, v.clone());
+                }
+                let s = Arc::new(b.build().map_err(|e| map_err_with("", e, &secrets))?);
+                (s.clone(), Some(s), describe_url(&base, &prefix), false)
+            }
+            Cloud::Http => {
+                let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/').to_string();
+                let mut b = object_store::http::HttpBuilder::new()
+                    .with_url(clean.clone())
+                    .with_retry(retry_config())
+                    .with_config(ClientConfigKey::Timeout, REQUEST_TIMEOUT)
+                    .with_config(ClientConfigKey::ConnectTimeout, CONNECT_TIMEOUT);
+                if clean.to_ascii_lowercase().starts_with("http://") {
+                    b = b.with_config(ClientConfigKey::AllowHttp, "true");
+                }
+                for (k, v) in &opts.options {
+                    b = b.with_config(k.parse().map_err(|_| bad_key(k))?, v.clone());
+                }
+                let s = Arc::new(b.build().map_err(|e| map_err_with("", e, &secrets))?);
+                // The whole URL is the base; keys are relative to it.
+                let desc = strip_userinfo(&clean);
+                return Ok(ObjectStoreBackend {
+                    store: s,
+                    pager: None,
+                    prefix: String::new(),
+                    description: desc,
+                    read_only: true,
+                    secrets,
+                });
+            }
+        };
+        Ok(ObjectStoreBackend { store, pager, prefix, description, read_only, secrets })
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        match (self.prefix.is_empty(), key.is_empty()) {
+            (true, _) => key.to_string(),
+            (false, true) => self.prefix.clone(),
+            (false, false) => format!("{}/{key}", self.prefix),
+        }
+    }
+
+    fn path(&self, key: &str) -> StoreResult<Path> {
+        validate_key(key)?;
+        Path::parse(self.full_key(key)).map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))
+    }
+
+    fn err(&self, key: &str, e: object_store::Error) -> StoreError {
+        map_err_with(key, e, &self.secrets)
+    }
+
+    fn check_writable(&self) -> StoreResult<()> {
+        if self.read_only {
+            Err(StoreError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Is there anything below `key/`? One small LIST where the store can page, else a full level.
+    async fn probe_dir(&self, key: &str) -> StoreResult<bool> {
+        let dir = if key.is_empty() { self.prefix.clone() } else { self.full_key(key) };
+        if let Some(pager) = &self.pager {
+            let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+            let opts = PaginatedListOptions { delimiter: Some("/".into()), max_keys: Some(2), ..Default::default() };
+            let page = pager
+                .list_paginated(if prefix.is_empty() { None } else { Some(prefix.as_str()) }, opts)
+                .await
+                .map_err(|e| self.err(key, e))?;
+            return Ok(!page.result.objects.is_empty() || !page.result.common_prefixes.is_empty());
+        }
+        let path = Path::parse(&dir).map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))?;
+        match self.store.list_with_delimiter(Some(&path)).await {
+            Ok(l) => Ok(!l.objects.is_empty() || !l.common_prefixes.is_empty()),
+            Err(object_store::Error::NotFound { .. } | object_store::Error::NotImplemented { .. }) => Ok(false),
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+
+    async fn head_opt(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        if key.is_empty() {
+            return Ok(None);
+        }
+        let path = self.path(key)?;
+        match self.store.head(&path).await {
+            Ok(m) => Ok(Some(to_meta(&m))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+}
+
+fn describe_url(base: &str, prefix: &str) -> String {
+    let base = strip_userinfo(base);
+    if prefix.is_empty() {
+        base
+    } else {
+        format!("{base}/{prefix}")
+    }
+}
+
+/// A URL as it may appear in messages: no `user:password@`, no query (SAS tokens live there).
+pub fn display_url(url: &str) -> String {
+    strip_userinfo(url.split(['?', '#']).next().unwrap_or(url))
+}
+
+/// Drop `user:password@` from a URL.
+fn strip_userinfo(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (auth, path) = rest.split_once('/').map(|(a, p)| (a, Some(p))).unwrap_or((rest, None));
+        let host = auth.rsplit_once('@').map(|(_, h)| h).unwrap_or(auth);
+        match path {
+            Some(p) => format!("{scheme}://{host}/{p}"),
+            None => format!("{scheme}://{host}"),
+        }
+    } else {
+        url.to_string()
+    }
+}
+
+fn to_meta(m: &object_store::ObjectMeta) -> ObjectMeta {
+    let modified =
+        SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0));
+    let version = m
+        .e_tag
+        .clone()
+        .or_else(|| m.version.clone())
+        .unwrap_or_else(|| format!("{}-{}", m.last_modified.timestamp_millis(), m.size));
+    ObjectMeta { size: m.size, modified, version }
+}
+
+fn scrub(mut s: String, secrets: &[String]) -> String {
+    for secret in secrets {
+        if !secret.is_empty() && s.contains(secret.as_str()) {
+            s = s.replace(secret.as_str(), "***");
+        }
+    }
+    s
+}
+
+/// Map an object_store error about `key` onto a `StoreError` whose text holds no secret.
+fn map_err_with(key: &str, e: object_store::Error, secrets: &[String]) -> StoreError {
+    use object_store::Error as E;
+    let key = key.to_string();
+    match e {
+        E::NotFound { .. } => StoreError::NotFound(key),
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => StoreError::PermissionDenied(key),
+        E::AlreadyExists { .. } => StoreError::AlreadyExists(key),
+        E::Precondition { .. } => {
+            StoreError::Backend { key, message: "precondition failed (the object changed)".into() }
+        }
+        E::NotSupported { .. } | E::NotImplemented { .. } => StoreError::Unsupported("this operation"),
+        E::InvalidPath { .. } => StoreError::InvalidKey(key, "not a valid object key"),
+        E::UnknownConfigurationKey { key: k, .. } => {
+            StoreError::Backend { key, message: format!("unknown configuration key {k:?}") }
+        }
+        other => {
+            let message = scrub(error_chain(&other), secrets);
+            let lower = message.to_ascii_lowercase();
+            if lower.contains("timed out") {
+                StoreError::Timeout(format!("{key}: {message}"))
+            } else {
+                StoreError::Backend { key, message }
+            }
+        }
+    }
+}
+
+/// The error and its sources on one line (reqwest hides the useful part in the source chain).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+#[async_trait]
+impl Store for ObjectStoreBackend {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        false
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        let path = self.path(key)?;
+        let r = self.store.get(&path).await.map_err(|e| self.err(key, e))?;
+        r.bytes().await.map_err(|e| self.err(key, e))
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        if range.end <= range.start {
+            return Ok(Bytes::new());
+        }
+        match self.get_ranged(key, ByteRange::Range(range)).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(StoreError::NotFound(key.to_string())),
+        }
+    }
+
+    /// One GET with a Range header; the response carries the object's size and ETag.
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let path = self.path(key)?;
+        let get_range = match &range {
+            ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX => None, // the whole object
+            ByteRange::Range(r) if r.end <= r.start => {
+                return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m)));
+            }
+            ByteRange::Range(r) => Some(GetRange::Bounded(r.clone())),
+            ByteRange::Suffix(0) => return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m))),
+            ByteRange::Suffix(n) => Some(GetRange::Suffix(*n)),
+        };
+        let opts = GetOptions { range: get_range, ..Default::default() };
+        let result = match self.store.get_opts(&path, opts).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => {
+                // 416 for a range that starts at or past the end (also every range of an empty
+                // object): the answer is "no bytes", with the object's metadata.
+                let e = self.err(key, e);
+                if let StoreError::Backend { .. } = e {
+                    if let Some(meta) = self.head_opt(key).await? {
+                        let past_end = match &range {
+                            ByteRange::Range(r) => r.start >= meta.size,
+                            ByteRange::Suffix(_) => meta.size == 0,
+                        };
+                        if past_end {
+                            return Ok(Some((Bytes::new(), meta)));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let meta = to_meta(&result.meta);
+        let data = result.bytes().await.map_err(|e| self.err(key, e))?;
+        Ok(Some((data, meta)))
+    }
+
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        self.head_opt(key).await
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        self.check_writable()?;
+        if key.is_empty() {
+            return Err(StoreError::IsADirectory(String::new()));
+        }
+        let path = self.path(key)?;
+        if data.len() <= MULTIPART_THRESHOLD {
+            self.store.put(&path, PutPayload::from_bytes(data)).await.map_err(|e| self.err(key, e))?;
+            return Ok(());
+        }
+        let upload = self.store.put_multipart(&path).await.map_err(|e| self.err(key, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let mut off = 0;
+        while off < data.len() {
+            if let Err(e) = w.wait_for_capacity(4).await {
+                return Err(self.err(key, e));
+            }
+            let end = (off + PART_SIZE).min(data.len());
+            w.put(data.slice(off..end));
+            off = end;
+        }
+        w.finish().await.map_err(|e| self.err(key, e))?;
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.check_writable()?;
+        let path = self.path(key)?;
+        // S3 answers DELETE of a missing key with success; the trait wants NotFound.
+        if self.head_opt(key).await?.is_none() {
+            return Err(StoreError::NotFound(key.to_string()));
+        }
+        self.store.delete(&path).await.map_err(|e| self.err(key, e))
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        validate_key(prefix)?;
+        let full = self.full_key(prefix);
+        let path = if full.is_empty() {
+            None
+        } else {
+            Some(Path::parse(&full).map_err(|_| StoreError::InvalidKey(prefix.to_string(), "not a valid object key"))?)
+        };
+        let result = match self.store.list_with_delimiter(path.as_ref()).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
+            Err(e) => return Err(self.err(prefix, e)),
+        };
+        let mut listing = Listing::default();
+        for d in &result.common_prefixes {
+            if let Some(name) = d.filename() {
+                listing.dirs.push(name.to_string());
+            }
+        }
+        for o in &result.objects {
+            // Skip directory markers ("dir/" objects) and anything outside this level.
+            let Some(name) = o.location.filename() else { continue };
+            if name.is_empty() || o.location.as_ref().ends_with('/') || o.location.as_ref() == full {
+                continue;
+            }
+            listing.files.push((name.to_string(), to_meta(o)));
+        }
+        listing.files.sort_by(|a, b| a.0.cmp(&b.0));
+        listing.dirs.sort();
+        listing.dirs.dedup();
+        Ok(listing)
+    }
+
+    /// HEAD of the key and a one-page LIST of `key/`, concurrently. A HEAD failure other than
+    /// 404 is ignored when the listing shows a directory (some servers answer 500 on
+    /// directory-like keys).
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        validate_key(key)?;
+        if key.is_empty() {
+            return Ok(Lookup { file: None, dir: true });
+        }
+        let (head, dir) = futures::join!(self.head_opt(key), self.probe_dir(key));
+        match (head, dir) {
+            (Ok(file), Ok(dir)) => Ok(Lookup { file, dir }),
+            (Err(_), Ok(true)) => Ok(Lookup { file: None, dir: true }),
+            (Err(e), _) => Err(e),
+            (Ok(file), Err(e)) => {
+                if file.is_some() {
+                    tracing::debug!(key, error = %e, "directory probe failed; treating the key as a file");
+                    Ok(Lookup { file, dir: false })
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Copy, then delete the source.
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.check_writable()?;
+        let (pf, pt) = (self.path(from)?, self.path(to)?);
+        self.store.copy(&pf, &pt).await.map_err(|e| self.err(from, e))?;
+        self.store.delete(&pf).await.map_err(|e| self.err(from, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    fn backend(prefix: &str) -> (Arc<InMemory>, ObjectStoreBackend) {
+        let mem = Arc::new(InMemory::new());
+        let b = ObjectStoreBackend::new(mem.clone(), prefix, "memory://test".into());
+        (mem, b)
+    }
+
+    #[test]
+    fn urls_split_into_bucket_and_prefix() {
+        assert_eq!(split_url("s3://b/p/q/"), ("s3://b".into(), "p/q".into()));
+        assert_eq!(split_url("s3://b"), ("s3://b".into(), "".into()));
+        assert_eq!(split_url("gs://b//x?y"), ("gs://b".into(), "x".into()));
+        assert_eq!(strip_userinfo("https://u:pw@h/x"), "https://h/x");
+    }
+
+    #[test]
+    fn unknown_option_keys_are_rejected() {
+        let ok = vec![("aws_virtual_hosted_style_request".to_string(), "true".to_string())];
+        assert!(check_options(Cloud::S3, &ok).is_ok());
+        let bad = vec![("no_such_key".to_string(), "1".to_string())];
+        assert!(check_options(Cloud::S3, &bad).unwrap_err().contains("no_such_key"));
+        assert!(check_options(Cloud::Http, &[("timeout".into(), "5s".into())]).is_ok());
+    }
+
+    #[test]
+    fn secrets_are_scrubbed() {
+        let e = object_store::Error::Generic { store: "S3", source: "bad signature for key SECRETVALUE".into() };
+        let msg = map_err_with("k", e, &["SECRETVALUE".into()]).to_string();
+        assert!(!msg.contains("SECRETVALUE"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn round_trip_below_a_prefix() {
+        let (mem, b) = backend("pre/fix");
+        b.put("a/zarr.json", Bytes::from_static(b"{}")).await.unwrap();
+        b.put("a/c/0", Bytes::from_static(b"0123456789")).await.unwrap();
+        b.put("top", Bytes::from_static(b"t")).await.unwrap();
+        assert!(mem.head(&Path::from("pre/fix/a/c/0")).await.is_ok());
+        let root = b.list("").await.unwrap();
+        assert_eq!(root.dirs, vec!["a"]);
+        assert_eq!(root.files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), vec!["top"]);
+        let a = b.list("a").await.unwrap();
+        assert_eq!(a.dirs, vec!["c"]);
+        assert_eq!(a.files[0].0, "zarr.json");
+        assert_eq!(b.get_range("a/c/0", 2..5).await.unwrap(), Bytes::from_static(b"234"));
+        let (d, m) = b.get_ranged("a/c/0", ByteRange::Suffix(3)).await.unwrap().unwrap();
+        assert_eq!((d.as_ref(), m.size), (&b"789"[..], 10));
+        let (d, m) = b.get_ranged("a/c/0", ByteRange::Range(20..30)).await.unwrap().unwrap();
+        assert_eq!((d.len(), m.size), (0, 10));
+        assert!(b.get_ranged("a/c/9", ByteRange::Suffix(3)).await.unwrap().is_none());
+        let l = b.lookup("a").await.unwrap();
+        assert!(l.dir && l.file.is_none());
+        let l = b.lookup("a/zarr.json").await.unwrap();
+        assert!(!l.dir && l.file.is_some());
+        assert!(b.lookup("nope").await.unwrap().file.is_none());
+        b.rename("top", "a/moved").await.unwrap();
+        assert!(b.head("top").await.unwrap().is_none());
+        assert_eq!(b.get("a/moved").await.unwrap(), Bytes::from_static(b"t"));
+        assert!(matches!(b.delete("top").await, Err(StoreError::NotFound(_))));
+        b.delete("a/moved").await.unwrap();
+        assert!(!b.has_real_dirs());
+    }
+
+    #[tokio::test]
+    async fn large_puts_use_multipart_and_read_back() {
+        let (_mem, b) = backend("");
+        let data: Vec<u8> = (0..(MULTIPART_THRESHOLD + 12345)).map(|i| (i % 251) as u8).collect();
+        b.put("big", Bytes::from(data.clone())).await.unwrap();
+        assert_eq!(b.get("big").await.unwrap().len(), data.len());
+        assert_eq!(b.get_range("big", 8_000_000..8_000_010).await.unwrap().as_ref(), &data[8_000_000..8_000_010]);
+    }
+}

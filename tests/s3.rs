@@ -1,0 +1,402 @@
+//! Mounts of `s3://bucket/prefix` against a local moto server (scripts/s3-server.sh).
+//!
+//! Each test starts its own server on a free port and its own mount; guards stop both, also
+//! when a test panics. The tests skip (with a message) only when moto cannot be installed.
+
+mod common;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::Mount;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as OPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
+const BUCKET: &str = "bkt";
+const SECRET: &str = "test-secret-do-not-log";
+const ENV: &[(&str, &str)] =
+    &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", SECRET), ("AWS_REGION", "us-east-1")];
+
+/// A moto server on 127.0.0.1:port, stopped on drop.
+struct Moto {
+    dir: tempfile::TempDir,
+    port: u16,
+    running: bool,
+}
+
+/// Drop terminal colour codes (moto colours some log lines).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Moto {
+    /// None (after printing why) when moto cannot be installed.
+    fn start() -> Option<Moto> {
+        let status = Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
+        if status.code() == Some(3) {
+            eprintln!("SKIPPED: moto[server] could not be installed (no network?); S3 tests not run");
+            return None;
+        }
+        assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
+        let mut m = Moto { dir: tempfile::tempdir().unwrap(), port: free_port(), running: false };
+        m.up();
+        Some(m)
+    }
+
+    fn up(&mut self) {
+        let status =
+            Command::new(SCRIPT).arg("start").arg(self.dir.path()).arg(self.port.to_string()).status().unwrap();
+        assert!(status.success(), "moto did not start:\n{}", self.log());
+        self.running = true;
+        create_bucket(self.port);
+    }
+
+    fn down(&mut self) {
+        let status = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status().unwrap();
+        assert!(status.success());
+        self.running = false;
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
+    }
+
+    /// Request lines ("GET /bkt/..." etc.) logged since `from` bytes of the log.
+    fn requests_since(&self, from: usize) -> Vec<String> {
+        let log = self.log();
+        log.get(from..)
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| l.split('"').nth(1).map(strip_ansi))
+            .filter(|r| !r.starts_with("GET / "))
+            .collect()
+    }
+
+    fn client(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(
+            AmazonS3Builder::new()
+                .with_endpoint(self.endpoint())
+                .with_allow_http(true)
+                .with_bucket_name(BUCKET)
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .build()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
+        }
+    }
+}
+
+/// moto accepts unsigned requests: create the bucket with one plain HTTP PUT.
+fn create_bucket(port: u16) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"), "create bucket: {resp}");
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn put_all(store: &Arc<dyn ObjectStore>, objects: &[(String, Vec<u8>)]) {
+    rt().block_on(async {
+        for (k, v) in objects {
+            store.put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone()))).await.unwrap();
+        }
+    });
+}
+
+fn get(store: &Arc<dyn ObjectStore>, key: &str) -> Option<Vec<u8>> {
+    rt().block_on(async {
+        match store.get(&OPath::from(key)).await {
+            Ok(r) => Some(r.bytes().await.unwrap().to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("get {key}: {e}"),
+        }
+    })
+}
+
+fn keys(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    use futures::TryStreamExt;
+    rt().block_on(async {
+        let mut v: Vec<String> =
+            store.list(Some(&OPath::from(prefix))).map_ok(|m| m.location.to_string()).try_collect().await.unwrap();
+        v.sort();
+        v
+    })
+}
+
+fn mount(moto: &Moto, tmp: &Path, extra: &[&str]) -> Mount {
+    let endpoint = moto.endpoint();
+    let mut args = vec!["--endpoint-url", endpoint.as_str()];
+    args.extend_from_slice(extra);
+    Mount::start_with(&format!("s3://{BUCKET}/pre"), &tmp.join("mnt"), &args, ENV)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+#[test]
+fn reads_writes_renames_and_directories() {
+    let Some(moto) = Moto::start() else { return };
+    let client = moto.client();
+    let big = pattern(9 << 20); // above the whole-object cache limit: ranged reads
+    put_all(
+        &client,
+        &[
+            ("pre/zarr.json".into(), br#"{"zarr_format":3,"node_type":"group"}"#.to_vec()),
+            ("pre/a/zarr.json".into(), b"{}".to_vec()),
+            ("pre/a/c/0/0".into(), pattern(1000)),
+            ("pre/a/c/0/1".into(), pattern(10)),
+            ("pre/big".into(), big.clone()),
+            ("outside".into(), b"not under the prefix".to_vec()),
+        ],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let m = mount(&moto, tmp.path(), &[]);
+
+    // Listing and metadata.
+    assert_eq!(names(&m.mnt), vec!["a", "big", "zarr.json"]);
+    assert_eq!(names(&m.path("a")), vec!["c", "zarr.json"]);
+    assert_eq!(names(&m.path("a/c/0")), vec!["0", "1"]);
+    assert!(std::fs::metadata(m.path("a/c")).unwrap().is_dir());
+    assert_eq!(std::fs::metadata(m.path("a/c/0/0")).unwrap().len(), 1000);
+    assert_eq!(std::fs::metadata(m.path("big")).unwrap().len(), big.len() as u64);
+    assert!(!m.path("outside").exists());
+    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), br#"{"zarr_format":3,"node_type":"group"}"#);
+
+    // Reads at offsets, of a small (cached whole) and a large (ranged) object.
+    let mut f = std::fs::File::open(m.path("a/c/0/0")).unwrap();
+    f.seek(SeekFrom::Start(500)).unwrap();
+    let mut buf = vec![0u8; 100];
+    f.read_exact(&mut buf).unwrap();
+    assert_eq!(buf, pattern(1000)[500..600]);
+    let mut f = std::fs::File::open(m.path("big")).unwrap();
+    f.seek(SeekFrom::Start(8_000_000)).unwrap();
+    let mut buf = vec![0u8; 200_000];
+    f.read_exact(&mut buf).unwrap();
+    assert_eq!(buf, big[8_000_000..8_200_000]);
+    let mut tail = Vec::new();
+    f.seek(SeekFrom::End(-10)).unwrap();
+    f.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, big[big.len() - 10..]);
+    assert_eq!(std::fs::read(m.path("big")).unwrap(), big);
+
+    // create + several writes + close: one object, one PUT.
+    let mark = moto.log().len();
+    {
+        let mut f = std::fs::File::create(m.path("a/new.bin")).unwrap();
+        for i in 0..10u8 {
+            f.write_all(&[i; 1000]).unwrap();
+        }
+    }
+    let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 1000]).collect();
+    assert_eq!(get(&client, "pre/a/new.bin").unwrap(), want);
+    let puts: Vec<String> = moto.requests_since(mark).into_iter().filter(|r| r.starts_with("PUT ")).collect();
+    assert_eq!(puts.len(), 1, "{puts:?}");
+    assert_eq!(std::fs::read(m.path("a/new.bin")).unwrap(), want);
+
+    // Overwrite an object that was read (and cached) before: the new content shows.
+    std::fs::write(m.path("a/c/0/1"), b"rewritten").unwrap();
+    assert_eq!(std::fs::read(m.path("a/c/0/1")).unwrap(), b"rewritten");
+    assert_eq!(get(&client, "pre/a/c/0/1").unwrap(), b"rewritten");
+
+    // Write-to-temp-then-rename (zarr-python's pattern): only the final key is uploaded.
+    let mark = moto.log().len();
+    std::fs::write(m.path("a/zarr.json.partial"), b"{\"v\":2}").unwrap();
+    std::fs::rename(m.path("a/zarr.json.partial"), m.path("a/zarr.json")).unwrap();
+    assert_eq!(std::fs::read(m.path("a/zarr.json")).unwrap(), b"{\"v\":2}");
+    assert_eq!(get(&client, "pre/a/zarr.json").unwrap(), b"{\"v\":2}");
+    let reqs = moto.requests_since(mark);
+    assert!(
+        !reqs.iter().any(|r| r.contains(".partial") && !r.starts_with("HEAD") && !r.starts_with("GET")),
+        "{reqs:?}"
+    );
+    assert!(!keys(&client, "pre").iter().any(|k| k.contains(".partial")));
+
+    // Rename of a stored object: copy + delete.
+    std::fs::rename(m.path("a/new.bin"), m.path("moved.bin")).unwrap();
+    assert!(get(&client, "pre/a/new.bin").is_none());
+    assert_eq!(get(&client, "pre/moved.bin").unwrap(), want);
+    assert!(!m.path("a/new.bin").exists());
+
+    // Unlink.
+    std::fs::remove_file(m.path("moved.bin")).unwrap();
+    assert!(get(&client, "pre/moved.bin").is_none());
+    assert!(!m.path("moved.bin").exists());
+    assert_eq!(std::fs::remove_file(m.path("moved.bin")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+
+    // mkdir of an empty directory: visible, no object written, removable; a file inside
+    // makes it a real prefix.
+    let mark = moto.log().len();
+    std::fs::create_dir(m.path("empty")).unwrap();
+    assert!(std::fs::metadata(m.path("empty")).unwrap().is_dir());
+    assert!(names(&m.mnt).contains(&"empty".to_string()));
+    assert!(names(&m.path("empty")).is_empty());
+    assert!(!moto.requests_since(mark).iter().any(|r| r.starts_with("PUT ")));
+    std::fs::remove_dir(m.path("empty")).unwrap();
+    assert!(!m.path("empty").exists());
+    std::fs::create_dir(m.path("d2")).unwrap();
+    std::fs::write(m.path("d2/x"), b"x").unwrap();
+    assert_eq!(get(&client, "pre/d2/x").unwrap(), b"x");
+    assert_eq!(names(&m.path("d2")), vec!["x"]);
+
+    // Nothing in the log gives the secret away.
+    assert!(!m.log_text().contains(SECRET), "secret in the daemon log");
+    let st = std::fs::metadata(&m.mnt).unwrap();
+    assert!(st.is_dir() && st.ino() != 0);
+}
+
+#[test]
+fn a_directory_of_2000_keys_lists_fully() {
+    let Some(moto) = Moto::start() else { return };
+    let client = moto.client();
+    let objects: Vec<(String, Vec<u8>)> =
+        (0..2000).map(|i| (format!("pre/many/k{i:05}"), format!("value {i}").into_bytes())).collect();
+    rt().block_on(async {
+        use futures::StreamExt;
+        futures::stream::iter(objects.iter())
+            .for_each_concurrent(16, |(k, v)| {
+                let client = client.clone();
+                async move {
+                    client.put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone()))).await.unwrap();
+                }
+            })
+            .await;
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let m = mount(&moto, tmp.path(), &[]);
+    let mark = moto.log().len();
+    let started = Instant::now();
+    let out = Command::new("ls").arg("-l").arg(m.path("many")).output().unwrap();
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<&str> = text.lines().filter(|l| l.starts_with('-')).collect();
+    assert_eq!(listed.len(), 2000);
+    assert!(listed[1234].ends_with(" k01234"), "{}", listed[1234]);
+    assert!(listed[1234].contains(&format!(" {} ", "value 1234".len())), "{}", listed[1234]);
+    let reqs = moto.requests_since(mark);
+    let (lists, heads, gets) = (
+        reqs.iter().filter(|r| r.starts_with("GET ") && r.contains("list-type=2")).count(),
+        reqs.iter().filter(|r| r.starts_with("HEAD ")).count(),
+        reqs.iter().filter(|r| r.starts_with("GET ") && !r.contains("list-type=2")).count(),
+    );
+    eprintln!(
+        "ls -l of 2000 keys: {took:?}, {} requests: {lists} LIST, {heads} HEAD, {gets} GET: {reqs:?}",
+        reqs.len()
+    );
+    assert!(reqs.len() <= 10, "ls -l should cost a few LIST pages, not a request per key: {reqs:?}");
+    assert_eq!(std::fs::read(m.path("many/k01999")).unwrap(), b"value 1999");
+}
+
+#[test]
+fn server_outage_gives_eio_then_recovers_without_remount() {
+    let Some(mut moto) = Moto::start() else { return };
+    let client = moto.client();
+    let objects: Vec<(String, Vec<u8>)> =
+        vec![("pre/one".into(), b"first object".to_vec()), ("pre/two".into(), b"second object".to_vec())];
+    put_all(&client, &objects);
+    let tmp = tempfile::tempdir().unwrap();
+    let m = mount(&moto, tmp.path(), &["--metadata-ttl", "1"]);
+    assert_eq!(names(&m.mnt), vec!["one", "two"]);
+    // Opened (looked up) while the server is up, not read yet: nothing cached.
+    let mut opened = std::fs::File::open(m.path("one")).unwrap();
+
+    moto.down();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let err = opened.read_to_end(&mut buf).unwrap_err();
+    let took = started.elapsed();
+    eprintln!("read during the outage failed after {took:?}: {err}");
+    assert!(matches!(err.raw_os_error(), Some(libc::EIO) | Some(libc::ETIMEDOUT)), "{err:?}");
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    std::thread::sleep(Duration::from_millis(1100)); // past the metadata TTL
+    let started = Instant::now();
+    let err = std::fs::read(m.path("two")).unwrap_err();
+    eprintln!("lookup+read during the outage failed after {:?}: {err}", started.elapsed());
+    assert!(matches!(err.raw_os_error(), Some(libc::EIO) | Some(libc::ETIMEDOUT)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(common::is_mounted(&m.mnt), "the mount must survive an outage");
+
+    // Same port again; moto starts empty, so the objects are put back.
+    moto.up();
+    put_all(&moto.client(), &objects);
+    let mut buf = Vec::new();
+    opened.seek(SeekFrom::Start(0)).unwrap();
+    opened.read_to_end(&mut buf).unwrap();
+    assert_eq!(buf, b"first object");
+    assert_eq!(std::fs::read(m.path("two")).unwrap(), b"second object");
+    assert!(!m.log_text().contains(SECRET));
+}
+
+#[test]
+fn bad_object_store_options_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt: PathBuf = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(common::BIN).args(args).envs(ENV.iter().copied()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let mnt_s = mnt.to_str().unwrap();
+    let (code, err) = run(&["s3://b/p", mnt_s, "-o", "no_such_option=1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no_such_option") && err.lines().count() == 1, "{err}");
+    let (code, err) = run(&["s3://b/p", mnt_s, "-o", SECRET]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!err.contains(SECRET), "{err}");
+    let (code, err) = run(&["s3://b/p", mnt_s, "--cache-size", "lots"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = run(&[tmp.path().to_str().unwrap(), mnt_s, "--endpoint-url", "http://x"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!common::is_mounted(&mnt));
+}
