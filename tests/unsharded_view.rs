@@ -253,16 +253,14 @@ async fn arrays_that_cannot_be_unpacked_pass_through() {
 }
 
 #[tokio::test]
-async fn writes_inside_sharded_arrays_are_refused_cleanly() {
+async fn names_outside_the_chunk_grid_are_refused_inside_the_chunk_tree() {
     let f = fixture().await;
-    let a = ino_of(&f.fs, "a/c/2").await.unwrap();
-    let err = f.fs.create(a, "2", libc::O_WRONLY).await.unwrap_err();
-    assert_eq!(err.errno(), libc::EROFS);
-    let chunk = ino_of(&f.fs, "a/c/2/2").await.unwrap();
-    assert_eq!(f.fs.open(chunk, libc::O_WRONLY).await.unwrap_err().errno(), libc::EROFS);
+    let dir = ino_of(&f.fs, "a/c/2").await.unwrap();
+    assert_eq!(f.fs.create(dir, "junk", libc::O_WRONLY).await.unwrap_err().errno(), libc::EPERM);
+    assert_eq!(f.fs.create(dir, "9", libc::O_WRONLY).await.unwrap_err().errno(), libc::EPERM, "past the grid");
+    assert_eq!(f.fs.mkdir(dir, "7").await.unwrap_err().errno(), libc::EPERM);
     // Writing elsewhere still works.
-    let root = ROOT_INO;
-    let (_, h) = f.fs.create(root, "free.txt", libc::O_WRONLY).await.unwrap();
+    let (_, h) = f.fs.create(ROOT_INO, "free.txt", libc::O_WRONLY).await.unwrap();
     f.fs.write(h.fh, 0, b"ok").await.unwrap();
     f.fs.release(h.fh).await.unwrap();
     assert_eq!(f.store.get("free.txt").await.unwrap(), Bytes::from_static(b"ok"));
@@ -292,4 +290,109 @@ async fn consolidated_metadata_of_groups_is_rewritten() {
     // And it equals what the array's own zarr.json says.
     let own: serde_json::Value = serde_json::from_slice(&read_file(&fs2, "a/zarr.json").await.unwrap()).unwrap();
     assert_eq!(entry, &own);
+}
+
+// ---- writes through the view (shard rewrites) ----
+
+async fn write_file(fs: &ZarrFs, dir: &str, name: &str, data: &[u8]) -> Result<(), FsError> {
+    let parent = if dir.is_empty() { ROOT_INO } else { ino_of(fs, dir).await? };
+    let (_, h) = fs.create(parent, name, libc::O_WRONLY | libc::O_TRUNC).await?;
+    fs.write(h.fh, 0, data).await?;
+    fs.release(h.fh).await
+}
+
+/// The chunks stored in shard `key`, decoded independently of the view.
+async fn stored_chunks(store: &CountingStore, key: &str) -> Option<Vec<(u64, Vec<u8>)>> {
+    let shard = store.get(key).await.ok()?;
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let layout = shard_layout(&meta).unwrap();
+    let size = shard.len() as u64;
+    let r = zarr_mount::zarr::shard_index::ShardIndex::index_byte_range(&layout, size).unwrap();
+    let index = zarr_mount::zarr::shard_index::ShardIndex::decode(&layout, &shard[r.start as usize..r.end as usize], size).unwrap();
+    Some(index.present().map(|(l, e)| (l, shard[e.offset as usize..(e.offset + e.nbytes) as usize].to_vec())).collect())
+}
+
+#[tokio::test]
+async fn writing_a_chunk_file_rewrites_its_shard() {
+    let f = fixture().await;
+    write_file(&f.fs, "a/c/2", "3", b"NEW BYTES").await.unwrap();
+    // Shard (1,1) local 1 = global (2,3); its other chunks are untouched, the index is valid.
+    let chunks = stored_chunks(&f.store, "a/c/1/1").await.unwrap();
+    assert_eq!(chunks, vec![(0, chunk_bytes(2, 2)), (1, b"NEW BYTES".to_vec()), (2, chunk_bytes(3, 2))]);
+    // Read-after-write through the view, including a neighbour whose offset moved.
+    assert_eq!(read_file(&f.fs, "a/c/2/3").await.unwrap(), b"NEW BYTES");
+    assert_eq!(read_file(&f.fs, "a/c/3/2").await.unwrap(), chunk_bytes(3, 2));
+    // The missing local chunk 3 of shard (1,1) can be created.
+    write_file(&f.fs, "a/c/3", "3", b"filled in").await.unwrap();
+    assert_eq!(stored_chunks(&f.store, "a/c/1/1").await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_new_shard_is_created_and_an_emptied_one_deleted() {
+    let f = fixture().await;
+    assert!(f.store.get("a/c/0/0").await.is_err());
+    write_file(&f.fs, "a/c/1", "0", b"first chunk of shard 0,0").await.unwrap();
+    assert_eq!(stored_chunks(&f.store, "a/c/0/0").await.unwrap(), vec![(2, b"first chunk of shard 0,0".to_vec())]);
+    assert_eq!(list(&f.fs, "a/c/1").await, vec!["0", "2", "3", "4"]);
+    // Delete every chunk of shard (2,2) (global rows 4, cols 4): the shard object goes away.
+    let c4 = ino_of(&f.fs, "a/c/4").await.unwrap();
+    f.fs.unlink(c4, "4").await.unwrap();
+    assert!(f.store.get("a/c/2/2").await.is_err(), "all-absent shard must be deleted");
+    assert!(matches!(read_file(&f.fs, "a/c/4/4").await, Err(FsError::NotFound)));
+    // Removing an absent chunk is ENOENT, not a rewrite.
+    assert_eq!(f.fs.unlink(c4, "4").await.unwrap_err().errno(), libc::ENOENT);
+}
+
+#[tokio::test]
+async fn concurrent_writers_of_one_shard_lose_nothing() {
+    let f = Arc::new(fixture().await);
+    let mut tasks = Vec::new();
+    for round in 0..5u8 {
+        for (y, x) in [(4u64, 2u64), (4, 3)] {
+            let f = f.clone();
+            tasks.push(tokio::spawn(async move {
+                let data = format!("round {round} chunk {y},{x}");
+                write_file(&f.fs, &format!("a/c/{y}"), &x.to_string(), data.as_bytes()).await.unwrap();
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let chunks = stored_chunks(&f.store, "a/c/2/1").await.unwrap();
+    let locals: Vec<u64> = chunks.iter().map(|c| c.0).collect();
+    // Both written chunks are there; the chunks stored past the array edge were dropped.
+    assert_eq!(locals, vec![0, 1], "{chunks:?}");
+    for (_, bytes) in &chunks {
+        assert!(String::from_utf8_lossy(bytes).starts_with("round "), "{bytes:?}");
+    }
+}
+
+#[tokio::test]
+async fn zarr_json_of_a_sharded_array_accepts_only_attribute_changes() {
+    let f = fixture().await;
+    let mut shown: serde_json::Value = serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
+    shown["attributes"] = serde_json::json!({"a": 2, "new": "yes"});
+    write_file(&f.fs, "a", "zarr.json", &serde_json::to_vec(&shown).unwrap()).await.unwrap();
+    let real: serde_json::Value = serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
+    assert_eq!(real["attributes"], serde_json::json!({"a": 2, "new": "yes"}));
+    assert_eq!(real["codecs"][0]["name"], "sharding_indexed", "the real document stays sharded");
+    // Changing anything else (here the shape) is refused and changes nothing.
+    shown["shape"] = serde_json::json!([30, 18]);
+    let err = write_file(&f.fs, "a", "zarr.json", &serde_json::to_vec(&shown).unwrap()).await.unwrap_err();
+    assert_eq!(err.errno(), libc::EPERM);
+    let after: serde_json::Value = serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
+    assert_eq!(after["shape"], serde_json::json!([25, 18]));
+}
+
+#[tokio::test]
+async fn a_shard_with_a_corrupt_index_is_never_rewritten() {
+    let f = fixture().await;
+    let mut shard = f.store.get("a/c/1/1").await.unwrap().to_vec();
+    let n = shard.len();
+    shard[n - 10] ^= 0xff;
+    f.store.put("a/c/1/1", Bytes::from(shard.clone())).await.unwrap();
+    let err = write_file(&f.fs, "a/c/2", "2", b"x").await.unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    assert_eq!(f.store.get("a/c/1/1").await.unwrap().to_vec(), shard, "the corrupt shard is left as it was");
 }

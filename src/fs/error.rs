@@ -29,6 +29,9 @@ pub enum FsError {
     Corrupt(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// One outcome shared by several requests (e.g. chunk writes batched into one shard rewrite).
+    #[error("{0}")]
+    Shared(std::sync::Arc<FsError>),
 }
 
 pub type FsResult<T> = Result<T, FsError>;
@@ -48,6 +51,7 @@ impl FsError {
             FsError::InvalidName(_) => libc::EINVAL,
             FsError::BadHandle => libc::EBADF,
             FsError::Corrupt(_) => libc::EIO,
+            FsError::Shared(e) => e.errno(),
             FsError::Store(e) => match e {
                 StoreError::NotFound(_) => libc::ENOENT,
                 StoreError::PermissionDenied(_) => libc::EACCES,
@@ -69,6 +73,7 @@ impl FsError {
     /// Errors worth a log line (the rest are ordinary answers such as ENOENT).
     pub fn is_notable(&self) -> bool {
         matches!(self, FsError::Corrupt(_))
+            || matches!(self, FsError::Shared(e) if e.is_notable())
             || matches!(self, FsError::Store(e) if !matches!(e,
                 StoreError::NotFound(_) | StoreError::AlreadyExists(_) | StoreError::DirectoryNotEmpty(_)
                 | StoreError::NotADirectory(_) | StoreError::IsADirectory(_)))

@@ -12,6 +12,7 @@ pub mod error;
 pub mod inode;
 pub mod namespace;
 pub mod shard_indexes;
+pub mod shard_writer;
 pub mod unsharded;
 
 use std::collections::HashMap;

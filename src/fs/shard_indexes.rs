@@ -29,6 +29,8 @@ pub struct ShardIndexCache {
     ttl: Duration,
     budget_bytes: usize,
     inner: Mutex<CacheInner>,
+    /// Bumped by every invalidation: a fetch that overlapped one is not cached.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 struct CacheInner {
@@ -44,6 +46,7 @@ impl ShardIndexCache {
             ttl,
             budget_bytes,
             inner: Mutex::new(CacheInner { entries: LruCache::unbounded(), bytes: 0, inflight: HashMap::new() }),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -54,6 +57,9 @@ impl ShardIndexCache {
     /// Forget a shard (after it was written or deleted through the mount).
     pub fn invalidate(&self, key: &str) {
         let mut inner = self.lock();
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // A fetch under way may have read the old shard: later readers start a new one.
+        inner.inflight.remove(key);
         if let Some((_, _, size)) = inner.entries.pop(key) {
             inner.bytes -= size;
         }
@@ -61,6 +67,7 @@ impl ShardIndexCache {
 
     /// The state of the shard at `key` (a full store key).
     pub async fn get(&self, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let slot = {
             let mut inner = self.lock();
             if let Some((state, at, _)) = inner.entries.get(key) {
@@ -74,6 +81,9 @@ impl ShardIndexCache {
         let mut inner = self.lock();
         if inner.inflight.get(key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
             inner.inflight.remove(key);
+        }
+        let unchanged = self.epoch.load(std::sync::atomic::Ordering::SeqCst) == epoch;
+        if unchanged {
             if let Ok(state) = &result {
                 let size = match &**state {
                     ShardState::Present { index, .. } => (index.len() as usize) * 16 + 64,

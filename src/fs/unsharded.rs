@@ -15,6 +15,8 @@ use lru::LruCache;
 use super::error::{FsError, FsResult};
 use super::namespace::{Namespace, RawNamespace};
 use super::shard_indexes::{ShardIndexCache, ShardState};
+use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
+use super::is_staged_name;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
@@ -51,6 +53,7 @@ pub struct UnshardedNamespace {
     ttl: Duration,
     kinds: Mutex<LruCache<String, (DirKind, Instant)>>,
     indexes: ShardIndexCache,
+    writer: ShardWriter,
 }
 
 /// Where a path of the mount sits relative to the sharded arrays of the store.
@@ -66,6 +69,7 @@ impl UnshardedNamespace {
         let store = raw.store().clone();
         UnshardedNamespace {
             indexes: ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES),
+            writer: ShardWriter::new(store.clone()),
             raw,
             store,
             ttl,
@@ -215,21 +219,19 @@ impl UnshardedNamespace {
         Ok(out)
     }
 
-    fn refuse_in_array(&self, path: &str) -> FsError {
-        tracing::info!(path, "refused: writing inside a sharded array through the unsharded view is not supported yet");
-        FsError::ReadOnly("sharded arrays are read-only in the unsharded view")
-    }
-
-    /// Whether a write at `path` lands inside a sharded array (refused for now).
+    /// May `path` be created, replaced or removed? Inside a sharded array only inner-chunk
+    /// keys, `zarr.json` (attribute changes), temp files and non-chunk files may be written.
     async fn check_mutable(&self, path: &str) -> FsResult<()> {
-        match self.place(path).await? {
-            Place::InArray { array, rel } if rel == "zarr.json" || is_chunk_tree_name(&array.array, &rel)
-                || array.array.dir_plan(&rel).is_some() || array.array.parse_inner_key(&rel).is_some() =>
-            {
-                Err(self.refuse_in_array(path))
-            }
-            _ => Ok(()),
+        let Place::InArray { array, rel } = self.place(path).await? else { return Ok(()) };
+        let name = split_key(&rel).1;
+        if rel == "zarr.json" || is_staged_name(name) || array.array.parse_inner_key(&rel).is_some() {
+            return Ok(());
         }
+        if array.array.dir_plan(&rel).is_some() || !is_chunk_tree_name(&array.array, &rel) {
+            return Ok(());
+        }
+        tracing::info!(path, "refused: not a chunk key of the array's unsharded grid");
+        Err(FsError::NotPermitted("not a chunk key of this array's unsharded grid"))
     }
 
     fn note_write(&self, path: &str) {
@@ -238,6 +240,72 @@ impl UnshardedNamespace {
             self.forget_kind(dir);
         }
     }
+
+    /// Replace (`Some`) or remove (`None`) inner chunk `coords` in its shard.
+    async fn write_chunk(&self, array: &Arc<ShardedArray>, coords: &[u64], data: Option<Bytes>) -> FsResult<()> {
+        let loc = array.array.locate(coords).ok_or(FsError::NotFound)?;
+        let key = join_key(&array.dir, &loc.shard_key);
+        let op = ChunkOp { local: loc.local_index, data };
+        let (grid_array, shard_coords) = (array.clone(), loc.shard_coords.clone());
+        let in_grid: InGrid = Arc::new(move |local| grid_array.array.inner_coords(&shard_coords, local).is_some());
+        let result = self.writer.apply(&key, &array.array.layout, in_grid, op, &array.dir).await;
+        self.indexes.invalidate(&key);
+        result
+    }
+
+    /// A new `zarr.json` for a sharded array: accepted only when it differs from the presented
+    /// (unsharded) metadata in its attributes; those are written into the real document.
+    async fn write_array_metadata(&self, array: &ShardedArray, data: &[u8]) -> FsResult<()> {
+        let new: serde_json::Value = serde_json::from_slice(data)
+            .map_err(|_| FsError::NotPermitted("zarr.json of a sharded array: not valid JSON"))?;
+        let new = new.as_object().ok_or(FsError::NotPermitted("zarr.json of a sharded array: not an object"))?;
+        if !same_except_attributes(new, &array.array.rewritten_metadata()) {
+            tracing::warn!(array = %array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
+            return Err(FsError::NotPermitted("only the attributes of a sharded array's zarr.json can change"));
+        }
+        let mut real = array.array.meta.json.clone();
+        match new.get("attributes") {
+            Some(attrs) => {
+                real.insert("attributes".into(), attrs.clone());
+            }
+            None => {
+                real.remove("attributes");
+            }
+        }
+        let bytes = serde_json::to_vec_pretty(&serde_json::Value::Object(real)).expect("JSON serializes");
+        self.raw.write_file(&join_key(&array.dir, "zarr.json"), Bytes::from(bytes)).await?;
+        self.forget_kind(&array.dir);
+        Ok(())
+    }
+}
+
+/// Equal as Zarr metadata apart from `attributes`: numbers compare by value (0 == 0.0), and a
+/// missing key equals null or an empty list (writers differ in what they spell out).
+fn same_except_attributes(a: &serde_json::Map<String, serde_json::Value>, b: &serde_json::Map<String, serde_json::Value>) -> bool {
+    use serde_json::Value;
+    fn empty(v: Option<&Value>) -> bool {
+        match v {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(x)) => x.is_empty(),
+            _ => false,
+        }
+    }
+    fn eq(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+            (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq(p, q)),
+            (Value::Object(x), Value::Object(y)) => maps_eq(x, y, false),
+            _ => a == b,
+        }
+    }
+    fn maps_eq(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>, skip_attrs: bool) -> bool {
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        keys.into_iter().filter(|k| !(skip_attrs && k.as_str() == "attributes")).all(|k| match (a.get(k), b.get(k)) {
+            (Some(x), Some(y)) => eq(x, y),
+            (x, y) => empty(x) && empty(y),
+        })
+    }
+    maps_eq(a, b, true)
 }
 
 fn store_err(e: Arc<StoreError>) -> FsError {
@@ -342,6 +410,11 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+        if let Backing::Slice { .. } = node.backing {
+            // Offsets move when a shard is rewritten: take them from the current index (cached).
+            let fresh = self.lookup(path).await?.ok_or(FsError::NotFound)?;
+            return self.raw.read(path, &fresh, offset, size).await;
+        }
         self.raw.read(path, node, offset, size).await
     }
 
@@ -350,22 +423,66 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
-        self.check_mutable(path).await?;
+        if let Place::InArray { array, rel } = self.place(path).await? {
+            if rel == "zarr.json" {
+                return self.write_array_metadata(&array, &data).await;
+            }
+            if let Some(coords) = array.array.parse_inner_key(&rel) {
+                return self.write_chunk(&array, &coords, Some(data)).await;
+            }
+            if is_chunk_tree_name(&array.array, &rel) {
+                // e.g. a temp file never renamed, written back at unmount: it has no place here.
+                tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
+                return Err(FsError::NotPermitted("not a chunk key of this array's unsharded grid"));
+            }
+        }
         self.raw.write_file(path, data).await?;
         self.note_write(path);
         Ok(())
     }
 
     async fn remove_file(&self, path: &str) -> FsResult<()> {
-        self.check_mutable(path).await?;
+        if let Place::InArray { array, rel } = self.place(path).await? {
+            if let Some(coords) = array.array.parse_inner_key(&rel) {
+                if self.lookup_in_array(&array, &rel).await?.is_none() {
+                    return Err(FsError::NotFound);
+                }
+                return self.write_chunk(&array, &coords, None).await;
+            }
+            if rel == "zarr.json" {
+                self.raw.remove_file(&join_key(&array.dir, "zarr.json")).await?;
+                self.forget_kind(&array.dir);
+                return Ok(());
+            }
+            self.check_mutable(path).await?;
+        }
         self.raw.remove_file(path).await?;
         self.note_write(path);
         Ok(())
     }
 
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()> {
-        self.check_mutable(from).await?;
-        self.check_mutable(to).await?;
+        let from_place = self.place(from).await?;
+        let to_place = self.place(to).await?;
+        let in_array = |p: &Place| matches!(p, Place::InArray { .. });
+        if in_array(&from_place) || in_array(&to_place) {
+            if is_dir {
+                return Err(FsError::NotSupported("renaming directories inside a sharded array"));
+            }
+            // A file moved into, out of or within the array: copy the bytes, then remove.
+            let node = self.lookup(from).await?.ok_or(FsError::NotFound)?;
+            let mut data = Vec::with_capacity(node.size as usize);
+            while (data.len() as u64) < node.size {
+                let part = self.read(from, &node, data.len() as u64, (node.size - data.len() as u64).min(1 << 26) as u32).await?;
+                if part.is_empty() {
+                    break;
+                }
+                data.extend_from_slice(&part);
+            }
+            self.check_mutable(to).await?;
+            self.write_file(to, Bytes::from(data)).await?;
+            return self.remove_file(from).await;
+        }
         self.raw.rename(from, to, is_dir).await?;
         self.note_write(from);
         self.note_write(to);
@@ -376,12 +493,27 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn mkdir(&self, path: &str) -> FsResult<()> {
-        self.check_mutable(path).await?;
+        if let Place::InArray { array, rel } = self.place(path).await? {
+            if array.array.dir_plan(&rel).is_some() {
+                return Err(FsError::Exists); // chunk directories of the grid always exist
+            }
+            self.check_mutable(path).await?;
+        }
         self.raw.mkdir(path).await
     }
 
     async fn rmdir(&self, path: &str) -> FsResult<()> {
-        self.check_mutable(path).await?;
+        if let Place::InArray { array, rel } = self.place(path).await? {
+            if let Some(entries) = self.list_chunk_dir(&array, &rel).await? {
+                if !entries.is_empty() {
+                    return Err(FsError::NotEmpty);
+                }
+                // Virtual and empty: nothing to remove but a real directory left behind, if any.
+                let _ = self.raw.rmdir(path).await;
+                return Ok(());
+            }
+            self.check_mutable(path).await?;
+        }
         self.raw.rmdir(path).await?;
         self.forget_kind(path);
         Ok(())
