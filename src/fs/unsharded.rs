@@ -253,6 +253,34 @@ impl UnshardedNamespace {
         result
     }
 
+    /// Read part of an inner chunk. Offsets move whenever a shard is rewritten (through the
+    /// mount or by another writer), so the range is taken from the current index and the read
+    /// checks that the shard it read is the version that index describes; if not, the index is
+    /// fetched again.
+    async fn read_slice(&self, path: &str, offset: u64, size: u32) -> FsResult<Bytes> {
+        const ATTEMPTS: usize = 4;
+        for _ in 0..ATTEMPTS {
+            let node = self.lookup(path).await?.ok_or(FsError::NotFound)?;
+            let Backing::Slice { key, offset: base, len, version } = &node.backing else {
+                return self.raw.read(path, &node, offset, size).await;
+            };
+            let start = offset.min(*len);
+            let end = offset.saturating_add(size as u64).min(*len);
+            if end <= start {
+                return Ok(Bytes::new());
+            }
+            let range = crate::store::ByteRange::Range(base + start..base + end);
+            match self.store.get_ranged(key, range).await? {
+                Some((bytes, meta)) if &meta.version == version => return Ok(bytes),
+                _ => self.indexes.invalidate(key), // rewritten since the index was read
+            }
+        }
+        Err(FsError::Store(StoreError::Backend {
+            key: path.to_string(),
+            message: "the shard kept changing while it was read".into(),
+        }))
+    }
+
     /// A new `zarr.json` for a sharded array: accepted only when it differs from the presented
     /// (unsharded) metadata in its attributes; those are written into the real document.
     async fn write_array_metadata(&self, array: &ShardedArray, data: &[u8]) -> FsResult<()> {
@@ -411,9 +439,7 @@ impl Namespace for UnshardedNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         if let Backing::Slice { .. } = node.backing {
-            // Offsets move when a shard is rewritten: take them from the current index (cached).
-            let fresh = self.lookup(path).await?.ok_or(FsError::NotFound)?;
-            return self.raw.read(path, &fresh, offset, size).await;
+            return self.read_slice(path, offset, size).await;
         }
         self.raw.read(path, node, offset, size).await
     }
