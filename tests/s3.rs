@@ -400,3 +400,84 @@ fn bad_object_store_options_are_usage_errors() {
     assert_eq!(code, Some(2), "{err}");
     assert!(!common::is_mounted(&mnt));
 }
+
+/// Python from the project venv (scripts/setup.sh makes it; the moto server lives there too).
+fn venv_python() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+}
+
+fn run_python(script: &str, args: &[&Path]) {
+    let out = std::process::Command::new(venv_python()).arg("-c").arg(script).args(args).output().unwrap();
+    assert!(out.status.success(), "python failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 6 on S3: zarr-python writes an unsharded array through the mount; the bucket,
+/// downloaded and read natively by zarr-python and tensorstore, is the expected sharded array.
+#[test]
+fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
+    let Some(moto) = Moto::start() else { return };
+    if !venv_python().exists() {
+        panic!("the project venv is missing: run scripts/setup.sh");
+    }
+    let client = moto.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("local");
+    run_python(
+        "import sys, zarr, numpy as np\n\
+         a = zarr.create_array(sys.argv[1] + '/a', shape=(40, 30), shards=(20, 16), chunks=(5, 4), dtype='int32', fill_value=0)\n\
+         a[:] = np.arange(1200, dtype='int32').reshape(40, 30)\n",
+        &[&local],
+    );
+    let objects: Vec<(String, Vec<u8>)> = files_under(&local).into_iter().map(|(k, v)| (format!("pre/{k}"), v)).collect();
+    put_all(&client, &objects);
+    assert!(get(&client, "pre/a/c/1/0").is_some());
+
+    let m = mount(&moto, tmp.path(), &[]);
+    run_python(
+        "import sys, zarr\n\
+         a = zarr.open_array(sys.argv[1] + '/a', mode='r+')\n\
+         assert a.shards is None and a.chunks == (5, 4), (a.shards, a.chunks)\n\
+         a[3:17, 5:13] = -5\n\
+         a[20:40, 0:16] = 0\n",
+        &[&m.mnt],
+    );
+    assert!(get(&client, "pre/a/c/1/0").is_none(), "the all-fill shard must be deleted from the bucket");
+
+    let back = tmp.path().join("back");
+    for key in keys(&client, "pre/a") {
+        let rel = key.strip_prefix("pre/").unwrap();
+        let path = back.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, get(&client, &key).unwrap()).unwrap();
+    }
+    run_python(
+        "import sys, zarr, numpy as np, tensorstore as ts\n\
+         exp = np.arange(1200, dtype='int32').reshape(40, 30)\n\
+         exp[3:17, 5:13] = -5\n\
+         exp[20:40, 0:16] = 0\n\
+         z = zarr.open_array(sys.argv[1] + '/a', mode='r')\n\
+         assert z.shards == (20, 16)\n\
+         np.testing.assert_array_equal(z[:], exp)\n\
+         t = ts.open({'driver': 'zarr3', 'kvstore': {'driver': 'file', 'path': sys.argv[1] + '/a'}}).result()\n\
+         np.testing.assert_array_equal(t.read().result(), exp)\n",
+        &[&back],
+    );
+    drop(m);
+}
