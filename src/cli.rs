@@ -120,7 +120,14 @@ impl Args {
             Source::Directory(Location::Remote { cloud, .. }) => {
                 crate::store::object::check_options(*cloud, &options).map_err(usage)?;
             }
-            Source::Zip(_) => return Err(usage(format!("{}: zip archives are not supported yet", self.source))),
+            Source::Zip(Location::Local(p)) => {
+                check_local_zip(p)?;
+                let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                source = Source::Zip(Location::Local(abs));
+            }
+            Source::Zip(Location::Remote { cloud, .. }) => {
+                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
+            }
         }
         if matches!(source.location(), Location::Local(_))
             && (self.endpoint_url.is_some() || self.region.is_some() || !options.is_empty())
@@ -142,11 +149,13 @@ impl Args {
         }
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        // Zip archives are served read-only (the kernel mount flag too).
+        let read_only = self.read_only || matches!(source, Source::Zip(_));
         Ok(MountConfig {
             source,
             mountpoint,
             foreground: self.foreground,
-            read_only: self.read_only,
+            read_only,
             view: self.view,
             allow_other: self.allow_other,
             uid: self.uid.unwrap_or(uid),
@@ -176,6 +185,17 @@ fn access_ok(path: &Path, mode: i32) -> bool {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
     // SAFETY: access(2) with a valid NUL-terminated path.
     unsafe { libc::access(c.as_ptr(), mode) == 0 }
+}
+
+fn check_local_zip(p: &Path) -> Result<(), UsageError> {
+    let md = std::fs::metadata(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+    if !md.is_file() {
+        return Err(usage(format!("SOURCE {}: not a zip file", p.display())));
+    }
+    if !access_ok(p, libc::R_OK) {
+        return Err(usage(format!("SOURCE {}: permission denied", p.display())));
+    }
+    Ok(())
 }
 
 fn check_local_dir(p: &Path, read_only: bool) -> Result<(), UsageError> {

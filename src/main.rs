@@ -25,8 +25,12 @@ fn main() {
         }
     };
     let readiness = if cfg.foreground { Readiness::none() } else { daemonize() };
+    let foreground = cfg.foreground;
     if let Err(e) = zarr_mount::mount::run(cfg, readiness) {
-        eprintln!("zarr-mount: {e}");
+        // A daemon's parent prints the reason it got through the readiness pipe.
+        if foreground {
+            eprintln!("zarr-mount: {e}");
+        }
         std::process::exit(1);
     }
 }

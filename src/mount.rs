@@ -12,16 +12,31 @@ use crate::source::{Location, Source};
 use crate::store::cache::{CacheConfig, CachingStore};
 use crate::store::local::LocalStore;
 use crate::store::object::ObjectStoreBackend;
+use crate::store::zip::ZipStore;
 use crate::store::Store;
 use crate::view::ViewKind;
 
-fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
-        Source::Directory(Location::Local(p)) => LocalStore::open(p)
+        Source::Directory(location) => open_directory(location, cfg),
+        Source::Zip(location) => {
+            // The archive is one object in a directory store (local or remote).
+            let (parent, name) = split_archive_location(location)?;
+            let backing = open_directory(&parent, cfg)?;
+            let zip = ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
+            tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
+            Ok(Arc::new(zip))
+        }
+    }
+}
+
+/// A directory store: a local directory, or an object-store prefix behind a small-object cache.
+fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+    match location {
+        Location::Local(p) => LocalStore::open(p)
             .map(|s| Arc::new(s) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
-        // Object stores: the backend, behind a cache of small objects.
-        Source::Directory(Location::Remote { cloud, url }) => {
+        Location::Remote { cloud, url } => {
             let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote)
                 .map_err(|e| SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url))))?;
             let backend: Arc<dyn Store> = Arc::new(backend);
@@ -35,7 +50,25 @@ fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             };
             Ok(Arc::new(CachingStore::new(backend, cache)))
         }
-        other => Err(SessionError(format!("{other:?} is not supported yet"))),
+    }
+}
+
+/// `dir/data.zip` -> (`dir`, `data.zip`), for paths and URLs alike.
+fn split_archive_location(location: &Location) -> Result<(Location, String), SessionError> {
+    match location {
+        Location::Local(p) => {
+            let name = p.file_name().and_then(|n| n.to_str()).ok_or_else(|| SessionError(format!("{}: not a file name", p.display())))?;
+            let parent = p.parent().map(|d| d.to_path_buf()).unwrap_or_else(|| ".".into());
+            Ok((Location::Local(parent), name.to_string()))
+        }
+        Location::Remote { cloud, url } => {
+            let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/');
+            let (parent, name) = clean.rsplit_once('/').ok_or_else(|| SessionError(format!("{url}: no archive name")))?;
+            if parent.ends_with(':') || parent.ends_with(":/") {
+                return Err(SessionError(format!("{url}: the archive must be an object inside a bucket")));
+            }
+            Ok((Location::Remote { cloud: *cloud, url: parent.to_string() }, name.to_string()))
+        }
     }
 }
 
@@ -54,7 +87,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         .thread_name("zarr-mount-io")
         .build()
         .map_err(|e| SessionError(format!("cannot start the runtime: {e}")))?;
-    let store = match rt.block_on(async { open_store(&cfg) }) {
+    let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,
         Err(e) => {
             readiness.failed(&e.0);
