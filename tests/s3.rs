@@ -481,3 +481,99 @@ fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
     );
     drop(m);
 }
+
+/// A byte-counting TCP relay in front of moto: counts what the server sends back, so a test
+/// can show how much of an object the mount really fetched. Threads end with their sockets.
+struct CountingRelay {
+    port: u16,
+    bytes_down: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountingRelay {
+    fn start(upstream_port: u16) -> CountingRelay {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let bytes_down = Arc::new(AtomicU64::new(0));
+        let counter = bytes_down.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { break };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)) else { continue };
+                let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_read, &mut s_write);
+                    let _ = s_write.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut s_read, mut c_write) = (server, client);
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        match s_read.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                counter.fetch_add(n as u64, Ordering::Relaxed);
+                                if c_write.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = c_write.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        CountingRelay { port, bytes_down }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes_down.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Issue 4: a zip written by zarr-python's ZipStore, stored in S3, mounted without being
+/// downloaded whole: reading one small array fetches a small fraction of the archive.
+#[test]
+fn a_zip_in_s3_is_read_by_ranges_not_downloaded() {
+    let Some(moto) = Moto::start() else { return };
+    let client = moto.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = tmp.path().join("data.zarr.zip");
+    run_python(
+        "import sys, zarr, numpy as np\n\
+         s = zarr.storage.ZipStore(sys.argv[1], mode='w')\n\
+         g = zarr.open_group(s, mode='w')\n\
+         big = g.create_array('big', shape=(2048, 2048), chunks=(256, 256), shards=(1024, 1024), dtype='float32', compressors=None)\n\
+         big[:] = np.random.default_rng(0).standard_normal((2048, 2048), dtype='float32')\n\
+         small = g.create_array('small', shape=(40, 30), chunks=(5, 6), shards=(20, 12), dtype='int32')\n\
+         small[:] = np.arange(1200, dtype='int32').reshape(40, 30)\n\
+         s.close()\n",
+        &[&archive],
+    );
+    let size = std::fs::metadata(&archive).unwrap().len();
+    put_all(&client, &[("zips/data.zarr.zip".to_string(), std::fs::read(&archive).unwrap())]);
+
+    let relay = CountingRelay::start(moto.port);
+    let endpoint = format!("http://127.0.0.1:{}", relay.port);
+    let m = Mount::start_with(
+        &format!("s3://{BUCKET}/zips/data.zarr.zip"),
+        &tmp.path().join("mnt"),
+        &["--endpoint-url", endpoint.as_str()],
+        ENV,
+    );
+    run_python(
+        "import sys, zarr, numpy as np\n\
+         a = zarr.open_array(sys.argv[1] + '/small', mode='r')\n\
+         assert a.chunks == (5, 6) and a.shards is None\n\
+         np.testing.assert_array_equal(a[:], np.arange(1200, dtype='int32').reshape(40, 30))\n\
+         b = zarr.open_array(sys.argv[1] + '/big', mode='r')\n\
+         assert b[300:310, 5:9].shape == (10, 4)\n",
+        &[&m.mnt],
+    );
+    let fetched = relay.bytes();
+    eprintln!("archive {size} bytes, fetched {fetched} bytes through the mount");
+    assert!(size > 8 << 20, "the archive must be big enough to tell ({size} bytes)");
+    assert!(fetched < size / 10, "fetched {fetched} of {size} bytes: the zip was not read by ranges");
+    drop(m);
+}
