@@ -71,6 +71,19 @@ pub struct Args {
     /// Default: 1/8 of RAM, at most 2G.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    // ---- running as a service ----
+    /// Log one INFO line of counters (requests per operation, errors, bytes read/written) every
+    /// SECS seconds; 0 = never.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub stats_interval: u64,
+    /// Read KEY=VALUE lines (e.g. AWS_SECRET_ACCESS_KEY=...) into the environment before
+    /// anything else, so credentials stay off the command line and out of fstab.
+    #[arg(long, value_name = "PATH")]
+    pub env_file: Option<PathBuf>,
+    /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
+    /// mount.fuse.zarr-mount passes them; see README "Operating zarr-mount as a service".
+    #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
+    pub fstab_options: Option<String>,
 }
 
 /// Everything the daemon needs, validated.
@@ -92,6 +105,8 @@ pub struct MountConfig {
     pub remote: RemoteOptions,
     /// Bytes of the object cache in front of an object store (0 = none).
     pub cache_size: u64,
+    /// Seconds between stats log lines (0 = none).
+    pub stats_interval: u64,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -166,6 +181,7 @@ impl Args {
             log_file: self.log_file,
             remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
             cache_size,
+            stats_interval: self.stats_interval,
         })
     }
 }

@@ -7,9 +7,11 @@
 pub mod cli;
 pub mod daemon;
 pub mod fs;
+pub mod fstab;
 pub mod fuse;
 pub mod mount;
 pub mod source;
+pub mod stats;
 pub mod store;
 pub mod view;
 pub mod zarr;

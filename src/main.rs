@@ -14,23 +14,67 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
 }
 
+fn usage_exit(msg: &str) -> ! {
+    eprintln!("zarr-mount: {msg}");
+    std::process::exit(2);
+}
+
+/// `--fstab-options "ro,view=raw,..."`: parse again with the mapped flags appended.
+fn expand_fstab_options(args: Args) -> Args {
+    let Some(opts) = &args.fstab_options else { return args };
+    let extra = zarr_mount::fstab::to_args(opts).unwrap_or_else(|e| usage_exit(&e));
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().chain(extra.into_iter().map(Into::into)).collect();
+    match Args::try_parse_from(argv) {
+        Ok(mut a) => {
+            a.fstab_options = None;
+            a
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// `--env-file PATH`: KEY=VALUE lines (blank lines, `#` comments and `export ` allowed; values
+/// may be quoted) into the environment. Runs before any thread exists.
+fn load_env_file(path: &std::path::Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--env-file {}: {e}", path.display()))?;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!("--env-file {}: line {} is not KEY=VALUE", path.display(), n + 1));
+        };
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(v);
+        std::env::set_var(k.trim(), v);
+    }
+    Ok(())
+}
+
 fn main() {
-    let args = Args::parse();
+    // A terminal hangup or `systemctl reload` must not kill a mount; the session logs it.
+    // SAFETY: setting a signal disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+    let args = expand_fstab_options(Args::parse());
+    if let Some(p) = &args.env_file {
+        if let Err(e) = load_env_file(p) {
+            usage_exit(&e);
+        }
+    }
     init_logging(args.verbose);
     let cfg = match args.validate() {
         Ok(cfg) => cfg,
-        Err(e) => {
-            eprintln!("zarr-mount: {e}");
-            std::process::exit(2);
-        }
+        Err(e) => usage_exit(&e.to_string()),
     };
     let readiness = if cfg.foreground { Readiness::none() } else { daemonize() };
-    let foreground = cfg.foreground;
     if let Err(e) = zarr_mount::mount::run(cfg, readiness) {
-        // A daemon's parent prints the reason it got through the readiness pipe.
-        if foreground {
-            eprintln!("zarr-mount: {e}");
-        }
+        eprintln!("zarr-mount: {e}");
         std::process::exit(1);
     }
 }

@@ -110,15 +110,39 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         threads: cfg.fuse_threads,
     };
     let log_file = cfg.log_file.clone();
+    let started = std::time::Instant::now();
+    let status = format!("mounted {} on {}", opts.fs_name, cfg.mountpoint.display());
+    if cfg.stats_interval > 0 {
+        rt.spawn(log_stats(cfg.stats_interval, started, status.clone()));
+    }
     let result = serve(&rt, fs, &opts, || {
+        // READY=1 only now: the kernel has the mount, so dependent units can use it.
+        crate::fuse::notify::ready(&status);
         if readiness.is_daemon() {
             readiness.ready();
             crate::daemon::detach_stdio(log_file.as_deref());
         }
     });
+    if cfg.stats_interval > 0 {
+        crate::stats::global().snapshot().log(started.elapsed().as_secs());
+    }
     if let Err(e) = &result {
         readiness.failed(&e.0);
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     result
+}
+
+/// `--stats-interval`: one INFO line of counters every `secs` seconds (and the same summary in
+/// systemd's STATUS= line when run as a service).
+async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(secs));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await; // the first tick is immediate
+    loop {
+        every.tick().await;
+        let snap = crate::stats::global().snapshot();
+        snap.log(started.elapsed().as_secs());
+        crate::fuse::notify::status(&format!("{status}; {}", snap.summary()));
+    }
 }

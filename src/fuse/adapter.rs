@@ -69,9 +69,12 @@ impl FuseAdapter {
     {
         let fs = self.fs.clone();
         let maker = self.maker;
+        let stats = crate::stats::global();
+        stats.request(crate::stats::op_of_closure::<W>());
         self.rt.spawn(async move {
             let result = work(fs).await;
             if let Err(e) = &result {
+                stats.error(e.errno());
                 if e.is_notable() {
                     tracing::warn!(error = %e, "request failed");
                 }
@@ -267,7 +270,10 @@ impl fuser::Filesystem for FuseAdapter {
         self.spawn(
             move |fs| async move { fs.read(fh.0, offset, size).await },
             move |r, _| match r {
-                Ok(data) => reply.data(&data),
+                Ok(data) => {
+                    crate::stats::global().read(data.len() as u64);
+                    reply.data(&data)
+                }
                 Err(e) => reply.error(errno(&e)),
             },
         );
@@ -289,7 +295,10 @@ impl fuser::Filesystem for FuseAdapter {
         self.spawn(
             move |fs| async move { fs.write(fh.0, offset, &data).await },
             move |r, _| match r {
-                Ok(n) => reply.written(n),
+                Ok(n) => {
+                    crate::stats::global().written(u64::from(n));
+                    reply.written(n)
+                }
                 Err(e) => reply.error(errno(&e)),
             },
         );
@@ -328,6 +337,7 @@ impl fuser::Filesystem for FuseAdapter {
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         // The listing was taken at opendir; this only walks the snapshot (no I/O).
+        crate::stats::global().request("readdir");
         match self.fs.readdir(fh.0) {
             Ok(entries) => {
                 for (i, e) in entries.iter().enumerate().skip(offset as usize) {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use super::adapter::FuseAdapter;
+use super::notify;
 use crate::fs::ZarrFs;
 
 pub struct SessionOptions {
@@ -47,6 +48,12 @@ pub fn serve(
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = opts.threads > 1;
 
+    // Signal handlers go in before the mount exists, so a SIGTERM that arrives while mounting
+    // still ends in a clean unmount rather than a dead mount point.
+    let signals = {
+        let _guard = rt.enter();
+        Signals::new().map_err(|e| SessionError(format!("cannot install signal handlers: {e}")))?
+    };
     let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
     let session = fuser::Session::new(adapter, &opts.mountpoint, &config)
         .map_err(|e| SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display())))?;
@@ -54,7 +61,12 @@ pub fn serve(
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
     on_ready();
 
-    let ended_by_signal = rt.block_on(wait_for_end(&background));
+    let ended_by_signal = rt.block_on(wait_for_end(&background, signals));
+    notify::stopping(if ended_by_signal {
+        "stopping: writing back pending data, then unmounting"
+    } else {
+        "unmounted from outside: writing back pending data"
+    });
     let failed = rt.block_on(fs.flush_all());
     if failed > 0 {
         tracing::error!(failed, "some buffered writes could not be written back");
@@ -78,16 +90,37 @@ pub fn serve(
     Ok(())
 }
 
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Needs a runtime context.
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// True when a signal ended the mount, false when the session ended by itself (unmounted).
-async fn wait_for_end(bg: &fuser::BackgroundSession) -> bool {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+/// SIGHUP is logged and ignored: settings cannot be reloaded into a live mount. With
+/// `WatchdogSec=` in the unit, `WATCHDOG=1` goes out at half the interval.
+async fn wait_for_end(bg: &fuser::BackgroundSession, mut sig: Signals) -> bool {
     let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let watchdog_every = notify::watchdog_interval();
+    let mut watchdog = tokio::time::interval(watchdog_every.unwrap_or(Duration::from_secs(3600)));
     loop {
         tokio::select! {
-            _ = term.recv() => return true,
-            _ = int.recv() => return true,
+            _ = sig.term.recv() => { tracing::info!("SIGTERM received"); return true }
+            _ = sig.int.recv() => { tracing::info!("SIGINT received"); return true }
+            _ = sig.hup.recv() => tracing::info!("SIGHUP ignored: restart the service to change settings"),
+            _ = watchdog.tick(), if watchdog_every.is_some() => notify::watchdog(),
             _ = tick.tick() => if bg.guard.is_finished() { return false },
         }
     }

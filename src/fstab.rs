@@ -1,0 +1,158 @@
+//! fstab / mount(8) options (`-o ro,view=raw,_netdev,...`) turned into zarr-mount flags. Used by
+//! `--fstab-options`, which the helper `mount.fuse.zarr-mount` passes on; a pure function so
+//! the whole mapping is unit tested.
+//!
+//! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
+//! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
+//!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=` -> the flag of the same name;
+//! - `verbose`/`debug` -> `-v`;
+//! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
+//!   `x-systemd.*`, `x-*`, `comment=`, `exec`, `nosuid`, `noatime`, ...) are dropped;
+//! - any other `key=value` -> `-o key=value` (an object_store option); any other bare word is
+//!   refused, so a typo does not silently mount something else.
+//!
+//! Commas separate options; `\,` is a literal comma inside a value.
+
+/// Options that mount(8), systemd or FUSE's own helpers understand and that mean nothing (or
+/// are already implied) for zarr-mount.
+const DROPPED: &[&str] = &[
+    "_netdev", "noauto", "auto", "nofail", "user", "users", "nouser", "owner", "group", "defaults", "exec",
+    "noexec", "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "norelatime", "strictatime",
+    "nostrictatime", "diratime", "nodiratime", "lazytime", "nolazytime", "sync", "async", "dirsync", "silent",
+    "loud", "default_permissions",
+];
+
+/// Keys (of `key=value`) dropped the same way.
+const DROPPED_KEYS: &[&str] = &["comment", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext"];
+
+/// `key=value` options that become `--key-with-dashes value`.
+const VALUE_FLAGS: &[&str] = &[
+    "view",
+    "uid",
+    "gid",
+    "metadata_ttl",
+    "cache_size",
+    "endpoint_url",
+    "region",
+    "log_file",
+    "fuse_threads",
+    "stats_interval",
+    "env_file",
+];
+
+/// Split on commas not preceded by a backslash; `\,` becomes `,`.
+fn split_options(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                cur.push(',');
+                chars.next();
+            }
+            ',' => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|o| o.trim().to_string()).filter(|o| !o.is_empty()).collect()
+}
+
+/// The zarr-mount arguments for an fstab option string. Errors name the option (never its
+/// value, which may be a secret).
+pub fn to_args(options: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    for opt in split_options(options) {
+        let (key, value) = match opt.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v)),
+            None => (opt.as_str(), None),
+        };
+        if key.starts_with("x-") || DROPPED_KEYS.contains(&key) {
+            continue;
+        }
+        match (key, value) {
+            ("ro", None) => args.push("--read-only".to_string()),
+            ("rw", None) => {}
+            ("allow_other", None) => args.push("--allow-other".to_string()),
+            ("verbose" | "debug", None) => args.push("-v".to_string()),
+            (k, None) if DROPPED.contains(&k) => {}
+            (k, Some(v)) if VALUE_FLAGS.contains(&k) => {
+                if v.is_empty() {
+                    return Err(format!("mount option {k}= needs a value"));
+                }
+                args.push(format!("--{}", k.replace('_', "-")));
+                args.push(v.to_string());
+            }
+            ("", _) => return Err("mount option without a name".to_string()),
+            (k, Some(v)) => {
+                args.push("-o".to_string());
+                args.push(format!("{k}={v}"));
+            }
+            (k, None) => return Err(format!("unknown mount option {k:?}")),
+        }
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_args;
+
+    fn args(s: &str) -> Vec<String> {
+        to_args(s).unwrap()
+    }
+
+    #[test]
+    fn flags_map_onto_cli_flags() {
+        assert_eq!(args("ro"), ["--read-only"]);
+        assert!(args("rw").is_empty());
+        assert_eq!(args("allow_other"), ["--allow-other"]);
+        assert_eq!(args("verbose"), ["-v"]);
+        assert_eq!(args("debug"), ["-v"]);
+    }
+
+    #[test]
+    fn values_map_onto_cli_flags() {
+        assert_eq!(args("view=raw"), ["--view", "raw"]);
+        assert_eq!(args("uid=1000,gid=100"), ["--uid", "1000", "--gid", "100"]);
+        assert_eq!(args("metadata_ttl=0.5"), ["--metadata-ttl", "0.5"]);
+        assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);
+        assert_eq!(args("endpoint_url=http://127.0.0.1:9000"), ["--endpoint-url", "http://127.0.0.1:9000"]);
+        assert_eq!(args("region=eu-west-1"), ["--region", "eu-west-1"]);
+        assert_eq!(args("log_file=/var/log/zm.log"), ["--log-file", "/var/log/zm.log"]);
+        assert_eq!(args("fuse_threads=4"), ["--fuse-threads", "4"]);
+        assert_eq!(args("stats_interval=60"), ["--stats-interval", "60"]);
+        assert_eq!(args("env_file=/etc/zarr-mount/data.env"), ["--env-file", "/etc/zarr-mount/data.env"]);
+        // Only the first '=' splits.
+        assert_eq!(args("endpoint_url=http://h/?a=b"), ["--endpoint-url", "http://h/?a=b"]);
+    }
+
+    #[test]
+    fn generic_mount_options_are_dropped() {
+        let all = "_netdev,noauto,auto,nofail,user,users,defaults,x-systemd.automount,\
+                   x-systemd.idle-timeout=60,x-systemd.requires=network-online.target,x-gvfs-show,\
+                   comment=systemd.automount,exec,noexec,suid,nosuid,dev,nodev,atime,noatime,relatime";
+        assert!(args(all).is_empty(), "{:?}", args(all));
+        assert!(args("").is_empty());
+        assert!(args(",,").is_empty());
+    }
+
+    #[test]
+    fn unknown_key_values_pass_through_as_object_store_options() {
+        assert_eq!(args("aws_skip_signature=true"), ["-o", "aws_skip_signature=true"]);
+        assert_eq!(
+            args("ro,view=raw,_netdev,aws_virtual_hosted_style_request=false"),
+            ["--read-only", "--view", "raw", "-o", "aws_virtual_hosted_style_request=false"]
+        );
+        // An escaped comma stays inside the value.
+        assert_eq!(args(r"allowed_origins=a\,b,ro"), ["-o", "allowed_origins=a,b", "--read-only"]);
+    }
+
+    #[test]
+    fn bad_options_are_refused_without_echoing_values() {
+        assert!(to_args("bogus").unwrap_err().contains("bogus"));
+        assert!(to_args("view=").is_err());
+        assert!(to_args("=x").is_err());
+    }
+}
