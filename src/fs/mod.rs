@@ -11,6 +11,7 @@
 pub mod error;
 pub mod inode;
 pub mod namespace;
+pub mod readahead;
 pub mod shard_indexes;
 pub mod shard_writer;
 pub mod unsharded;
@@ -94,9 +95,10 @@ struct WriteBuf {
 }
 
 type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
+type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
 
 enum Handle {
-    File { ino: u64, path: String, node: Option<Node>, buf: Option<SharedBuf> },
+    File { ino: u64, path: String, node: Option<Node>, buf: Option<SharedBuf>, ra: Option<SharedReadAhead> },
     Dir { entries: Arc<Vec<DirEntry>> },
 }
 
@@ -393,7 +395,8 @@ impl ZarrFs {
             }
             let buf = lock(&self.bufs).get(&path).cloned();
             let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
-            let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf });
+            let ra = Some(Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::default())));
+            let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, ra });
             return Ok(Opened { fh, keep_cache, read_only: true });
         }
         self.check_rw()?;
@@ -430,7 +433,7 @@ impl ZarrFs {
             }
         };
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf) });
+        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), ra: None });
         Ok(Opened { fh, keep_cache: false, read_only: false })
     }
 
@@ -462,15 +465,22 @@ impl ZarrFs {
         self.invalidate(&path);
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf) });
+        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), ra: None });
         let attr = Attr { ino, kind: FileKind::File, size: 0, mtime: SystemTime::now(), perm: 0o644 };
         Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
     }
 
     fn file_handle(&self, fh: u64) -> FsResult<(u64, String, Option<Node>, Option<SharedBuf>)> {
         match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ino, path, node, buf }) => Ok((*ino, path.clone(), node.clone(), buf.clone())),
+            Some(Handle::File { ino, path, node, buf, .. }) => Ok((*ino, path.clone(), node.clone(), buf.clone())),
             _ => Err(FsError::BadHandle),
+        }
+    }
+
+    fn read_ahead_of(&self, fh: u64) -> Option<SharedReadAhead> {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::File { ra, .. }) => ra.clone(),
+            _ => None,
         }
     }
 
@@ -483,7 +493,14 @@ impl ZarrFs {
             return Ok(Bytes::copy_from_slice(&b.data[start..end]));
         }
         let node = node.ok_or(FsError::BadHandle)?;
-        self.ns.read(&path, &node, offset, size).await
+        let Some(ra) = self.read_ahead_of(fh) else { return self.ns.read(&path, &node, offset, size).await };
+        let mut ra = ra.lock().await;
+        if let Some(data) = ra.take(offset, size, node.size) {
+            return Ok(data);
+        }
+        let (from, len) = ra.plan(offset, size, node.size);
+        let fetched = self.ns.read(&path, &node, from, len.max(size as u64) as u32).await?;
+        Ok(ra.fill(offset, size, fetched))
     }
 
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
