@@ -26,15 +26,9 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from bench import drop_caches, read_tree as read_all  # same directory: shared helpers
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def drop_caches():
-    subprocess.run(["sync"], check=True)
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        pass
 
 
 def mounted(mnt):
@@ -67,19 +61,6 @@ class Proc:
             self.proc.kill()
         if mounted(self.mnt):
             subprocess.run(["umount", "-l", str(self.mnt)])
-
-
-def read_all(root):
-    total = 0
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            with open(os.path.join(dirpath, f), "rb", buffering=0) as fh:
-                while True:
-                    b = fh.read(1 << 20)
-                    if not b:
-                        break
-                    total += len(b)
-    return total
 
 
 def timed_read(make_mount, mnt):
