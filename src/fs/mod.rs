@@ -390,14 +390,7 @@ impl ZarrFs {
         let truncating = flags & libc::O_TRUNC != 0;
         if !writing {
             let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-            if node.is_dir() {
-                return Err(FsError::IsADirectory);
-            }
-            let buf = lock(&self.bufs).get(&path).cloned();
-            let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
-            let ra = Some(Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::default())));
-            let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, ra });
-            return Ok(Opened { fh, keep_cache, read_only: true });
+            return self.open_for_reading(ino, path, node);
         }
         self.check_rw()?;
         self.ns.check_writable(&path).await?;
@@ -435,6 +428,63 @@ impl ZarrFs {
         lock(&self.versions).remove(&ino);
         let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), ra: None });
         Ok(Opened { fh, keep_cache: false, read_only: false })
+    }
+
+    fn open_for_reading(&self, ino: u64, path: String, node: Node) -> FsResult<Opened> {
+        if node.is_dir() {
+            return Err(FsError::IsADirectory);
+        }
+        let buf = lock(&self.bufs).get(&path).cloned();
+        let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
+        let ra = Some(Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::default())));
+        let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, ra });
+        Ok(Opened { fh, keep_cache, read_only: true })
+    }
+
+    // ---- answers from memory alone ----
+    // The adapter calls these on the FUSE dispatch thread: when the metadata cache already
+    // knows the answer no I/O is needed, and skipping the hop to a tokio task roughly halves
+    // the cost of opening a small chunk file. `None` means "not cached: ask the async path".
+
+    /// The cached node at `path`, unless a write buffer (whose lock is async) is involved.
+    fn cached_node(&self, path: &str) -> Option<Option<Node>> {
+        if lock(&self.bufs).contains_key(path) {
+            return None;
+        }
+        let mut nodes = lock(&self.nodes);
+        match nodes.get(path) {
+            Some((node, at)) if at.elapsed() < self.cfg.metadata_ttl => Some(node.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn lookup_cached(&self, parent: u64, name: &str) -> Option<FsResult<Attr>> {
+        let path = match self.child_path(parent, name) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(match self.cached_node(&path)? {
+            None => Err(FsError::NotFound),
+            Some(node) => {
+                let ino = lock(&self.inodes).get_or_insert(&path, true);
+                Ok(self.attr_of(ino, &node))
+            }
+        })
+    }
+
+    pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
+        let path = self.path_of(ino).ok()?;
+        let node = self.cached_node(&path)??;
+        Some(Ok(self.attr_of(ino, &node)))
+    }
+
+    pub fn open_cached(&self, ino: u64, flags: i32) -> Option<FsResult<Opened>> {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return None;
+        }
+        let path = self.path_of(ino).ok()?;
+        let node = self.cached_node(&path)??;
+        Some(self.open_for_reading(ino, path, node))
     }
 
     pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
@@ -536,6 +586,17 @@ impl ZarrFs {
             Some(buf) => self.write_back(&buf).await,
             None => Ok(()),
         }
+    }
+
+    /// Release a handle that has no write buffer (nothing to write back), without I/O.
+    /// Returns false when the handle needs the async `release`.
+    pub fn release_reader(&self, fh: u64) -> bool {
+        let mut handles = lock(&self.handles);
+        if matches!(handles.get(&fh), Some(Handle::File { buf: None, .. })) {
+            handles.remove(&fh);
+            return true;
+        }
+        false
     }
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {

@@ -84,6 +84,15 @@ impl FuseAdapter {
     }
 }
 
+/// Count a request answered on the dispatch thread from the metadata cache.
+fn count_cached<T>(op: &str, r: &Result<T, FsError>) {
+    let stats = crate::stats::global();
+    stats.request(op);
+    if let Err(e) = r {
+        stats.error(e.errno());
+    }
+}
+
 fn errno(e: &FsError) -> Errno {
     Errno::from_i32(e.errno())
 }
@@ -113,6 +122,13 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if let Some(r) = name.to_str().and_then(|n| self.fs.lookup_cached(parent.0, n)) {
+            count_cached("lookup", &r);
+            return match r {
+                Ok(a) => reply.entry(&self.maker.ttl, &self.maker.attr(&a), Generation(0)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         let name = name_of(name);
         self.spawn(
             move |fs| async move { fs.lookup(parent.0, &name?).await },
@@ -128,6 +144,13 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(r) = self.fs.getattr_cached(ino.0) {
+            count_cached("getattr", &r);
+            return match r {
+                Ok(a) => reply.attr(&self.maker.ttl, &self.maker.attr(&a)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         self.spawn(
             move |fs| async move { fs.getattr(ino.0).await },
             move |r, m| match r {
@@ -227,6 +250,13 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if let Some(r) = self.fs.open_cached(ino.0, flags.0) {
+            count_cached("open", &r);
+            return match r {
+                Ok(o) => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         self.spawn(
             move |fs| async move { fs.open(ino.0, flags.0).await },
             move |r, _| match r {
@@ -318,6 +348,10 @@ impl fuser::Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if self.fs.release_reader(fh.0) {
+            crate::stats::global().request("release");
+            return reply.ok();
+        }
         self.spawn(move |fs| async move { fs.release(fh.0).await }, move |r, _| empty(r, reply));
     }
 
