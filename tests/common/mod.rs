@@ -26,31 +26,7 @@ pub struct Mount {
 impl Mount {
     /// Mount `source` on `mnt` (created if missing) with extra arguments.
     pub fn start(source: &Path, mnt: &Path, args: &[&str]) -> Mount {
-        std::fs::create_dir_all(mnt).unwrap();
-        let mnt = mnt.canonicalize().unwrap();
-        let log = mnt.with_extension("log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
-            .arg(source)
-            .arg(&mnt)
-            .arg("--foreground")
-            .args(args)
-            .env("RUST_LOG", "zarr_mount=debug")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .expect("start zarr-mount");
-        let mut m = Mount { child: Some(child), mnt, log };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !is_mounted(&m.mnt) {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("zarr-mount exited early ({status}):\n{}", m.log_text());
-            }
-            assert!(Instant::now() < deadline, "mount did not appear:\n{}", m.log_text());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
+        Self::start_with(source.to_str().expect("UTF-8 source path"), mnt, args, &[])
     }
 
     /// Like `start`, for a SOURCE that is not a path (`s3://bucket/prefix`), with extra
