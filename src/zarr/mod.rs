@@ -3,6 +3,7 @@
 //! handed in by the caller, and every failure is a typed error, never a panic.
 
 pub mod chunk_key;
+pub mod codecs;
 pub mod error;
 pub mod metadata;
 pub mod shard_build;
