@@ -119,12 +119,8 @@ fn copy_err(e: &StoreError) -> StoreError {
 }
 
 fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
-    let len = data.len() as u64;
-    let (start, end) = match r {
-        ByteRange::Range(r) => (r.start.min(len), r.end.min(len).max(r.start.min(len))),
-        ByteRange::Suffix(n) => (len.saturating_sub(*n), len),
-    };
-    data.slice(start as usize..end as usize)
+    let r = r.clip(data.len() as u64);
+    data.slice(r.start as usize..r.end as usize)
 }
 
 impl CachingStore {

@@ -65,6 +65,24 @@ impl LocalStore {
     }
 }
 
+impl LocalStore {
+    /// `range` of the object (clipped to its size) and its metadata, from one open file, so
+    /// the bytes and the version always belong together.
+    async fn read(&self, key: &str, range: ByteRange) -> StoreResult<(Bytes, ObjectMeta)> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let file = s.open_file(&key)?;
+            let md = file.metadata().map_err(|e| StoreError::from_io(&key, e))?;
+            let r = range.clip(md.len());
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            let n = read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
+            buf.truncate(n);
+            Ok((Bytes::from(buf), to_meta(&md)))
+        })
+        .await
+    }
+}
+
 impl Inner {
     /// Open `key` (relative, validated) beneath the root without following any symlink.
     fn open_beneath(&self, key: &str, flags: i32) -> std::io::Result<OwnedFd> {
@@ -192,51 +210,19 @@ impl Store for LocalStore {
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        let key = key.to_string();
-        self.blocking(move |s| {
-            let file = s.open_file(&key)?;
-            let len = file.metadata().map_err(|e| StoreError::from_io(&key, e))?.len();
-            let mut buf = vec![0u8; len as usize];
-            let n = read_full_at(&file, &mut buf, 0).map_err(|e| StoreError::from_io(&key, e))?;
-            buf.truncate(n);
-            Ok(Bytes::from(buf))
-        })
-        .await
+        Ok(self.read(key, ByteRange::Range(0..u64::MAX)).await?.0)
     }
 
     async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
-        let key = key.to_string();
-        self.blocking(move |s| {
-            let file = s.open_file(&key)?;
-            let len = range.end.saturating_sub(range.start) as usize;
-            let mut buf = vec![0u8; len];
-            let n = read_full_at(&file, &mut buf, range.start).map_err(|e| StoreError::from_io(&key, e))?;
-            buf.truncate(n);
-            Ok(Bytes::from(buf))
-        })
-        .await
+        Ok(self.read(key, ByteRange::Range(range)).await?.0)
     }
 
     async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        let key = key.to_string();
-        self.blocking(move |s| {
-            let file = match s.open_file(&key) {
-                Ok(f) => f,
-                Err(StoreError::NotFound(_)) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let md = file.metadata().map_err(|e| StoreError::from_io(&key, e))?;
-            let size = md.len();
-            let r = match range {
-                ByteRange::Range(r) => r.start.min(size)..r.end.min(size),
-                ByteRange::Suffix(n) => size.saturating_sub(n)..size,
-            };
-            let mut buf = vec![0u8; (r.end - r.start) as usize];
-            let n = read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
-            buf.truncate(n);
-            Ok(Some((Bytes::from(buf), to_meta(&md))))
-        })
-        .await
+        match self.read(key, range).await {
+            Ok(found) => Ok(Some(found)),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -56,9 +56,8 @@ impl Store for MemoryStore {
 
     async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
         let data = self.get(key).await?;
-        let end = (range.end as usize).min(data.len());
-        let start = (range.start as usize).min(end);
-        Ok(data.slice(start..end))
+        let r = ByteRange::Range(range).clip(data.len() as u64);
+        Ok(data.slice(r.start as usize..r.end as usize))
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {

@@ -41,6 +41,20 @@ pub enum ByteRange {
     Suffix(u64),
 }
 
+impl ByteRange {
+    /// The part of an object of `size` bytes this range covers (empty, never inverted, when
+    /// it lies past the end).
+    pub fn clip(&self, size: u64) -> Range<u64> {
+        match self {
+            ByteRange::Range(r) => {
+                let start = r.start.min(size);
+                start..r.end.min(size).max(start)
+            }
+            ByteRange::Suffix(n) => size.saturating_sub(*n)..size,
+        }
+    }
+}
+
 /// What a name in the store is. A key can be both an object and a prefix on object stores.
 #[derive(Debug, Clone, Default)]
 pub struct Lookup {
@@ -116,11 +130,7 @@ pub trait Store: Send + Sync + 'static {
     /// object ends), in one request where the backend allows; `Ok(None)` when there is no object.
     async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(meta) = self.head(key).await? else { return Ok(None) };
-        let r = match range {
-            ByteRange::Range(r) => r.start.min(meta.size)..r.end.min(meta.size),
-            ByteRange::Suffix(n) => meta.size.saturating_sub(n)..meta.size,
-        };
-        match self.get_range(key, r).await {
+        match self.get_range(key, range.clip(meta.size)).await {
             Ok(data) => Ok(Some((data, meta))),
             Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),

@@ -612,11 +612,7 @@ impl Store for ZipStore {
 
     async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(e) = self.files.get(key) else { return Ok(None) };
-        let r = match range {
-            ByteRange::Range(r) => r,
-            ByteRange::Suffix(n) => e.size.saturating_sub(n)..e.size,
-        };
-        Ok(Some((self.read(key, r).await?, e.meta.clone())))
+        Ok(Some((self.read(key, range.clip(e.size)).await?, e.meta.clone())))
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
