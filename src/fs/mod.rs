@@ -95,6 +95,22 @@ struct WriteBuf {
 }
 
 type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
+
+impl WriteBuf {
+    /// A buffer for `path` with one handle on it; `dirty` when it must be written back even
+    /// unchanged (a new or truncated file).
+    fn shared(path: &str, data: Vec<u8>, dirty: bool) -> SharedBuf {
+        Arc::new(tokio::sync::Mutex::new(WriteBuf {
+            path: path.to_string(),
+            data,
+            dirty,
+            handles: 1,
+            staged: is_staged_name(split_key(path).1),
+            unlinked: false,
+            modified: SystemTime::now(),
+        }))
+    }
+}
 type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
 
 enum Handle {
@@ -268,25 +284,11 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        let mut data = self.read_whole(path, &node).await?;
+        let mut data = namespace::read_all(&*self.ns, path, &node).await?;
         data.resize(size as usize, 0);
         self.ns.write_file(path, Bytes::from(data)).await?;
         self.invalidate(path);
         Ok(())
-    }
-
-    async fn read_whole(&self, path: &str, node: &Node) -> FsResult<Vec<u8>> {
-        let mut out = Vec::with_capacity(node.size as usize);
-        const STEP: u64 = 64 << 20;
-        while (out.len() as u64) < node.size {
-            let want = (node.size - out.len() as u64).min(STEP) as u32;
-            let part = self.ns.read(path, node, out.len() as u64, want).await?;
-            if part.is_empty() {
-                break;
-            }
-            out.extend_from_slice(&part);
-        }
-        Ok(out)
     }
 
     // ---- directories ----
@@ -411,17 +413,8 @@ impl ZarrFs {
                 if node.is_dir() {
                     return Err(FsError::IsADirectory);
                 }
-                let data = if truncating { Vec::new() } else { self.read_whole(&path, &node).await? };
-                let name = split_key(&path).1;
-                let buf = Arc::new(tokio::sync::Mutex::new(WriteBuf {
-                    path: path.clone(),
-                    data,
-                    dirty: truncating,
-                    handles: 1,
-                    staged: is_staged_name(name),
-                    unlinked: false,
-                    modified: SystemTime::now(),
-                }));
+                let data = if truncating { Vec::new() } else { namespace::read_all(&*self.ns, &path, &node).await? };
+                let buf = WriteBuf::shared(&path, data, truncating);
                 lock(&self.bufs).entry(path.clone()).or_insert(buf).clone()
             }
         };
@@ -502,15 +495,7 @@ impl ZarrFs {
             let opened = self.open(ino, flags | libc::O_TRUNC).await?;
             return Ok((self.getattr(ino).await?, opened));
         }
-        let buf = Arc::new(tokio::sync::Mutex::new(WriteBuf {
-            path: path.clone(),
-            data: Vec::new(),
-            dirty: true,
-            handles: 1,
-            staged: is_staged_name(name),
-            unlinked: false,
-            modified: SystemTime::now(),
-        }));
+        let buf = WriteBuf::shared(&path, Vec::new(), true);
         lock(&self.bufs).insert(path.clone(), buf.clone());
         self.invalidate(&path);
         let ino = lock(&self.inodes).get_or_insert(&path, true);

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
-use crate::store::{join_key, Store, StoreError};
+use crate::store::{join_key, ByteRange, Store, StoreError};
 use crate::view::node::{Backing, Node};
 
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
@@ -34,9 +34,28 @@ pub trait Namespace: Send + Sync + 'static {
 
 /// Slice `data` (the bytes of a whole file) to a read request.
 pub fn slice_for_read(data: &Bytes, offset: u64, size: u32) -> Bytes {
-    let start = (offset as usize).min(data.len());
-    let end = start.saturating_add(size as usize).min(data.len());
-    data.slice(start..end)
+    let r = read_range(offset, size, data.len() as u64);
+    data.slice(r.start as usize..r.end as usize)
+}
+
+/// The bytes a read of `size` at `offset` gets from a file of `len` bytes (empty past the end).
+pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
+    ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)
+}
+
+/// The whole content of the file at `path`, read in steps of at most 64 MiB.
+pub async fn read_all(ns: &dyn Namespace, path: &str, node: &Node) -> FsResult<Vec<u8>> {
+    const STEP: u64 = 64 << 20;
+    let mut out = Vec::with_capacity(node.size as usize);
+    while (out.len() as u64) < node.size {
+        let want = (node.size - out.len() as u64).min(STEP) as u32;
+        let part = ns.read(path, node, out.len() as u64, want).await?;
+        if part.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&part);
+    }
+    Ok(out)
 }
 
 /// The store as stored. On stores without real directories, `mkdir` makes a directory that
@@ -122,19 +141,18 @@ impl Namespace for RawNamespace {
             Backing::Dir => Err(FsError::IsADirectory),
             Backing::Generated(data) => Ok(slice_for_read(data, offset, size)),
             Backing::Object { key, .. } => {
-                let end = offset.saturating_add(size as u64).min(node.size.max(offset));
-                if end <= offset {
+                let r = read_range(offset, size, node.size);
+                if r.is_empty() {
                     return Ok(Bytes::new());
                 }
-                Ok(self.store.get_range(key, offset..end).await?)
+                Ok(self.store.get_range(key, r).await?)
             }
             Backing::Slice { key, offset: base, len, .. } => {
-                let start = offset.min(*len);
-                let end = offset.saturating_add(size as u64).min(*len);
-                if end <= start {
+                let r = read_range(offset, size, *len);
+                if r.is_empty() {
                     return Ok(Bytes::new());
                 }
-                Ok(self.store.get_range(key, base + start..base + end).await?)
+                Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
         }
     }

@@ -13,7 +13,7 @@ use futures::stream::{self, StreamExt};
 use lru::LruCache;
 
 use super::error::{FsError, FsResult};
-use super::namespace::{Namespace, RawNamespace};
+use super::namespace::{read_all, read_range, Namespace, RawNamespace};
 use super::shard_indexes::{ShardIndexCache, ShardState};
 use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use super::is_staged_name;
@@ -264,12 +264,11 @@ impl UnshardedNamespace {
             let Backing::Slice { key, offset: base, len, version } = &node.backing else {
                 return self.raw.read(path, &node, offset, size).await;
             };
-            let start = offset.min(*len);
-            let end = offset.saturating_add(size as u64).min(*len);
-            if end <= start {
+            let r = read_range(offset, size, *len);
+            if r.is_empty() {
                 return Ok(Bytes::new());
             }
-            let range = crate::store::ByteRange::Range(base + start..base + end);
+            let range = crate::store::ByteRange::Range(base + r.start..base + r.end);
             match self.store.get_ranged(key, range).await? {
                 Some((bytes, meta)) if &meta.version == version => return Ok(bytes),
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
@@ -497,14 +496,7 @@ impl Namespace for UnshardedNamespace {
             }
             // A file moved into, out of or within the array: copy the bytes, then remove.
             let node = self.lookup(from).await?.ok_or(FsError::NotFound)?;
-            let mut data = Vec::with_capacity(node.size as usize);
-            while (data.len() as u64) < node.size {
-                let part = self.read(from, &node, data.len() as u64, (node.size - data.len() as u64).min(1 << 26) as u32).await?;
-                if part.is_empty() {
-                    break;
-                }
-                data.extend_from_slice(&part);
-            }
+            let data = read_all(self, from, &node).await?;
             self.check_mutable(to).await?;
             self.write_file(to, Bytes::from(data)).await?;
             return self.remove_file(from).await;
