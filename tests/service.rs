@@ -114,6 +114,15 @@ impl Daemon {
         unsafe { libc::kill(self.child.as_ref().unwrap().id() as i32, sig) };
     }
 
+    /// Wait (up to 20 s) until the mount is live; fails with the log if the daemon exits.
+    fn wait_mounted(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(&self.mnt) {
+            assert!(self.running() && Instant::now() < deadline, "{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn running(&mut self) -> bool {
         self.child.as_mut().unwrap().try_wait().unwrap().is_none()
     }
@@ -249,11 +258,7 @@ fn without_notify_socket_nothing_changes() {
     // NOTIFY_SOCKET unset (or empty): no-op; the mount works as always.
     let (_tmp, src, mnt) = dirs();
     let mut d = Daemon::start(&src, &mnt, &[], "");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(&d.mnt) {
-        assert!(d.running() && Instant::now() < deadline, "{}", d.log_text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_mounted();
     d.signal(libc::SIGTERM);
     assert!(d.wait(Duration::from_secs(15)).success());
 }
@@ -363,11 +368,7 @@ fn env_file_sets_the_environment() {
     // A good one: RUST_LOG from the file takes effect (debug lines appear).
     std::fs::write(&env, "export RUST_LOG=\"zarr_mount=debug\"\n").unwrap();
     let mut d = Daemon::start(&src, &mnt, &["--env-file", env.to_str().unwrap()], "");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_mounted(&d.mnt) {
-        assert!(d.running() && Instant::now() < deadline, "{}", d.log_text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_mounted();
     d.signal(libc::SIGTERM);
     assert!(d.wait(Duration::from_secs(15)).success());
 }
