@@ -78,7 +78,6 @@ pub struct SetAttr {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    pub fh: Option<u64>,
 }
 
 /// Buffered content of a file open for writing (shared by every handle on that path).

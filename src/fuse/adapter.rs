@@ -171,7 +171,7 @@ impl fuser::Filesystem for FuseAdapter {
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
         _ctime: Option<std::time::SystemTime>,
-        fh: Option<FileHandle>,
+        _fh: Option<FileHandle>,
         _crtime: Option<std::time::SystemTime>,
         _chgtime: Option<std::time::SystemTime>,
         _bkuptime: Option<std::time::SystemTime>,
@@ -179,7 +179,7 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyAttr,
     ) {
         // Times are accepted and ignored: a store keeps its own modification time.
-        let set = SetAttr { size, mode, uid, gid, fh: fh.map(|f| f.0) };
+        let set = SetAttr { size, mode, uid, gid }; // truncation finds an open buffer by path
         self.spawn(
             move |fs| async move { fs.setattr(ino.0, set).await },
             move |r, m| match r {
