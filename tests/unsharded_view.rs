@@ -2,72 +2,20 @@
 //! rewriting, virtual chunk listing from shard indexes, chunk bytes, corrupt indexes, and how
 //! many store requests each of those costs.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use zarr_mount::fs::inode::ROOT_INO;
 use zarr_mount::fs::namespace::RawNamespace;
 use zarr_mount::fs::unsharded::UnshardedNamespace;
 use zarr_mount::fs::{FsConfig, FsError, ZarrFs};
 use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreResult};
+use zarr_mount::store::recording::RecordingStore;
+use zarr_mount::store::Store;
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use zarr_mount::zarr::shard_build::build_shard;
 use zarr_mount::zarr::sharding::shard_layout;
-
-/// Counts the requests that reach the store below it.
-#[derive(Default)]
-struct Counts {
-    get: AtomicUsize,
-    ranged: AtomicUsize,
-    list: AtomicUsize,
-}
-
-struct CountingStore {
-    inner: MemoryStore,
-    counts: Arc<Counts>,
-}
-
-#[async_trait]
-impl Store for CountingStore {
-    fn describe(&self) -> String {
-        "counting".into()
-    }
-    fn has_real_dirs(&self) -> bool {
-        false
-    }
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.counts.get.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(key).await
-    }
-    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
-        self.counts.ranged.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_range(key, range).await
-    }
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        self.counts.ranged.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_ranged(key, range).await
-    }
-    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
-        self.inner.head(key).await
-    }
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
-        self.inner.put(key, data).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.inner.delete(key).await
-    }
-    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
-        self.counts.list.fetch_add(1, Ordering::SeqCst);
-        self.inner.list(prefix).await
-    }
-    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
-        self.inner.lookup(key).await
-    }
-}
 
 const ARRAY_JSON: &str = r#"{"shape":[25,18],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10,8]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[5,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"],"extra_key":{"must":"stay"}}"#;
 
@@ -78,16 +26,17 @@ fn chunk_bytes(y: u64, x: u64) -> Vec<u8> {
 
 struct Fixture {
     fs: ZarrFs,
-    store: Arc<CountingStore>,
-    counts: Arc<Counts>,
+    /// Records the requests reaching the in-memory store (cleared once the fixture is built).
+    store: Arc<RecordingStore>,
 }
+
+const RANGED: [&str; 2] = ["get_range", "get_ranged"];
 
 /// Array "a" (25x18, shards 10x8 of 5x4 chunks = 2x2 per shard, 3x3 shards). Shard (0,0) is
 /// missing (all fill), shard (1,1) lacks local chunk 3, shard (2,2) also stores the chunks
 /// that lie past the array edge (global row 5 and column 4+), as some writers do.
 async fn fixture() -> Fixture {
-    let counts = Arc::new(Counts::default());
-    let store = Arc::new(CountingStore { inner: MemoryStore::new(), counts: counts.clone() });
+    let store = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
     store.put("zarr.json", Bytes::from_static(br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#)).await.unwrap();
     store.put("a/zarr.json", Bytes::from_static(ARRAY_JSON.as_bytes())).await.unwrap();
     store.put("a/notes.txt", Bytes::from_static(b"not a chunk")).await.unwrap();
@@ -114,10 +63,8 @@ async fn fixture() -> Fixture {
     let raw = RawNamespace::new(store.clone() as Arc<dyn Store>);
     let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
     let fs = ZarrFs::new(Arc::new(ns), FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false });
-    counts.get.store(0, Ordering::SeqCst);
-    counts.ranged.store(0, Ordering::SeqCst);
-    counts.list.store(0, Ordering::SeqCst);
-    Fixture { fs, store, counts }
+    store.take();
+    Fixture { fs, store }
 }
 
 async fn ino_of(fs: &ZarrFs, path: &str) -> Result<u64, FsError> {
@@ -197,8 +144,8 @@ async fn listings_come_from_shard_indexes_only() {
     assert_eq!(list(&f.fs, "a/c/3").await, vec!["0", "1", "2", "4"]);
     assert_eq!(list(&f.fs, "a/c/4").await, vec!["0", "1", "2", "3", "4"]);
     // No chunk bytes were read: only zarr.json (whole) and one index per shard (ranged).
-    assert_eq!(f.counts.get.load(Ordering::SeqCst), 0);
-    let ranged = f.counts.ranged.load(Ordering::SeqCst);
+    assert_eq!(f.store.count(&["get"]), 0);
+    let ranged = f.store.count(&RANGED);
     // root + a zarr.json reads, plus at most one index fetch for each of the 9 shards.
     assert!(ranged <= 2 + 9 + 1, "{ranged} ranged requests");
 }
@@ -207,9 +154,9 @@ async fn listings_come_from_shard_indexes_only() {
 async fn a_chunk_read_is_one_ranged_get_once_the_index_is_cached() {
     let f = fixture().await;
     read_file(&f.fs, "a/c/2/2").await.unwrap();
-    let before = f.counts.ranged.load(Ordering::SeqCst);
+    let before = f.store.count(&RANGED);
     assert_eq!(read_file(&f.fs, "a/c/2/3").await.unwrap(), chunk_bytes(2, 3));
-    assert_eq!(f.counts.ranged.load(Ordering::SeqCst) - before, 1);
+    assert_eq!(f.store.count(&RANGED) - before, 1);
 }
 
 #[tokio::test]
@@ -302,7 +249,7 @@ async fn write_file(fs: &ZarrFs, dir: &str, name: &str, data: &[u8]) -> Result<(
 }
 
 /// The chunks stored in shard `key`, decoded independently of the view.
-async fn stored_chunks(store: &CountingStore, key: &str) -> Option<Vec<(u64, Vec<u8>)>> {
+async fn stored_chunks(store: &RecordingStore, key: &str) -> Option<Vec<(u64, Vec<u8>)>> {
     let shard = store.get(key).await.ok()?;
     let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
     let layout = shard_layout(&meta).unwrap();

@@ -399,66 +399,11 @@ impl Store for CachingStore {
 mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
-    use std::sync::atomic::AtomicUsize;
+    use crate::store::recording::{RecordingStore, READS};
 
-    /// Counts the reads that reach the store, and can hold them back to let readers pile up.
-    struct Counting {
-        inner: MemoryStore,
-        gets: AtomicUsize,
-        heads: AtomicUsize,
-        delay: Duration,
-    }
-
-    #[async_trait]
-    impl Store for Counting {
-        fn describe(&self) -> String {
-            "counting".into()
-        }
-        fn has_real_dirs(&self) -> bool {
-            false
-        }
-        async fn get(&self, key: &str) -> StoreResult<Bytes> {
-            self.gets.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(self.delay).await;
-            self.inner.get(key).await
-        }
-        async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-            self.gets.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(self.delay).await;
-            self.inner.get_range(key, range).await
-        }
-        async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-            self.gets.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(self.delay).await;
-            let Some(meta) = self.inner.head(key).await? else { return Ok(None) };
-            let data = self.inner.get(key).await?;
-            Ok(Some((slice(&data, &range), meta)))
-        }
-        async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
-            self.heads.fetch_add(1, Ordering::SeqCst);
-            self.inner.head(key).await
-        }
-        async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
-            self.inner.put(key, data).await
-        }
-        async fn delete(&self, key: &str) -> StoreResult<()> {
-            self.inner.delete(key).await
-        }
-        async fn list(&self, prefix: &str) -> StoreResult<Listing> {
-            self.inner.list(prefix).await
-        }
-        async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
-            self.inner.lookup(key).await
-        }
-    }
-
-    fn setup(capacity: u64, ttl: Duration, delay: Duration) -> (Arc<Counting>, Arc<CachingStore>) {
-        let c = Arc::new(Counting {
-            inner: MemoryStore::new(),
-            gets: AtomicUsize::new(0),
-            heads: AtomicUsize::new(0),
-            delay,
-        });
+    /// A cache over a recording in-memory store whose reads each take `delay`.
+    fn setup(capacity: u64, ttl: Duration, delay: Duration) -> (Arc<RecordingStore>, Arc<CachingStore>) {
+        let c = Arc::new(RecordingStore::with_read_delay(Arc::new(MemoryStore::new()), delay));
         let cfg = CacheConfig { capacity, object_limit: 1000, ttl };
         (c.clone(), Arc::new(CachingStore::new(c, cfg)))
     }
@@ -478,7 +423,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_readers_share_one_fetch() {
         let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
-        c.inner.put("k", Bytes::from(vec![7u8; 500])).await.unwrap();
+        c.put("k", Bytes::from(vec![7u8; 500])).await.unwrap();
         cache.lookup("k").await.unwrap(); // the size is known: small, so fetched whole
         let mut tasks = Vec::new();
         for i in 0..32u64 {
@@ -488,11 +433,11 @@ mod tests {
         for t in tasks {
             assert_eq!(t.await.unwrap().as_ref(), &[7u8; 10]);
         }
-        assert_eq!(c.gets.load(Ordering::SeqCst), 1, "one fetch for 32 concurrent readers");
+        assert_eq!(c.count(&READS), 1, "one fetch for 32 concurrent readers");
         // Later reads of any range come from memory.
         assert_eq!(cache.get_range("k", 490..600).await.unwrap().len(), 10);
         assert_eq!(cache.get("k").await.unwrap().len(), 500);
-        assert_eq!(c.gets.load(Ordering::SeqCst), 1);
+        assert_eq!(c.count(&READS), 1);
         assert_eq!(cache.cached_bytes(), 500);
     }
 
@@ -500,7 +445,7 @@ mod tests {
     async fn evicts_by_bytes_lru_first() {
         let (c, cache) = setup(1000, Duration::from_secs(60), Duration::ZERO);
         for k in ["a", "b", "c"] {
-            c.inner.put(k, Bytes::from(vec![1u8; 400])).await.unwrap();
+            c.put(k, Bytes::from(vec![1u8; 400])).await.unwrap();
         }
         cache.list("").await.unwrap(); // learns every size
         cache.get("a").await.unwrap();
@@ -510,34 +455,34 @@ mod tests {
         cache.get("c").await.unwrap(); // 1200 > 1000: b goes
         assert_eq!(cache.cached_bytes(), 800);
         assert_eq!(cache.cached_objects(), 2);
-        let before = c.gets.load(Ordering::SeqCst);
+        let before = c.count(&READS);
         cache.get("a").await.unwrap();
         cache.get("c").await.unwrap();
-        assert_eq!(c.gets.load(Ordering::SeqCst), before, "a and c still cached");
+        assert_eq!(c.count(&READS), before, "a and c still cached");
         cache.get("b").await.unwrap();
-        assert_eq!(c.gets.load(Ordering::SeqCst), before + 1, "b was evicted");
+        assert_eq!(c.count(&READS), before + 1, "b was evicted");
     }
 
     #[tokio::test]
     async fn large_objects_pass_through_as_ranges() {
         let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
-        c.inner.put("big", Bytes::from(vec![3u8; 5000])).await.unwrap();
+        c.put("big", Bytes::from(vec![3u8; 5000])).await.unwrap();
         cache.lookup("big").await.unwrap();
         assert_eq!(cache.get_range("big", 10..20).await.unwrap().len(), 10);
         assert_eq!(cache.get_range("big", 10..20).await.unwrap().len(), 10);
-        assert_eq!(c.gets.load(Ordering::SeqCst), 2);
+        assert_eq!(c.count(&READS), 2);
         assert_eq!(cache.cached_bytes(), 0);
     }
 
     #[tokio::test]
     async fn unknown_size_reads_pass_through_then_cache() {
         let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
-        c.inner.put("k", Bytes::from_static(b"hello world")).await.unwrap();
+        c.put("k", Bytes::from_static(b"hello world")).await.unwrap();
         assert_eq!(cache.get_range("k", 0..5).await.unwrap().as_ref(), b"hello");
         assert_eq!(cache.cached_objects(), 0);
         assert_eq!(cache.get_range("k", 6..11).await.unwrap().as_ref(), b"world");
         assert_eq!(cache.get_range("k", 0..11).await.unwrap().as_ref(), b"hello world");
-        assert_eq!(c.gets.load(Ordering::SeqCst), 2);
+        assert_eq!(c.count(&READS), 2);
     }
 
     #[tokio::test]
@@ -551,7 +496,7 @@ mod tests {
         // Changed behind our back: fresh metadata with another version drops the copy.
         cache.lookup("k").await.unwrap();
         cache.get("k").await.unwrap();
-        c.inner.put("k", Bytes::from_static(b"three")).await.unwrap();
+        c.put("k", Bytes::from_static(b"three")).await.unwrap();
         assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two", "trusted within the TTL");
         cache.lookup("k").await.unwrap();
         assert_eq!(cache.get("k").await.unwrap().as_ref(), b"three");
@@ -565,14 +510,14 @@ mod tests {
     #[tokio::test]
     async fn stale_entries_are_confirmed_with_a_head() {
         let (c, cache) = setup(1 << 20, Duration::ZERO, Duration::ZERO);
-        c.inner.put("k", Bytes::from_static(b"one")).await.unwrap();
+        c.put("k", Bytes::from_static(b"one")).await.unwrap();
         cache.lookup("k").await.unwrap();
         cache.get("k").await.unwrap();
-        let (gets, heads) = (c.gets.load(Ordering::SeqCst), c.heads.load(Ordering::SeqCst));
+        let (gets, heads) = (c.count(&READS), c.count(&["head"]));
         assert_eq!(cache.get("k").await.unwrap().as_ref(), b"one");
-        assert_eq!(c.gets.load(Ordering::SeqCst), gets, "served from memory after a HEAD");
-        assert_eq!(c.heads.load(Ordering::SeqCst), heads + 1);
-        c.inner.put("k", Bytes::from_static(b"two")).await.unwrap();
+        assert_eq!(c.count(&READS), gets, "served from memory after a HEAD");
+        assert_eq!(c.count(&["head"]), heads + 1);
+        c.put("k", Bytes::from_static(b"two")).await.unwrap();
         assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two");
     }
 }

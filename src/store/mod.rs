@@ -8,6 +8,7 @@ pub mod cache;
 pub mod local;
 pub mod memory;
 pub mod object;
+pub mod recording;
 pub mod zip;
 
 use std::ops::Range;

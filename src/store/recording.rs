@@ -1,0 +1,119 @@
+//! A store adapter that records every request reaching the store below it (and can hold each
+//! read back for a while). Tests use it to prove request counts ("a chunk read is one ranged
+//! GET", "N concurrent readers share one fetch"); it is also handy for measuring a workload.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreResult};
+
+pub struct RecordingStore {
+    inner: Arc<dyn Store>,
+    calls: Mutex<Vec<String>>,
+    read_delay: Duration,
+}
+
+/// The request kinds, as the first word of each recorded call.
+pub const READS: [&str; 3] = ["get", "get_range", "get_ranged"];
+
+impl RecordingStore {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Self::with_read_delay(inner, Duration::ZERO)
+    }
+
+    /// Every read waits `delay` before reaching the store (lets concurrent readers pile up).
+    pub fn with_read_delay(inner: Arc<dyn Store>, delay: Duration) -> Self {
+        RecordingStore { inner, calls: Mutex::new(Vec::new()), read_delay: delay }
+    }
+
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
+    }
+
+    async fn record_read(&self, call: String) {
+        self.record(call);
+        if !self.read_delay.is_zero() {
+            tokio::time::sleep(self.read_delay).await;
+        }
+    }
+
+    /// The calls so far, e.g. `"get_ranged a/c/0/0 Suffix(804)"`.
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The calls so far, forgetting them.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// How many calls of these kinds were made.
+    pub fn count(&self, kinds: &[&str]) -> usize {
+        self.calls().iter().filter(|c| kinds.contains(&c.split(' ').next().unwrap_or(""))).count()
+    }
+}
+
+#[async_trait]
+impl Store for RecordingStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn has_real_dirs(&self) -> bool {
+        self.inner.has_real_dirs()
+    }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.record_read(format!("get {key}")).await;
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        self.record_read(format!("get_range {key} {range:?}")).await;
+        self.inner.get_range(key, range).await
+    }
+    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.record_read(format!("get_ranged {key} {range:?}")).await;
+        self.inner.get_ranged(key, range).await
+    }
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        self.record(format!("head {key}"));
+        self.inner.head(key).await
+    }
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        self.record(format!("put {key}"));
+        self.inner.put(key, data).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.record(format!("delete {key}"));
+        self.inner.delete(key).await
+    }
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        self.record(format!("list {prefix}"));
+        self.inner.list(prefix).await
+    }
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        self.record(format!("lookup {key}"));
+        self.inner.lookup(key).await
+    }
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.record(format!("rename {from} {to}"));
+        self.inner.rename(from, to).await
+    }
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.record(format!("create_dir {key}"));
+        self.inner.create_dir(key).await
+    }
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.record(format!("remove_dir {key}"));
+        self.inner.remove_dir(key).await
+    }
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.record(format!("rename_dir {from} {to}"));
+        self.inner.rename_dir(from, to).await
+    }
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.inner.capacity()
+    }
+}
