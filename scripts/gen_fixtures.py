@@ -11,7 +11,7 @@ each zarr.json is checked against the manifest. Exits non-zero if any check fail
 
 Layout (paths relative to OUTDIR):
   zarr.json            root group (attributes)
-  manifest.json        what was written and what the unsharded view must show
+  manifest.json        what was written and what the views must show
   zp/...               arrays written by zarr-python 3 (group with attributes)
   ts/...               arrays written by tensorstore's zarr3 driver (group made by zarr-python)
   nested/...           nested groups, consolidated at nested/ (inline consolidated_metadata)
@@ -317,6 +317,55 @@ def _(root, path):
     return np.full((30, 40), 42, dtype="int32"), {}
 
 
+@spec("zp/f64_large_chunks", "zarr-python",
+      "float64 300x260, shards 512x512 of 256x256 inner chunks: each decoded chunk is 512 KiB (several "
+      "FUSE reads), while the stored (zstd) chunks stay small")
+def _(root, path):
+    data = (ramp((300, 260), "float64", modulus=1000) / 8).astype("float64")
+    a = zp_array(root, path, shape=data.shape, dtype="float64", shards=(512, 512), chunks=(256, 256),
+                 compressors=[ZstdCodec(level=3)])
+    a[:] = data
+    return data, {}
+
+
+@spec("zp/c64_sparse_gzip", "zarr-python",
+      "complex64 10x9, fill 1.5-2j ([re, im] in v3, also in v2), sharded, partially written, gzip")
+def _(root, path):
+    fill = np.complex64(1.5 - 2j)
+    data = np.full((10, 9), fill, dtype="complex64")
+    a = zp_array(root, path, shape=data.shape, dtype="complex64", shards=(4, 6), chunks=(2, 3),
+                 fill_value=fill, compressors=[GzipCodec(level=2)])
+    region = (ramp((5, 5), "float32") - 1j * ramp((5, 5), "float32", offset=3)).astype("complex64")
+    data[1:6, 2:7] = region
+    a[1:6, 2:7] = region
+    return data, {}
+
+
+@spec("zp/u64_max_fill", "zarr-python",
+      "uint64 12x10, fill 2**64-1 (not exact as a double), sharded, partially written, zstd")
+def _(root, path):
+    fill = np.uint64(2**64 - 1)
+    data = np.full((12, 10), fill, dtype="uint64")
+    a = zp_array(root, path, shape=data.shape, dtype="uint64", shards=(8, 10), chunks=(4, 5),
+                 fill_value=fill, compressors=[ZstdCodec(level=1)])
+    region = ramp((5, 6), "uint64", offset=2**63 - 7)
+    data[0:5, 1:7] = region
+    a[0:5, 1:7] = region
+    return data, {}
+
+
+@spec("zp/f16_nan_fill_blosc", "zarr-python",
+      "unsharded float16 9x11, fill NaN, partially written, blosc lz4 bit-shuffle (typesize 2)")
+def _(root, path):
+    data = np.full((9, 11), np.nan, dtype="float16")
+    a = zp_array(root, path, shape=data.shape, dtype="float16", chunks=(4, 4), fill_value=np.nan,
+                 compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")])
+    region = (ramp((5, 6), "float16", offset=-10) / 4).astype("float16")
+    data[2:7, 0:6] = region
+    a[2:7, 0:6] = region
+    return data, {}
+
+
 # ---- zarr-python, not sharded / not unpackable -----------------------------------------
 
 
@@ -359,6 +408,51 @@ def _(root, path):
     # tensorstore 0.1.86 refuses to open it: "Sharding codec ... is not compatible with
     # subsequent bytes -> bytes codecs"; the tests read it with zarr-python only.
     return data, {"tensorstore_readable": False}
+
+
+@spec("zp/unsharded_transpose_zstd", "zarr-python",
+      "unsharded 2-d int32 13x10 (ragged), transpose [1,0] + bytes + zstd; dimension_names with a null "
+      "(no _ARRAY_DIMENSIONS in the v2 view); the v2 view can keep its chunks as order F")
+def _(root, path):
+    data = ramp((13, 10), "int32", offset=-40) * 11
+    a = zp_array_codecs(root, path, shape=data.shape, chunks=(5, 4), dtype="int32", codecs=[
+        TransposeCodec(order=(1, 0)), BytesCodec(), ZstdCodec(level=2)], dimension_names=["t", None])
+    a[:] = data
+    return data, {}
+
+
+@spec("zp/unsharded_transpose3d_blosc_zlib", "zarr-python",
+      "unsharded 3-d uint16 6x5x7, transpose [2,0,1] (not a full reversal: no v2 order expresses it) "
+      "+ bytes + blosc zlib bit-shuffle")
+def _(root, path):
+    data = ramp((6, 5, 7), "uint16", offset=40000)
+    a = zp_array_codecs(root, path, shape=data.shape, chunks=(4, 3, 4), dtype="uint16", codecs=[
+        TransposeCodec(order=(2, 0, 1)), BytesCodec(),
+        BloscCodec(cname="zlib", clevel=4, shuffle="bitshuffle")])
+    a[:] = data
+    return data, {}
+
+
+@spec("zp/unsharded_blosc_lz4hc", "zarr-python", "unsharded 2-d float32 20x18 (ragged), blosc lz4hc byte-shuffle")
+def _(root, path):
+    data = noisy_float((20, 18), seed=9, dtype="float32")
+    a = zp_array(root, path, shape=data.shape, dtype="float32", chunks=(8, 8),
+                 compressors=[BloscCodec(cname="lz4hc", clevel=6, shuffle="shuffle")],
+                 attributes={"kind": "unsharded blosc"})
+    a[:] = data
+    return data, {}
+
+
+@spec("zp/string_vlen", "zarr-python",
+      "1-d variable-length UTF-8 strings (v3 data_type string, vlen-utf8 codec): no fixed-size raw form "
+      "and no v2 data type in zarr-mount's v2 view, so the decoded view passes it through and the v2 "
+      "view leaves it out")
+def _(root, path):
+    data = np.array(["", "a", "bb", "ccc", "\u00e9t\u00e9", "ff", "g" * 40, "x y"], dtype=np.dtypes.StringDType())
+    a = zp_array(root, path, shape=data.shape, dtype=str, chunks=(3,))
+    a[:] = data
+    # tensorstore 0.1.86: "string data type is not one of the supported data types"
+    return data, {"tensorstore_readable": False, "decoded_passthrough": True}
 
 
 # ---- nested groups, consolidated at nested/ ---------------------------------------------
@@ -413,6 +507,47 @@ def _(root, path):
                        compressors=numcodecs.Zlib(level=1), chunk_key_encoding={"name": "v2", "separator": "/"})
     a[:] = data
     return data, {}
+
+
+def _v2_group(root: Path):
+    return zarr.open_group(str(root / "v2"), mode="a", zarr_format=2)
+
+
+@spec("v2/arr_F_bigendian_zstd", "zarr-python",
+      "Zarr v2 array, dtype '>i2' (big-endian), order 'F', zstd; the decoded view serves '<i2' in C order")
+def _(root, path):
+    data = (ramp((13, 9), "int16", offset=-60) * 37).astype(">i2")
+    a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype=">i2", chunks=(5, 4),
+                                     order="F", compressors=numcodecs.Zstd(level=3))
+    a[:] = data
+    # tensorstore reads it correctly but returns native-endian int16, and the shared readers
+    # (zm_readers.assert_same_array) compare dtypes exactly with zarr-python's '>i2'.
+    return data, {"tensorstore_readable": False}
+
+
+@spec("v2/arr_gzip_sparse", "zarr-python",
+      "Zarr v2 array, uint16 ragged 17x15, gzip, fill 9, partially written (absent chunks stay absent)")
+def _(root, path):
+    data = np.full((17, 15), 9, dtype="uint16")
+    a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype="uint16", chunks=(6, 4),
+                                     fill_value=9, compressors=numcodecs.GZip(level=5))
+    data[0:8, 2:11] = ramp((8, 9), "uint16", offset=1000)
+    a[0:8, 2:11] = data[0:8, 2:11]
+    data[12:17, 12:15] = ramp((5, 3), "uint16", offset=3000)
+    a[12:17, 12:15] = data[12:17, 12:15]
+    return data, {}
+
+
+@spec("v2/arr_delta_filter", "zarr-python",
+      "Zarr v2 array with a numcodecs Delta filter + zlib: a filter the decoded view cannot decode, "
+      "so it passes through untouched (metadata and chunks)")
+def _(root, path):
+    data = ramp((40,), "int32", offset=5) * 3
+    a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype="<i4", chunks=(12,),
+                                     filters=[numcodecs.Delta(dtype="<i4")], compressors=numcodecs.Zlib(level=1))
+    a[:] = data
+    # tensorstore's zarr (v2) driver supports no filters
+    return data, {"tensorstore_readable": False, "decoded_passthrough": True}
 
 
 # ---- tensorstore --------------------------------------------------------------------------
@@ -543,7 +678,9 @@ def describe(root: Path, path: str) -> dict:
     out: dict[str, Any] = {"zarr_format": meta["zarr_format"], "chunk_key_encoding": key_encoding_of(meta)}
     if meta["zarr_format"] == 2:
         out.update(shape=meta["shape"], chunk_shape=meta["chunks"], sharded=False, unpack=False,
-                   unpack_reason="zarr v2 array", codecs=[(meta.get("compressor") or {}).get("id")])
+                   unpack_reason="zarr v2 array", codecs=[(meta.get("compressor") or {}).get("id")],
+                   filters=[f["id"] for f in meta.get("filters") or []], v2_dtype=meta["dtype"],
+                   order=meta.get("order", "C"))
         attrs_file = p / ".zattrs"
         out["attributes"] = json.loads(attrs_file.read_text()) if attrs_file.exists() else {}
         return out
@@ -636,6 +773,7 @@ def main(argv=None) -> int:
         entry.update(describe(root, path))
         entry.update(extra)
         entry.setdefault("write_empty_chunks", False)
+        entry.setdefault("decoded_passthrough", False)
         entry["consolidated_root"] = "nested" if path.startswith("nested/") else (
             "v2" if path.startswith("v2/") else None)
         entry["parent"] = path.rpartition("/")[0]

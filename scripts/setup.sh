@@ -3,15 +3,15 @@
 # Idempotent: every step checks first and is skipped when already done.
 #
 #   scripts/setup.sh            system packages + .venv (zarr 3, tensorstore, pytest)
-#   scripts/setup.sh --all      ... plus .venv-zarr2 (zarr-python 2) for the v2-view tests
-#   ZM_SETUP_ZARR2=1 scripts/setup.sh     same as --all
+#                               + .venv-zarr2 (zarr-python 2, for the v2-view tests)
+#   ZM_SETUP_ZARR2=0 scripts/setup.sh     skip .venv-zarr2 (--all / --zarr2: build it, the default)
 #
 # Environment: PYTHON (interpreter for the venvs, default python3).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-WANT_ZARR2="${ZM_SETUP_ZARR2:-0}"
+WANT_ZARR2="${ZM_SETUP_ZARR2:-1}"
 
 for arg in "$@"; do
     case "$arg" in
@@ -94,5 +94,5 @@ make_venv "$ROOT/.venv" "$ROOT/tests/python/requirements.txt"
 if [[ "$WANT_ZARR2" == 1 ]]; then
     make_venv "$ROOT/.venv-zarr2" "$ROOT/tests/python/requirements-zarr2.txt"
 else
-    step ".venv-zarr2" "skipped (use --all or ZM_SETUP_ZARR2=1)"
+    step ".venv-zarr2" "skipped (ZM_SETUP_ZARR2=0; the zarr-2 tests will fail)"
 fi

@@ -31,7 +31,7 @@ pub struct Args {
     /// Refuse every write with EROFS.
     #[arg(long, alias = "ro")]
     pub read_only: bool,
-    /// How the store is presented.
+    /// How the store is presented (decoded and v2 are read-only).
     #[arg(long, value_enum, default_value = "unsharded")]
     pub view: ViewKind,
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
@@ -149,10 +149,6 @@ impl Args {
         {
             return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
         }
-        match self.view {
-            ViewKind::Raw | ViewKind::Unsharded => {}
-            other => return Err(usage(format!("--view {} is not available yet (use raw or unsharded)", other.name()))),
-        }
         let mountpoint = check_mountpoint(&self.mountpoint)?;
         let default_ttl = match source.location() {
             Location::Local(_) if matches!(source, Source::Directory(_)) => 1.0,
@@ -164,8 +160,9 @@ impl Args {
         }
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        // Zip archives are served read-only (the kernel mount flag too).
-        let read_only = self.read_only || matches!(source, Source::Zip(_));
+        // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
+        // too): there is no exact way back from what they show to stored bytes.
+        let read_only = self.read_only || matches!(source, Source::Zip(_)) || self.view.is_read_only();
         Ok(MountConfig {
             source,
             mountpoint,

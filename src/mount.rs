@@ -72,12 +72,25 @@ fn split_archive_location(location: &Location) -> Result<(Location, String), Ses
     }
 }
 
-fn build_namespace(view: ViewKind, store: Arc<dyn Store>, ttl: std::time::Duration) -> Arc<dyn Namespace> {
+/// Memory for decoded chunks when `--cache-size 0` turned the object cache off: without any,
+/// every read of a chunk file would decode the whole chunk again.
+const MIN_DECODED_CACHE: u64 = 64 << 20;
+
+fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
+    use crate::fs::presented::PresentedNamespace;
+    use crate::fs::unsharded::UnshardedNamespace;
+    let ttl = cfg.metadata_ttl;
     let raw = RawNamespace::new(store);
-    match view {
+    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
+        let unsharded = Arc::new(UnshardedNamespace::new(RawNamespace::new(raw.store().clone()), ttl));
+        let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
+        Arc::new(PresentedNamespace::new(unsharded, presenter, ttl, cache))
+    };
+    match cfg.view {
         ViewKind::Raw => Arc::new(raw),
-        ViewKind::Unsharded => Arc::new(crate::fs::unsharded::UnshardedNamespace::new(raw, ttl)),
-        ViewKind::Decoded | ViewKind::V2 => unreachable!("rejected by cli::validate"),
+        ViewKind::Unsharded => Arc::new(UnshardedNamespace::new(raw, ttl)),
+        ViewKind::Decoded => presented(Box::new(crate::view::decoded::DecodedPresenter)),
+        ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter)),
     }
 }
 
@@ -97,7 +110,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     let fs_name = store.describe();
     let ns = {
         let _guard = rt.enter();
-        build_namespace(cfg.view, store, cfg.metadata_ttl)
+        build_namespace(&cfg, store)
     };
     let fs = Arc::new(ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only }));
     let opts = SessionOptions {

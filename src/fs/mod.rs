@@ -8,9 +8,11 @@
 //! `*.partial` (temp files that writers such as zarr-python rename over their target) are kept
 //! in memory until renamed, so only the final key is ever written to the backend.
 
+pub mod decoded_cache;
 pub mod error;
 pub mod inode;
 pub mod namespace;
+pub mod presented;
 pub mod readahead;
 pub mod shard_indexes;
 pub mod shard_writer;

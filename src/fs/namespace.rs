@@ -145,7 +145,14 @@ impl Namespace for RawNamespace {
                 if r.is_empty() {
                     return Ok(Bytes::new());
                 }
-                Ok(self.store.get_range(key, r).await?)
+                // The object may have been replaced since the file was opened: bytes of the new
+                // object cut to the old size would be neither the old content nor the new one.
+                // (Sizes, unlike version tags, compare reliably across every backend's answers.)
+                match self.store.get_ranged(key, ByteRange::Range(r)).await? {
+                    Some((data, meta)) if meta.size == node.size => Ok(data),
+                    Some(_) => Err(FsError::Stale),
+                    None => Err(FsError::NotFound),
+                }
             }
             Backing::Slice { key, offset: base, len, .. } => {
                 let r = read_range(offset, size, *len);
@@ -154,6 +161,8 @@ impl Namespace for RawNamespace {
                 }
                 Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
+            // Only the presenting view that made a decoded node can read it.
+            Backing::Decoded { .. } => Err(FsError::NotSupported("a decoded chunk read below its view")),
         }
     }
 

@@ -1,8 +1,11 @@
 //! Views: pure logic that maps a path in the mount to what backs it. No I/O and no FUSE here;
 //! the `fs` layer fetches what a view asks for and hands it back.
 
+pub mod decoded;
 pub mod node;
+pub mod present;
 pub mod unsharded;
+pub mod v2;
 
 /// How the store is presented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -11,13 +14,18 @@ pub enum ViewKind {
     Raw,
     /// Sharded Zarr v3 arrays appear as unsharded arrays whose inner chunks are files.
     Unsharded,
-    /// Every chunk holds decoded raw elements (not available yet).
+    /// As unsharded, and every chunk file holds its decoded elements (C order, little-endian).
     Decoded,
-    /// Zarr v3 presented as Zarr v2 (not available yet).
+    /// As unsharded, with Zarr v3 groups and arrays presented as Zarr v2.
     V2,
 }
 
 impl ViewKind {
+    /// Views whose files cannot be mapped back to stored bytes exactly.
+    pub fn is_read_only(self) -> bool {
+        matches!(self, ViewKind::Decoded | ViewKind::V2)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ViewKind::Raw => "raw",

@@ -2,7 +2,11 @@
 
 use std::time::SystemTime;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+
+use crate::zarr::codecs::ChunkSpec;
 
 /// The thing behind a file or directory of the mount.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +19,9 @@ pub enum Backing {
     /// A byte range of a store object (an inner chunk inside a shard). `version` is the
     /// shard's version the range was read from; a read that finds another version re-resolves.
     Slice { key: String, offset: u64, len: u64, version: String },
+    /// A chunk served decoded: `encoded` is the stored chunk, at path `below` of the view
+    /// below, and `spec` decodes it.
+    Decoded { below: String, encoded: Box<Node>, spec: Arc<ChunkSpec> },
 }
 
 /// A resolved path: what backs it, with the attributes the mount shows.
@@ -41,6 +48,7 @@ impl Node {
             Backing::Object { version, .. } => Some(version.clone()),
             Backing::Generated(b) => Some(format!("gen-{:08x}-{}", crc32c::crc32c(b), b.len())),
             Backing::Slice { key, offset, len, version } => Some(format!("{key}@{offset}+{len}:{version}")),
+            Backing::Decoded { encoded, .. } => encoded.content_version().map(|v| format!("decoded:{v}")),
         }
     }
 }

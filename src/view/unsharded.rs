@@ -347,6 +347,19 @@ impl Iterator for GridBoxIter {
 /// form, as its own `zarr.json` does in the mount. Nested groups' consolidated
 /// metadata is rewritten too. Returns whether anything changed.
 pub fn rewrite_consolidated_v3(group_json: &mut Map<String, Value>) -> bool {
+    rewrite_consolidated_arrays(group_json, &unsharded_form)
+}
+
+fn unsharded_form(meta: ArrayMetadata) -> Option<Map<String, Value>> {
+    UnshardedArray::new(meta).ok().map(|a| a.rewritten_metadata())
+}
+
+/// Replace every array document of a group's inline consolidated metadata (nested groups'
+/// too) by `rewrite`'s form of it, where it has one. Returns whether anything changed.
+pub fn rewrite_consolidated_arrays(
+    group_json: &mut Map<String, Value>,
+    rewrite: &dyn Fn(ArrayMetadata) -> Option<Map<String, Value>>,
+) -> bool {
     let Some(entries) = group_json
         .get_mut("consolidated_metadata")
         .and_then(|c| c.get_mut("metadata"))
@@ -356,28 +369,28 @@ pub fn rewrite_consolidated_v3(group_json: &mut Map<String, Value>) -> bool {
     };
     let mut changed = false;
     for node in entries.values_mut() {
-        changed |= rewrite_node(node);
+        changed |= rewrite_node(node, rewrite);
     }
     changed
 }
 
-/// Rewrite one consolidated node document in place if it is an unpackable
-/// sharded array (or a group carrying consolidated metadata).
-fn rewrite_node(node: &mut Value) -> bool {
+/// Rewrite one consolidated node document in place: an array `rewrite` has a form for, or
+/// a group carrying consolidated metadata.
+fn rewrite_node(node: &mut Value, rewrite: &dyn Fn(ArrayMetadata) -> Option<Map<String, Value>>) -> bool {
     match node.get("node_type").and_then(Value::as_str) {
         Some("array") => {
             let Ok(NodeMetadata::Array(meta)) = parse_node(node.clone()) else {
                 return false;
             };
-            match UnshardedArray::new(meta) {
-                Ok(array) => {
-                    *node = Value::Object(array.rewritten_metadata());
+            match rewrite(meta) {
+                Some(json) => {
+                    *node = Value::Object(json);
                     true
                 }
-                Err(_) => false,
+                None => false,
             }
         }
-        Some("group") => node.as_object_mut().is_some_and(rewrite_consolidated_v3),
+        Some("group") => node.as_object_mut().is_some_and(|g| rewrite_consolidated_arrays(g, rewrite)),
         _ => false,
     }
 }
@@ -395,7 +408,7 @@ pub fn rewrite_zmetadata_v2(doc: &mut Map<String, Value>) -> bool {
     let mut changed = false;
     for (key, node) in entries.iter_mut() {
         if key == "zarr.json" || key.ends_with("/zarr.json") {
-            changed |= rewrite_node(node);
+            changed |= rewrite_node(node, &unsharded_form);
         }
     }
     changed

@@ -27,6 +27,8 @@ pub enum MetadataError {
     RankMismatch { shape: usize, chunk_shape: usize },
     #[error("unsupported chunk_key_encoding {0}")]
     UnsupportedChunkKeyEncoding(String),
+    #[error("unsupported data type {0}")]
+    UnsupportedDataType(String),
     #[error("invalid chunk key separator {0}")]
     InvalidSeparator(String),
 }

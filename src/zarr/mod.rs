@@ -5,7 +5,9 @@
 pub mod chunk_key;
 pub mod codecs;
 pub mod error;
+pub mod fill_value;
 pub mod metadata;
 pub mod shard_build;
 pub mod shard_index;
 pub mod sharding;
+pub mod v2;

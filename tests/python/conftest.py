@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,68 @@ def raw_mount(_raw_session_mount) -> Mount:
     _raw_session_mount.check_alive()
     yield _raw_session_mount
     _raw_session_mount.check_alive()
+
+
+# --------------------------------------------------------------------------- issue 7: decoded and v2 views
+
+
+@pytest.fixture(scope="session")
+def _decoded_session_mount(tmp_path_factory, zarr_mount_bin, fixtures_dir):
+    m = _session_mount(tmp_path_factory, fixtures_dir, "decoded")
+    yield m
+    m.stop_checked()
+
+
+@pytest.fixture(scope="session")
+def _v2_session_mount(tmp_path_factory, zarr_mount_bin, fixtures_dir):
+    m = _session_mount(tmp_path_factory, fixtures_dir, "v2")
+    yield m
+    m.stop_checked()
+
+
+@pytest.fixture
+def decoded_mount(_decoded_session_mount) -> Mount:
+    """The fixture store mounted read-only with --view decoded."""
+    _decoded_session_mount.check_alive()
+    yield _decoded_session_mount
+    _decoded_session_mount.check_alive()
+
+
+@pytest.fixture
+def v2_mount(_v2_session_mount) -> Mount:
+    """The fixture store mounted read-only with --view v2."""
+    _v2_session_mount.check_alive()
+    yield _v2_session_mount
+    _v2_session_mount.check_alive()
+
+
+@pytest.fixture
+def store_copy(fixtures_dir, tmp_path) -> Path:
+    """A private copy of the fixture store, for mounts without --read-only."""
+    dst = tmp_path / "store"
+    shutil.copytree(fixtures_dir, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def zarr2_python() -> Path:
+    """The interpreter of the zarr-python 2 venv (.venv-zarr2, made by scripts/setup.sh;
+    $ZM_ZARR2_PYTHON overrides). Missing: a failure under ZM_REQUIRE_BINARY=1, else a skip."""
+    py = Path(os.environ.get("ZM_ZARR2_PYTHON") or REPO / ".venv-zarr2" / "bin" / "python")
+    problem = None
+    if not (py.is_file() and os.access(py, os.X_OK)):
+        problem = f"zarr-python 2 interpreter not found at {py}"
+    else:
+        res = subprocess.run([str(py), "-c", "import zarr, numcodecs; print(zarr.__version__); "
+                              "numcodecs.get_codec({'id': 'crc32c'})"],
+                             capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            problem = f"{py} cannot import zarr/numcodecs (with crc32c): {res.stderr.strip()[-500:]}"
+        elif not res.stdout.strip().startswith("2."):
+            problem = f"{py} has zarr {res.stdout.strip()}, not zarr-python 2"
+    if problem:
+        msg = problem + " (scripts/setup.sh builds .venv-zarr2 from tests/python/requirements-zarr2.txt)"
+        if REQUIRE_BINARY:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return py

@@ -2,15 +2,21 @@
 //! elements, little-endian and in C order of the array's axes. Pure and synchronous:
 //! the caller hands in the chunk's bytes, and every malformed input is a typed error.
 //!
-//! The chain is `array->array`* (`transpose`), exactly one `array->bytes` (`bytes`),
-//! then `bytes->bytes`* (`crc32c`, `zstd`, `gzip`, `blosc`); decoding runs it
-//! backwards. `sharding_indexed` is refused here: shards are unpacked a level above.
+//! The chain is `array->array`* (`transpose`), exactly one `array->bytes` (`bytes`
+//! or `sharding_indexed`), then `bytes->bytes`* (`crc32c`, `zstd`, `gzip`, `blosc`,
+//! `numcodecs.zlib`); decoding runs it backwards. A [`ChunkSpec`] carries what a
+//! chain needs besides its codecs: the data type, the chunk shape and the fill
+//! value (absent inner chunks of a shard are filled with it). Sharding is decoded
+//! like any other codec, so a transpose before it, bytes->bytes codecs after it
+//! (wrapping whole shards) and nested sharding all work.
 
 mod blosc;
 mod bytes;
 mod crc32c;
 mod gzip;
-mod transpose;
+mod sharding;
+pub(crate) mod transpose;
+mod zlib;
 mod zstd;
 
 use std::borrow::Cow;
@@ -19,7 +25,8 @@ use std::io::Read;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::zarr::metadata::Codec;
+use crate::zarr::fill_value::fill_value_bytes;
+use crate::zarr::metadata::{ArrayMetadata, Codec};
 use crate::zarr::sharding::SHARDING_CODEC;
 
 /// The largest decoded chunk we will produce (2 GiB): anything bigger is refused
@@ -51,7 +58,28 @@ pub enum CodecError {
     OutputTooLong { codec: &'static str, limit: u64 },
     #[error("{codec}: corrupt input: {reason}")]
     Corrupt { codec: &'static str, reason: String },
+    #[error("invalid fill value for {data_type}: {reason}")]
+    InvalidFillValue { data_type: String, reason: String },
 }
+
+/// Every core v3 data type: name, numpy kind character, itemsize. v2 spells
+/// them as numpy type strings (`<i4`, `|b1`, ...).
+pub const CORE_TYPES: [(&str, char, usize); 14] = [
+    ("bool", 'b', 1),
+    ("int8", 'i', 1),
+    ("int16", 'i', 2),
+    ("int32", 'i', 4),
+    ("int64", 'i', 8),
+    ("uint8", 'u', 1),
+    ("uint16", 'u', 2),
+    ("uint32", 'u', 4),
+    ("uint64", 'u', 8),
+    ("float16", 'f', 2),
+    ("float32", 'f', 4),
+    ("float64", 'f', 8),
+    ("complex64", 'c', 8),
+    ("complex128", 'c', 16),
+];
 
 /// A fixed-size v3 data type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,18 +111,24 @@ impl DataType {
 
     /// A core v3 data type by name.
     pub fn from_name(name: &str) -> Result<Self, CodecError> {
-        let itemsize = match name {
-            "bool" | "int8" | "uint8" => 1,
-            "int16" | "uint16" | "float16" => 2,
-            "int32" | "uint32" | "float32" => 4,
-            "int64" | "uint64" | "float64" | "complex64" => 8,
-            "complex128" => 16,
-            _ => return Err(CodecError::UnsupportedDataType(name.to_string())),
-        };
+        let &(_, _, itemsize) = CORE_TYPES
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .ok_or_else(|| CodecError::UnsupportedDataType(name.to_string()))?;
         Ok(DataType {
             itemsize,
             name: name.to_string(),
         })
+    }
+
+    /// The numpy kind character (`b`, `i`, `u`, `f`, `c`) of a core type whose
+    /// itemsize is consistent with its name; `None` otherwise (the fields are
+    /// public, so a hand-built value may be anything).
+    pub fn numpy_kind(&self) -> Option<char> {
+        CORE_TYPES
+            .iter()
+            .find(|&&(n, _, size)| n == self.name && size == self.itemsize)
+            .map(|&(_, kind, _)| kind)
     }
 
     /// The unit whose bytes an endianness change reverses: the whole item, except
@@ -196,11 +230,14 @@ pub(crate) fn read_bounded(
     Ok(out)
 }
 
-/// One array->array codec, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ArrayToArray {
-    /// `order[i]` is the array axis that becomes encoded axis `i`.
-    Transpose { order: Vec<usize> },
+/// The array->bytes codec, parsed.
+#[derive(Debug)]
+enum ArrayToBytes {
+    /// `bytes`; `true` for big-endian.
+    Bytes {
+        big_endian: bool,
+    },
+    Sharding(sharding::ShardCodec),
 }
 
 /// One bytes->bytes codec, parsed.
@@ -210,172 +247,358 @@ enum BytesToBytes {
     Zstd,
     Gzip,
     Blosc,
+    Zlib,
 }
 
-/// A codec chain, split into its three parts and checked for shape.
-struct Chain {
-    array_to_array: Vec<ArrayToArray>,
-    /// The `bytes` codec's endianness: `true` for big-endian.
-    big_endian: bool,
+impl BytesToBytes {
+    fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "crc32c" => BytesToBytes::Crc32c,
+            "zstd" => BytesToBytes::Zstd,
+            "gzip" => BytesToBytes::Gzip,
+            "blosc" => BytesToBytes::Blosc,
+            // zarr-python 3's name for numcodecs' Zlib, and the plain alias.
+            zlib::NAME | "zlib" => BytesToBytes::Zlib,
+            _ => return None,
+        })
+    }
+
+    fn decode<'a>(self, data: &'a [u8], bound: SizeBound) -> Result<Cow<'a, [u8]>, CodecError> {
+        Ok(match self {
+            BytesToBytes::Crc32c => {
+                let inner = crc32c::decode(data)?;
+                bound.check("crc32c", inner.len())?;
+                Cow::Borrowed(inner)
+            }
+            BytesToBytes::Zstd => Cow::Owned(zstd::decode(data, bound)?),
+            BytesToBytes::Gzip => Cow::Owned(gzip::decode(data, bound)?),
+            BytesToBytes::Blosc => Cow::Owned(blosc::decode(data, bound)?),
+            BytesToBytes::Zlib => Cow::Owned(zlib::decode(data, bound)?),
+        })
+    }
+}
+
+/// Everything needed to decode chunks of one array (or one level of a shard).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkSpec {
+    /// The v3 codec chain.
+    pub codecs: Vec<Codec>,
+    pub data_type: DataType,
+    /// The shape of one chunk (a whole shard, when the chain shards).
+    pub chunk_shape: Vec<u64>,
+    /// One element of the fill value, little-endian.
+    pub fill_value: Vec<u8>,
+}
+
+impl ChunkSpec {
+    /// The spec of a v3 array's chunks: its data type, regular-grid chunk shape
+    /// (an error for any other grid), fill value and codecs, checked.
+    pub fn from_v3(meta: &ArrayMetadata) -> Result<ChunkSpec, CodecError> {
+        let data_type = DataType::from_json(&meta.data_type)?;
+        let chunk_shape = meta.chunk_shape.clone().ok_or_else(|| {
+            CodecError::Unsupported(format!("chunk grid {}", meta.chunk_grid_name))
+        })?;
+        let fill = meta
+            .json
+            .get("fill_value")
+            .ok_or_else(|| CodecError::InvalidFillValue {
+                data_type: data_type.name.clone(),
+                reason: "`fill_value` is missing".into(),
+            })?;
+        let spec = ChunkSpec {
+            fill_value: fill_value_bytes(&data_type, fill)?,
+            codecs: meta.codecs.clone(),
+            data_type,
+            chunk_shape,
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// Check, without any data, that chunks can be decoded: every codec is known
+    /// and configured correctly, in a valid order, for this shape and data type
+    /// (nested sharding checked recursively), and the sizes are within bounds.
+    pub fn check(&self) -> Result<(), CodecError> {
+        Plan::new(self, 0).map(|_| ())
+    }
+
+    /// Bytes of one decoded chunk: `prod(chunk_shape) * itemsize`, refused above
+    /// [`MAX_DECODED_CHUNK_BYTES`].
+    pub fn decoded_size(&self) -> Result<u64, CodecError> {
+        decoded_size(&self.data_type, &self.chunk_shape)
+    }
+
+    /// Decode one stored chunk into exactly [`decoded_size`](Self::decoded_size)
+    /// bytes: little-endian elements in C order of the array's axes.
+    pub fn decode(&self, encoded: &[u8]) -> Result<Vec<u8>, CodecError> {
+        Plan::new(self, 0)?.decode(encoded)
+    }
+
+    /// A whole chunk of the fill value (what a missing chunk reads as).
+    pub fn fill_chunk(&self) -> Result<Vec<u8>, CodecError> {
+        check_fill(self)?;
+        let size = usize::try_from(self.decoded_size()?).map_err(|_| CodecError::TooLarge {
+            size: u64::MAX,
+            limit: MAX_DECODED_CHUNK_BYTES,
+        })?;
+        Ok(sharding::repeat_fill(&self.fill_value, size))
+    }
+}
+
+fn check_fill(spec: &ChunkSpec) -> Result<(), CodecError> {
+    if spec.fill_value.len() != spec.data_type.itemsize {
+        return Err(CodecError::InvalidFillValue {
+            data_type: spec.data_type.name.clone(),
+            reason: format!(
+                "{} bytes for a {}-byte element",
+                spec.fill_value.len(),
+                spec.data_type.itemsize
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A checked chain for chunks of one shape, ready to decode.
+#[derive(Debug)]
+struct Plan {
+    /// Decoded chunk size in bytes.
+    size: u64,
+    data_type: DataType,
+    /// Each `transpose` (the only array->array codec) as its `order` (`order[i]`
+    /// is the axis that becomes encoded axis `i`) and the shape it sees,
+    /// outermost first.
+    array_to_array: Vec<(Vec<usize>, Vec<u64>)>,
+    array_to_bytes: ArrayToBytes,
     bytes_to_bytes: Vec<BytesToBytes>,
 }
 
-fn parse_chain(codecs: &[Codec], data_type: &DataType) -> Result<Chain, CodecError> {
-    let mut array_to_array = Vec::new();
-    let mut big_endian = None;
-    let mut bytes_to_bytes = Vec::new();
-    for c in codecs {
-        match c.name.as_str() {
-            "transpose" => {
-                if big_endian.is_some() {
-                    return Err(CodecError::InvalidChain(
-                        "transpose after the array->bytes codec".into(),
-                    ));
-                }
-                array_to_array.push(ArrayToArray::Transpose {
-                    order: transpose::parse_order(c)?,
-                });
-            }
-            "bytes" => {
-                if big_endian.is_some() {
-                    return Err(CodecError::InvalidChain(
-                        "more than one array->bytes codec".into(),
-                    ));
-                }
-                big_endian = Some(bytes::parse_big_endian(c, data_type)?);
-            }
-            "crc32c" | "zstd" | "gzip" | "blosc" => {
-                if big_endian.is_none() {
+impl Plan {
+    /// Parse and check `spec`'s chain; `depth` counts enclosing shard levels.
+    fn new(spec: &ChunkSpec, depth: usize) -> Result<Plan, CodecError> {
+        let size = spec.decoded_size()?;
+        check_fill(spec)?;
+        let data_type = &spec.data_type;
+        let mut array_to_array = Vec::new();
+        let mut shape = spec.chunk_shape.clone();
+        let mut array_to_bytes = None;
+        let mut bytes_to_bytes = Vec::new();
+        for c in &spec.codecs {
+            let name = c.name.as_str();
+            if let Some(b) = BytesToBytes::from_name(name) {
+                if array_to_bytes.is_none() {
                     return Err(CodecError::InvalidChain(format!(
-                        "{} before the array->bytes codec",
-                        c.name
+                        "{name} before the array->bytes codec"
                     )));
                 }
-                bytes_to_bytes.push(match c.name.as_str() {
-                    "crc32c" => BytesToBytes::Crc32c,
-                    "zstd" => BytesToBytes::Zstd,
-                    "gzip" => BytesToBytes::Gzip,
-                    _ => BytesToBytes::Blosc,
-                });
+                bytes_to_bytes.push(b);
+                continue;
             }
-            SHARDING_CODEC => return Err(CodecError::Unsupported(SHARDING_CODEC.into())),
-            other => return Err(CodecError::Unsupported(other.to_string())),
+            if !matches!(name, "transpose" | "bytes" | SHARDING_CODEC) {
+                return Err(CodecError::Unsupported(name.to_string()));
+            }
+            if array_to_bytes.is_some() {
+                return Err(CodecError::InvalidChain(match name {
+                    "transpose" => "transpose after the array->bytes codec".into(),
+                    _ => "more than one array->bytes codec".into(),
+                }));
+            }
+            match name {
+                "transpose" => {
+                    let order = transpose::parse_order(c)?;
+                    let next = transpose::encoded_shape(&shape, &order)?;
+                    array_to_array.push((order, std::mem::replace(&mut shape, next)));
+                }
+                "bytes" => {
+                    array_to_bytes = Some(ArrayToBytes::Bytes {
+                        big_endian: bytes::parse_big_endian(c, data_type)?,
+                    });
+                }
+                _ => {
+                    array_to_bytes = Some(ArrayToBytes::Sharding(sharding::ShardCodec::new(
+                        c, &shape, spec, depth,
+                    )?));
+                }
+            }
         }
+        let array_to_bytes = array_to_bytes
+            .ok_or_else(|| CodecError::InvalidChain("no array->bytes codec".into()))?;
+        Ok(Plan {
+            size,
+            data_type: data_type.clone(),
+            array_to_array,
+            array_to_bytes,
+            bytes_to_bytes,
+        })
     }
-    let big_endian =
-        big_endian.ok_or_else(|| CodecError::InvalidChain("no array->bytes codec".into()))?;
-    Ok(Chain {
-        array_to_array,
-        big_endian,
-        bytes_to_bytes,
-    })
+
+    fn decode(&self, encoded: &[u8]) -> Result<Vec<u8>, CodecError> {
+        // bytes->bytes, innermost (last) first. Only the codec next to the `bytes`
+        // codec knows its exact output size; other stages get a generous bound
+        // (compressors and checksums may add a little, a shard adds its index) so
+        // a decompression bomb still stops early.
+        let index_size = match &self.array_to_bytes {
+            ArrayToBytes::Bytes { .. } => 0,
+            ArrayToBytes::Sharding(s) => s.index_size(),
+        };
+        let generous = self
+            .size
+            .saturating_mul(2)
+            .saturating_add(1 << 20)
+            .min(MAX_DECODED_CHUNK_BYTES + (1 << 20))
+            .saturating_add(index_size);
+        let mut buf: Cow<[u8]> = Cow::Borrowed(encoded);
+        for (i, codec) in self.bytes_to_bytes.iter().enumerate().rev() {
+            let bound = match self.array_to_bytes {
+                ArrayToBytes::Bytes { .. } if i == 0 => SizeBound::Exact(self.size),
+                _ => SizeBound::AtMost(generous),
+            };
+            buf = Cow::Owned(codec.decode(&buf, bound)?.into_owned());
+        }
+
+        let mut data = match &self.array_to_bytes {
+            ArrayToBytes::Bytes { big_endian } => {
+                if buf.len() as u64 != self.size {
+                    return Err(CodecError::WrongSize {
+                        codec: "bytes",
+                        expected: self.size,
+                        actual: buf.len() as u64,
+                    });
+                }
+                let mut data = buf.into_owned();
+                if *big_endian {
+                    bytes::swap_in_place(&mut data, self.data_type.swap_size());
+                }
+                data
+            }
+            ArrayToBytes::Sharding(s) => s.decode(&buf)?,
+        };
+
+        // array->array, innermost first.
+        for (order, shape) in self.array_to_array.iter().rev() {
+            data = transpose::decode(&data, self.data_type.itemsize, shape, order)?;
+        }
+        Ok(data)
+    }
 }
 
 /// Decode one stored chunk through `codecs` (a v3 array's `codecs`), returning
 /// exactly `decoded_size(data_type, chunk_shape)` bytes: the chunk's elements,
-/// little-endian, in C order of the array's axes.
+/// little-endian, in C order of the array's axes. Sharding needs the fill value
+/// and is refused here: use [`ChunkSpec::decode`].
 pub fn decode_chunk(
     codecs: &[Codec],
     data_type: &DataType,
     chunk_shape: &[u64],
     encoded: &[u8],
 ) -> Result<Vec<u8>, CodecError> {
-    let expected = decoded_size(data_type, chunk_shape)?;
-    let chain = parse_chain(codecs, data_type)?;
-
-    // Shapes seen by each array->array codec, outermost first; the last is the
-    // shape the bytes codec serialised.
-    let mut shapes = vec![chunk_shape.to_vec()];
-    for a in &chain.array_to_array {
-        let ArrayToArray::Transpose { order } = a;
-        let next = transpose::encoded_shape(shapes.last().expect("non-empty"), order)?;
-        shapes.push(next);
+    if codecs.iter().any(|c| c.name == SHARDING_CODEC) {
+        return Err(CodecError::Unsupported(SHARDING_CODEC.into()));
     }
-
-    // bytes->bytes, innermost (last) first. Only the codec next to the bytes codec
-    // knows its exact output size; earlier stages get a generous bound (compressors
-    // and checksums may add a little) so a decompression bomb still stops early.
-    let intermediate = expected
-        .saturating_mul(2)
-        .saturating_add(1 << 20)
-        .min(MAX_DECODED_CHUNK_BYTES + (1 << 20));
-    let mut buf: Cow<[u8]> = Cow::Borrowed(encoded);
-    for (i, codec) in chain.bytes_to_bytes.iter().enumerate().rev() {
-        let bound = if i == 0 {
-            SizeBound::Exact(expected)
-        } else {
-            SizeBound::AtMost(intermediate)
-        };
-        buf = match codec {
-            BytesToBytes::Crc32c => {
-                let inner = crc32c::decode(&buf)?;
-                bound.check("crc32c", inner.len())?;
-                Cow::Owned(inner.to_vec())
-            }
-            BytesToBytes::Zstd => Cow::Owned(zstd::decode(&buf, bound)?),
-            BytesToBytes::Gzip => Cow::Owned(gzip::decode(&buf, bound)?),
-            BytesToBytes::Blosc => Cow::Owned(blosc::decode(&buf, bound)?),
-        };
+    ChunkSpec {
+        codecs: codecs.to_vec(),
+        data_type: data_type.clone(),
+        chunk_shape: chunk_shape.to_vec(),
+        // Never used without sharding.
+        fill_value: vec![0; data_type.itemsize],
     }
-
-    // array->bytes.
-    if buf.len() as u64 != expected {
-        return Err(CodecError::WrongSize {
-            codec: "bytes",
-            expected,
-            actual: buf.len() as u64,
-        });
-    }
-    let mut data = buf.into_owned();
-    if chain.big_endian {
-        bytes::swap_in_place(&mut data, data_type.swap_size());
-    }
-
-    // array->array, innermost first.
-    for (k, a) in chain.array_to_array.iter().enumerate().rev() {
-        let ArrayToArray::Transpose { order } = a;
-        data = transpose::decode(&data, data_type.itemsize, &shapes[k], order)?;
-    }
-    Ok(data)
+    .decode(encoded)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
     use serde_json::json;
     use std::path::PathBuf;
 
-    fn testdata(name: &str) -> PathBuf {
+    /// A file or directory under `src/zarr/codecs/testdata`.
+    pub(crate) fn testdata(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("src/zarr/codecs/testdata")
             .join(name)
     }
 
-    /// Decode a zarr-python vector and compare with numpy's bytes.
+    /// The size checks of a codec decoded through [`read_bounded`], for `enc`
+    /// encoding `raw` (more than one byte).
+    pub(crate) fn check_bounds(
+        decode: fn(&[u8], SizeBound) -> Result<Vec<u8>, CodecError>,
+        enc: &[u8],
+        raw: &[u8],
+    ) {
+        let n = raw.len() as u64;
+        assert_eq!(decode(enc, SizeBound::Exact(n)).unwrap(), raw);
+        assert_eq!(decode(enc, SizeBound::AtMost(n)).unwrap(), raw);
+        for wrong in [n - 1, n + 1] {
+            assert!(matches!(
+                decode(enc, SizeBound::Exact(wrong)),
+                Err(CodecError::WrongSize { .. })
+            ));
+        }
+        for small in [n - 1, 10] {
+            assert!(matches!(
+                decode(enc, SizeBound::AtMost(small)),
+                Err(CodecError::OutputTooLong { .. })
+            ));
+        }
+    }
+
+    /// The array document of a v3 vector.
+    pub(crate) fn vector_meta(name: &str) -> ArrayMetadata {
+        let doc = std::fs::read(testdata(name).join("zarr.json")).unwrap();
+        match parse_zarr_json(&doc).unwrap() {
+            NodeMetadata::Array(meta) => meta,
+            NodeMetadata::Group(_) => panic!("{name}: not an array"),
+        }
+    }
+
+    /// The v3 vectors: directories of testdata holding a `zarr.json`.
+    pub(crate) fn v3_vectors() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(testdata(""))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("zarr.json").is_file())
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Every chunk of a vector decodes to numpy's bytes.
     fn check_vector(name: &str) {
         let dir = testdata(name);
-        let doc = std::fs::read(dir.join("zarr.json")).unwrap();
-        let NodeMetadata::Array(meta) = parse_zarr_json(&doc).unwrap() else {
-            panic!("{name}: not an array")
-        };
-        let dt = DataType::from_json(&meta.data_type).unwrap();
-        let cs = meta.chunk_shape.clone().unwrap();
+        let meta = vector_meta(name);
+        let spec = ChunkSpec::from_v3(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
         let chunk = std::fs::read(dir.join("chunk")).unwrap();
         let expected = std::fs::read(dir.join("expected")).unwrap();
         assert_eq!(
-            decoded_size(&dt, &cs).unwrap(),
+            spec.decoded_size().unwrap(),
             expected.len() as u64,
             "{name}"
         );
-        let got =
-            decode_chunk(&meta.codecs, &dt, &cs, &chunk).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = spec
+            .decode(&chunk)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(got == expected, "{name}: decoded bytes differ");
+        // The old entry point agrees wherever it applies.
+        if !meta.codecs.iter().any(|c| c.name == SHARDING_CODEC) {
+            let dt = DataType::from_json(&meta.data_type).unwrap();
+            let old = decode_chunk(&meta.codecs, &dt, &spec.chunk_shape, &chunk).unwrap();
+            assert!(old == expected, "{name}: decode_chunk differs");
+        }
     }
+
+    const SHARDED_VECTORS: [&str; 5] = [
+        "sharded_int32_end",
+        "sharded_uint16_start",
+        "transpose_sharded_float32",
+        "sharded_gzip_after",
+        "nested_sharded_float64",
+    ];
 
     #[test]
     fn zarr_python_vectors() {
-        for name in [
+        let names = [
             "int16_big",
             "float32_blosc_lz4_shuffle",
             "uint16_blosc_zstd_bitshuffle",
@@ -387,40 +610,223 @@ mod tests {
             "float64_big_zstd_crc32c",
             "bool",
             "complex64_big",
-        ] {
+            "int32_numcodecs_zlib",
+        ];
+        for name in names.iter().chain(&SHARDED_VECTORS) {
             check_vector(name);
+        }
+        // Nothing in testdata is left unchecked.
+        assert_eq!(v3_vectors().len(), names.len() + SHARDED_VECTORS.len());
+    }
+
+    /// Each sharded vector has an absent inner chunk: decoding with another fill
+    /// value changes exactly the bytes that are not stored.
+    #[test]
+    fn sharded_vectors_use_the_fill_value() {
+        for name in SHARDED_VECTORS {
+            let mut spec = ChunkSpec::from_v3(&vector_meta(name)).unwrap();
+            let chunk = std::fs::read(testdata(name).join("chunk")).unwrap();
+            let with_fill = spec.decode(&chunk).unwrap();
+            let fill = spec.fill_value.clone();
+            spec.fill_value = fill.iter().map(|b| !b).collect();
+            let other = spec.decode(&chunk).unwrap();
+            let itemsize = fill.len();
+            let changed: Vec<usize> = (0..with_fill.len() / itemsize)
+                .filter(|&i| {
+                    with_fill[i * itemsize..][..itemsize] != other[i * itemsize..][..itemsize]
+                })
+                .collect();
+            assert!(!changed.is_empty(), "{name}: no absent inner chunk");
+            for i in changed {
+                assert_eq!(with_fill[i * itemsize..][..itemsize], fill[..], "{name}");
+            }
         }
     }
 
-    /// Every vector, truncated or with a flipped byte, errors or decodes to the
-    /// right size, and never panics.
+    /// Every vector (v3 and v2), truncated or with a flipped byte, errors or
+    /// decodes to the right size, and never panics.
     #[test]
     fn mutated_vectors_never_panic() {
-        for entry in std::fs::read_dir(testdata("")).unwrap() {
+        let mut specs: Vec<(String, ChunkSpec)> = v3_vectors()
+            .into_iter()
+            .map(|name| {
+                let spec = ChunkSpec::from_v3(&vector_meta(&name)).unwrap();
+                (name, spec)
+            })
+            .collect();
+        for entry in std::fs::read_dir(testdata("v2")).unwrap() {
             let dir = entry.unwrap().path();
-            if !dir.is_dir() {
-                continue;
-            }
-            let doc = std::fs::read(dir.join("zarr.json")).unwrap();
-            let NodeMetadata::Array(meta) = parse_zarr_json(&doc).unwrap() else {
-                panic!()
-            };
-            let dt = DataType::from_json(&meta.data_type).unwrap();
-            let cs = meta.chunk_shape.clone().unwrap();
-            let size = decoded_size(&dt, &cs).unwrap() as usize;
-            let chunk = std::fs::read(dir.join("chunk")).unwrap();
+            let zarray = std::fs::read(dir.join(".zarray")).unwrap();
+            let spec = crate::zarr::v2::V2Array::parse(&zarray)
+                .unwrap()
+                .chunk_spec()
+                .unwrap();
+            specs.push((
+                format!("v2/{}", dir.file_name().unwrap().to_string_lossy()),
+                spec,
+            ));
+        }
+        assert!(specs.len() > 20);
+        for (name, spec) in specs {
+            let size = spec.decoded_size().unwrap() as usize;
+            let chunk = std::fs::read(testdata(&name).join("chunk")).unwrap();
             let mut inputs: Vec<Vec<u8>> = (0..chunk.len()).map(|n| chunk[..n].to_vec()).collect();
             for i in 0..chunk.len() {
                 let mut c = chunk.clone();
                 c[i] ^= 0x5a;
                 inputs.push(c);
             }
+            let mut longer = chunk.clone();
+            longer.extend_from_slice(&[0xff; 20]);
+            inputs.push(longer);
             for input in inputs {
-                if let Ok(out) = decode_chunk(&meta.codecs, &dt, &cs, &input) {
-                    assert_eq!(out.len(), size, "{}", dir.display());
+                if let Ok(out) = spec.decode(&input) {
+                    assert_eq!(out.len(), size, "{name}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn from_v3_and_fill_chunk() {
+        let meta = vector_meta("sharded_int32_end");
+        let spec = ChunkSpec::from_v3(&meta).unwrap();
+        assert_eq!(spec.chunk_shape, [8, 6]);
+        assert_eq!(spec.fill_value, 7i32.to_le_bytes());
+        assert_eq!(spec.decoded_size().unwrap(), 8 * 6 * 4);
+        let fill = spec.fill_chunk().unwrap();
+        assert_eq!(fill.len(), 192);
+        assert!(fill.chunks(4).all(|e| e == 7i32.to_le_bytes()));
+        let nan = ChunkSpec::from_v3(&vector_meta("transpose_sharded_float32")).unwrap();
+        assert_eq!(nan.fill_value, f32::NAN.to_le_bytes());
+
+        let mut irregular = meta.clone();
+        irregular.chunk_shape = None;
+        irregular.chunk_grid_name = "rectilinear".into();
+        assert!(matches!(
+            ChunkSpec::from_v3(&irregular),
+            Err(CodecError::Unsupported(n)) if n == "chunk grid rectilinear"
+        ));
+        let mut no_fill = meta.clone();
+        no_fill.json.remove("fill_value");
+        assert!(matches!(
+            ChunkSpec::from_v3(&no_fill),
+            Err(CodecError::InvalidFillValue { .. })
+        ));
+        let mut bad_fill = meta.clone();
+        bad_fill.json.insert("fill_value".into(), json!("NaN"));
+        assert!(matches!(
+            ChunkSpec::from_v3(&bad_fill),
+            Err(CodecError::InvalidFillValue { .. })
+        ));
+        let mut bad_type = meta.clone();
+        bad_type.data_type = json!("string");
+        assert!(matches!(
+            ChunkSpec::from_v3(&bad_type),
+            Err(CodecError::UnsupportedDataType(_))
+        ));
+        // from_v3 checks the chain.
+        let mut bad_inner = meta.clone();
+        bad_inner.codecs[0]
+            .configuration
+            .insert("chunk_shape".into(), json!([3, 3]));
+        assert!(matches!(
+            ChunkSpec::from_v3(&bad_inner),
+            Err(CodecError::InvalidConfiguration { .. })
+        ));
+        // A fill value of the wrong width is refused everywhere.
+        let mut wrong = spec.clone();
+        wrong.fill_value = vec![0; 3];
+        assert!(matches!(
+            wrong.check(),
+            Err(CodecError::InvalidFillValue { .. })
+        ));
+        assert!(matches!(
+            wrong.fill_chunk(),
+            Err(CodecError::InvalidFillValue { .. })
+        ));
+        assert!(matches!(
+            wrong.decode(&[]),
+            Err(CodecError::InvalidFillValue { .. })
+        ));
+        // A huge chunk is refused before allocating.
+        let mut huge = spec.clone();
+        huge.chunk_shape = vec![1 << 20, 1 << 20];
+        assert!(matches!(
+            huge.fill_chunk(),
+            Err(CodecError::TooLarge { .. })
+        ));
+    }
+
+    fn spec(codecs_json: Value, dtype: &str, shape: &[u64]) -> ChunkSpec {
+        let data_type = DataType::from_name(dtype).unwrap();
+        ChunkSpec {
+            codecs: codecs(codecs_json),
+            fill_value: vec![0; data_type.itemsize],
+            data_type,
+            chunk_shape: shape.to_vec(),
+        }
+    }
+
+    #[test]
+    fn check_sharded_chains() {
+        let shard = |inner: Value, codecs: Value| {
+            json!({"name": "sharding_indexed", "configuration": {"chunk_shape": inner,
+                "codecs": codecs, "index_codecs": ["bytes", "crc32c"]}})
+        };
+        let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let ok = [
+            json!([shard(json!([2, 3]), json!([le]))]),
+            json!([shard(json!([2, 3]), json!([le, "zstd"])), "gzip", "crc32c"]),
+            // Transposed (4, 6) -> (6, 4): (3, 2) divides only the transposed shape.
+            json!([{"name": "transpose", "configuration": {"order": [1, 0]}},
+                   shard(json!([3, 2]), json!([le]))]),
+            json!([shard(
+                json!([2, 6]),
+                json!([shard(json!([1, 3]), json!([le]))])
+            )]),
+        ];
+        for c in ok {
+            spec(c.clone(), "int32", &[4, 6])
+                .check()
+                .unwrap_or_else(|e| panic!("{c}: {e}"));
+        }
+        let bad = [
+            // Inner shape must divide the shape the codec sees.
+            json!([shard(json!([3, 2]), json!([le]))]),
+            json!([{"name": "transpose", "configuration": {"order": [1, 0]}},
+                   shard(json!([2, 3]), json!([le]))]),
+            // Bad inner chains, also nested.
+            json!([shard(json!([2, 3]), json!(["zstd"]))]),
+            json!([shard(json!([2, 3]), json!([le, "lz4"]))]),
+            json!([shard(json!([2, 3]), json!(["bytes"]))]), // int32 needs an endian
+            json!([shard(
+                json!([2, 6]),
+                json!([shard(json!([4, 3]), json!([le]))])
+            )]),
+            // Sharding twice, or transpose after it.
+            json!([
+                shard(json!([2, 3]), json!([le])),
+                shard(json!([2, 3]), json!([le]))
+            ]),
+            json!([shard(json!([2, 3]), json!([le])), {"name": "transpose", "configuration": {"order": [1, 0]}}]),
+            json!(["sharding_indexed"]),
+        ];
+        for c in bad {
+            assert!(spec(c.clone(), "int32", &[4, 6]).check().is_err(), "{c}");
+        }
+        // Sizes are refused from the configuration alone: a shard over the decoded
+        // limit, an index over the entry limit (2^27 inner chunks of one element).
+        let one = json!([shard(json!([1, 1]), json!(["bytes"]))]);
+        assert!(matches!(
+            spec(one.clone(), "uint8", &[1 << 16, 1 << 16]).check(),
+            Err(CodecError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            spec(one.clone(), "uint8", &[1 << 14, 1 << 13]).check(),
+            Err(CodecError::InvalidConfiguration { .. })
+        ));
+        spec(one, "uint8", &[1 << 13, 1 << 13]).check().unwrap();
     }
 
     fn codecs(v: Value) -> Vec<Codec> {
@@ -499,7 +905,8 @@ mod tests {
                 "sharding_indexed",
             ),
             (json!(["bytes", "lz4"]), "lz4"),
-            (json!(["bytes", "zlib"]), "zlib"),
+            (json!(["bytes", "bz2"]), "bz2"),
+            (json!(["bytes", "numcodecs.lzma"]), "numcodecs.lzma"),
         ];
         for (v, name) in cases {
             match decode_chunk(&codecs(v), &u1, &[2], &[1, 2]) {

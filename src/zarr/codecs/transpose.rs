@@ -17,7 +17,7 @@ fn invalid(reason: impl Into<String>) -> CodecError {
 
 /// The `order` list. Whether it is a permutation of the chunk's axes is checked
 /// against the rank by [`encoded_shape`].
-pub(super) fn parse_order(c: &Codec) -> Result<Vec<usize>, CodecError> {
+pub(crate) fn parse_order(c: &Codec) -> Result<Vec<usize>, CodecError> {
     let Some(Value::Array(items)) = c.configuration.get("order") else {
         return Err(invalid("`order` must be a list of axes"));
     };

@@ -23,21 +23,7 @@ mod tests {
     fn roundtrip_and_bounds() {
         let raw = sample();
         let enc = ::zstd::bulk::compress(&raw, 3).unwrap();
-        let n = raw.len() as u64;
-        assert_eq!(decode(&enc, SizeBound::Exact(n)).unwrap(), raw);
-        assert_eq!(decode(&enc, SizeBound::AtMost(n)).unwrap(), raw);
-        assert!(matches!(
-            decode(&enc, SizeBound::Exact(n + 1)),
-            Err(CodecError::WrongSize { .. })
-        ));
-        assert!(matches!(
-            decode(&enc, SizeBound::Exact(n - 1)),
-            Err(CodecError::WrongSize { .. })
-        ));
-        assert!(matches!(
-            decode(&enc, SizeBound::AtMost(100)),
-            Err(CodecError::OutputTooLong { .. })
-        ));
+        crate::zarr::codecs::tests::check_bounds(decode, &enc, &raw);
     }
 
     #[test]

@@ -1,0 +1,377 @@
+//! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's
+//! metadata documents from the view below, asks the `Presenter` what the directory shows,
+//! and serves generated metadata, translated chunk keys and decoded chunks. Read-only: the
+//! mapping back to stored bytes is not exact, so every change is EROFS.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, StreamExt};
+use lru::LruCache;
+
+use super::decoded_cache::DecodedCache;
+use super::error::{FsError, FsResult};
+use super::namespace::{read_all, slice_for_read, Namespace};
+use crate::store::{join_key, split_key, StoreError};
+use crate::view::node::{Backing, Node};
+use crate::view::present::{ArrayPath, ArrayShow, DirDocs, DirShow, Files, Presenter};
+use crate::zarr::codecs::ChunkSpec;
+
+const SHOW_CACHE: usize = 65_536;
+/// Child directories checked at once when a listing must drop hidden arrays.
+const CHECK_CONCURRENCY: usize = 16;
+const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
+
+pub struct PresentedNamespace {
+    below: Arc<dyn Namespace>,
+    presenter: Box<dyn Presenter>,
+    ttl: Duration,
+    shows: Mutex<LruCache<String, (Shown, Instant)>>,
+    decoded: DecodedCache,
+}
+
+/// A directory's presentation and the time its metadata last changed (for generated files).
+#[derive(Clone)]
+struct Shown {
+    show: DirShow,
+    modified: SystemTime,
+}
+
+/// Where a path sits relative to the arrays of the view.
+enum Place {
+    /// Inside the array at `dir`, at `rel` (non-empty, relative to the array directory).
+    InArray { dir: String, show: Arc<ArrayShow>, rel: String },
+    /// Anywhere else; `parent` is how the path's parent directory shows.
+    Outside { parent: Shown },
+}
+
+impl PresentedNamespace {
+    pub fn new(below: Arc<dyn Namespace>, presenter: Box<dyn Presenter>, ttl: Duration, cache_bytes: usize) -> Self {
+        PresentedNamespace {
+            below,
+            presenter,
+            ttl,
+            shows: Mutex::new(LruCache::new(NonZeroUsize::new(SHOW_CACHE).expect("nonzero"))),
+            decoded: DecodedCache::new(cache_bytes),
+        }
+    }
+
+    /// One metadata document of `dir`, if the view below has it as a file.
+    async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<(Bytes, SystemTime)>> {
+        let path = join_key(dir, name);
+        let node = match self.below.lookup(&path).await {
+            Ok(Some(node)) if !node.is_dir() => node,
+            Ok(_) => return Ok(None),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = read_all(self.below.as_ref(), &path, &node).await?;
+        Ok(Some((Bytes::from(bytes), node.modified)))
+    }
+
+    /// How `dir` shows (cached for the metadata TTL).
+    async fn dir_show(&self, dir: &str) -> FsResult<Shown> {
+        if let Some((shown, at)) = self.shows.lock().unwrap_or_else(|p| p.into_inner()).get(dir) {
+            if at.elapsed() < self.ttl {
+                return Ok(shown.clone());
+            }
+        }
+        let mut docs = DirDocs::default();
+        let mut modified = SystemTime::UNIX_EPOCH;
+        let mut keep = |doc: Option<(Bytes, SystemTime)>| {
+            doc.map(|(bytes, m)| {
+                modified = modified.max(m);
+                bytes
+            })
+        };
+        docs.zarr_json = keep(self.read_doc(dir, DirDocs::V3_NAME).await?);
+        if docs.zarr_json.is_none() {
+            let [zarray, zgroup, zmetadata] = DirDocs::V2_NAMES;
+            docs.zarray = keep(self.read_doc(dir, zarray).await?);
+            if docs.zarray.is_none() {
+                docs.zgroup = keep(self.read_doc(dir, zgroup).await?);
+                if docs.zgroup.is_some() {
+                    docs.zmetadata = keep(self.read_doc(dir, zmetadata).await?);
+                }
+            }
+        }
+        let shown = Shown { show: self.presenter.present(dir, &docs), modified };
+        self.shows.lock().unwrap_or_else(|p| p.into_inner()).put(dir.to_string(), (shown.clone(), Instant::now()));
+        Ok(shown)
+    }
+
+    /// Walk from the root towards `path`, stopping at the first array on the way.
+    async fn place(&self, path: &str) -> FsResult<Place> {
+        let mut dir = String::new();
+        let mut shown = self.dir_show("").await?;
+        let comps: Vec<&str> = path.split('/').collect();
+        for (i, comp) in comps.iter().enumerate() {
+            match &shown.show {
+                DirShow::Array(show) => {
+                    return Ok(Place::InArray { dir, show: show.clone(), rel: comps[i..].join("/") });
+                }
+                DirShow::Hidden => return Err(FsError::NotFound),
+                _ => {}
+            }
+            if i + 1 == comps.len() {
+                break;
+            }
+            dir = join_key(&dir, comp);
+            shown = self.dir_show(&dir).await?;
+        }
+        Ok(Place::Outside { parent: shown })
+    }
+
+    /// The path of the view below that backs `path` (they differ for translated chunk keys).
+    async fn below_path(&self, path: &str) -> FsResult<String> {
+        if path.is_empty() {
+            return Ok(String::new());
+        }
+        Ok(match self.place(path).await? {
+            Place::InArray { dir, show, rel } => match show.keys.resolve(&rel) {
+                ArrayPath::Chunk(key) => join_key(&dir, &key),
+                ArrayPath::ChunkDir(below) => join_key(&dir, &below),
+                ArrayPath::Replaced => return Err(FsError::NotFound),
+                ArrayPath::Other => path.to_string(),
+            },
+            Place::Outside { .. } => path.to_string(),
+        })
+    }
+
+    /// A stored chunk as this view serves it.
+    fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
+        let Some(spec) = &show.decode else { return Ok(node) };
+        let size = spec.decoded_size().map_err(|e| FsError::Corrupt(format!("{below}: {e}")))?;
+        Ok(Node { size, modified: node.modified, backing: Backing::Decoded { below, encoded: Box::new(node), spec: spec.clone() } })
+    }
+
+    /// An entry of a listing inside an array: chunk files get the chunk treatment.
+    fn array_entry(&self, show: &ArrayShow, shown_rel: &str, below: String, node: Node) -> FsResult<Node> {
+        if !node.is_dir() && show.keys.chunk_coords(shown_rel).is_some() {
+            return self.chunk_node(show, below, node);
+        }
+        Ok(node)
+    }
+
+    async fn lookup_in_array(&self, dir: &str, show: &ArrayShow, rel: &str, modified: SystemTime) -> FsResult<Option<Node>> {
+        if let Some(bytes) = show.files.get(rel) {
+            return Ok(Some(generated(bytes, modified)));
+        }
+        if show.files.hides(rel) {
+            return Ok(None);
+        }
+        match show.keys.resolve(rel) {
+            ArrayPath::Chunk(key) => {
+                let below = join_key(dir, &key);
+                match self.below.lookup(&below).await? {
+                    Some(node) if !node.is_dir() => self.chunk_node(show, below, node).map(Some),
+                    other => Ok(other),
+                }
+            }
+            ArrayPath::ChunkDir(below) => self.below.lookup(&join_key(dir, &below)).await,
+            ArrayPath::Replaced => Ok(None),
+            ArrayPath::Other => self.below.lookup(&join_key(dir, rel)).await,
+        }
+    }
+
+    /// The array directory itself: its own entries (chunk keys renamed, replaced names
+    /// dropped), the chunk tree's top level, and the generated metadata.
+    async fn list_array_dir(&self, dir: &str, show: &ArrayShow, modified: SystemTime) -> FsResult<Vec<(String, Node)>> {
+        let mut out = Vec::new();
+        for (name, node) in self.below.list(dir).await? {
+            if show.files.hides(&name) || show.files.get(&name).is_some() {
+                continue;
+            }
+            let Some(shown) = show.keys.shown_root_name(&name) else { continue };
+            let node = self.array_entry(show, &shown, join_key(dir, &name), node)?;
+            out.push((shown, node));
+        }
+        if let Some(chunk_dir) = show.keys.root_chunk_dir_below() {
+            let below_dir = join_key(dir, chunk_dir);
+            let entries = match self.below.list(&below_dir).await {
+                Ok(entries) => entries,
+                Err(e) if is_absent(&e) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            for (name, node) in entries {
+                let node = self.array_entry(show, &name, join_key(&below_dir, &name), node)?;
+                out.push((name, node));
+            }
+        }
+        add_generated(&mut out, &show.files, modified);
+        Ok(out)
+    }
+
+    async fn list_in_array(&self, dir: &str, show: &ArrayShow, rel: &str) -> FsResult<Vec<(String, Node)>> {
+        let below_dir = match show.keys.resolve(rel) {
+            ArrayPath::ChunkDir(below) => join_key(dir, &below),
+            ArrayPath::Chunk(_) => return Err(FsError::NotADirectory),
+            ArrayPath::Replaced => return Err(FsError::NotFound),
+            ArrayPath::Other => join_key(dir, rel),
+        };
+        let mut out = Vec::new();
+        for (name, node) in self.below.list(&below_dir).await? {
+            let node = self.array_entry(show, &join_key(rel, &name), join_key(&below_dir, &name), node)?;
+            out.push((name, node));
+        }
+        Ok(out)
+    }
+
+    /// Drop child directories that this view leaves out.
+    async fn drop_hidden(&self, dir: &str, entries: Vec<(String, Node)>) -> FsResult<Vec<(String, Node)>> {
+        let checked: Vec<FsResult<Option<(String, Node)>>> = stream::iter(entries)
+            .map(|(name, node)| async move {
+                if node.is_dir() && self.dir_show(&join_key(dir, &name)).await?.show == DirShow::Hidden {
+                    return Ok(None);
+                }
+                Ok(Some((name, node)))
+            })
+            .buffered(CHECK_CONCURRENCY)
+            .collect()
+            .await;
+        Ok(checked.into_iter().collect::<FsResult<Vec<_>>>()?.into_iter().flatten().collect())
+    }
+
+    /// The decoded bytes of a chunk (cached by the stored chunk's version).
+    async fn decoded(&self, below: &str, encoded: &Node, spec: &ChunkSpec) -> FsResult<Bytes> {
+        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
+        self.decoded
+            .get_or_load(&key, || async {
+                let stored = read_all(self.below.as_ref(), below, encoded).await?;
+                spec.decode(&stored).map(Bytes::from).map_err(|e| {
+                    tracing::error!(chunk = %below, error = %e, "cannot decode chunk: reads give EIO");
+                    FsError::Corrupt(format!("{below}: {e}"))
+                })
+            })
+            .await
+    }
+}
+
+fn is_absent(e: &FsError) -> bool {
+    matches!(
+        e,
+        FsError::NotFound
+            | FsError::NotADirectory
+            | FsError::Store(StoreError::NotFound(_))
+            | FsError::Store(StoreError::NotADirectory(_))
+            | FsError::Store(StoreError::InvalidKey(..))
+    )
+}
+
+fn generated(bytes: &Bytes, modified: SystemTime) -> Node {
+    Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
+}
+
+/// Apply a directory's generated files and hidden names to its listing, and sort it.
+fn add_generated(entries: &mut Vec<(String, Node)>, files: &Files, modified: SystemTime) {
+    entries.retain(|(name, _)| !files.hides(name) && files.get(name).is_none());
+    for (name, bytes) in &files.generated {
+        entries.push((name.clone(), generated(bytes, modified)));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.dedup_by(|a, b| a.0 == b.0);
+}
+
+#[async_trait]
+impl Namespace for PresentedNamespace {
+    async fn lookup(&self, path: &str) -> FsResult<Option<Node>> {
+        if path.is_empty() {
+            return self.below.lookup(path).await;
+        }
+        let place = match self.place(path).await {
+            Err(FsError::NotFound) => return Ok(None),
+            other => other?,
+        };
+        match place {
+            Place::InArray { dir, show, rel } => {
+                let modified = self.dir_show(&dir).await?.modified;
+                self.lookup_in_array(&dir, &show, &rel, modified).await
+            }
+            Place::Outside { parent } => {
+                if let DirShow::Group(files) = &parent.show {
+                    let name = split_key(path).1;
+                    if let Some(bytes) = files.get(name) {
+                        return Ok(Some(generated(bytes, parent.modified)));
+                    }
+                    if files.hides(name) {
+                        return Ok(None);
+                    }
+                }
+                let node = self.below.lookup(path).await?;
+                if let Some(n) = &node {
+                    if n.is_dir() && self.presenter.may_hide() && self.dir_show(path).await?.show == DirShow::Hidden {
+                        return Ok(None);
+                    }
+                }
+                Ok(node)
+            }
+        }
+    }
+
+    async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
+        if !dir.is_empty() {
+            if let Place::InArray { dir: array_dir, show, rel } = self.place(dir).await? {
+                return self.list_in_array(&array_dir, &show, &rel).await;
+            }
+        }
+        let shown = self.dir_show(dir).await?;
+        match &shown.show {
+            DirShow::Array(show) => self.list_array_dir(dir, show, shown.modified).await,
+            DirShow::Hidden => Err(FsError::NotFound),
+            DirShow::Group(files) => {
+                let mut entries = self.below.list(dir).await?;
+                add_generated(&mut entries, files, shown.modified);
+                if self.presenter.may_hide() {
+                    entries = self.drop_hidden(dir, entries).await?;
+                }
+                Ok(entries)
+            }
+            DirShow::PassThrough => self.below.list(dir).await,
+        }
+    }
+
+    async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+        match &node.backing {
+            Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
+            Backing::Decoded { below, encoded, spec } => {
+                let data = self.decoded(below, encoded, spec).await?;
+                Ok(slice_for_read(&data, offset, size))
+            }
+            _ => {
+                let below = self.below_path(path).await?;
+                self.below.read(&below, node, offset, size).await
+            }
+        }
+    }
+
+    async fn check_writable(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    async fn remove_file(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    async fn mkdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    async fn rmdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.below.capacity()
+    }
+}

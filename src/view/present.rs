@@ -1,0 +1,253 @@
+//! The shared shape of views that re-present Zarr nodes of the view below them (`decoded`,
+//! `v2`): for each directory, given its metadata documents, a `Presenter` decides what the
+//! directory shows. Pure: the fs layer (`fs::presented`) reads the documents and applies the
+//! decision.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::codecs::ChunkSpec;
+
+/// The metadata documents of one directory, as the view below shows them.
+#[derive(Debug, Clone, Default)]
+pub struct DirDocs {
+    pub zarr_json: Option<Bytes>,
+    pub zarray: Option<Bytes>,
+    pub zgroup: Option<Bytes>,
+    pub zmetadata: Option<Bytes>,
+}
+
+impl DirDocs {
+    /// The names read to fill a `DirDocs`, in the order they are tried: a v3 node has only
+    /// `zarr.json`, so the v2 names are read only when it is absent.
+    pub const V3_NAME: &'static str = "zarr.json";
+    pub const V2_NAMES: [&'static str; 3] = [".zarray", ".zgroup", ".zmetadata"];
+}
+
+/// What a directory shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DirShow {
+    /// Shown as the view below shows it.
+    PassThrough,
+    /// A group: generated files replace or join its entries, hidden names disappear.
+    Group(Files),
+    /// An array with translated chunk keys and, possibly, decoded chunks.
+    Array(Arc<ArrayShow>),
+    /// Left out of the view (logged once, when decided).
+    Hidden,
+}
+
+/// Generated files (name -> content) and names of the view below to hide.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Files {
+    pub generated: Vec<(String, Bytes)>,
+    pub hidden: Vec<&'static str>,
+}
+
+impl Files {
+    pub fn get(&self, name: &str) -> Option<&Bytes> {
+        self.generated.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    pub fn hides(&self, name: &str) -> bool {
+        self.hidden.contains(&name) && self.get(name).is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayShow {
+    pub files: Files,
+    pub keys: KeyMap,
+    /// Decode every chunk with this spec; `None` serves the stored bytes.
+    pub decode: Option<Arc<ChunkSpec>>,
+}
+
+/// How presented chunk keys relate to the keys of the view below.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyMap {
+    /// The encoding of the presented keys.
+    pub shown: ChunkKeyEncoding,
+    /// The encoding of the keys below.
+    pub below: ChunkKeyEncoding,
+    /// The chunk grid, `ceil(shape / chunk_shape)`.
+    pub grid: Vec<u64>,
+}
+
+/// Where a path relative to an array directory leads in the view below.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArrayPath {
+    /// A chunk of the grid: the key below.
+    Chunk(String),
+    /// A directory of the presented chunk tree: the directory below.
+    ChunkDir(String),
+    /// A name below that the presented chunk tree replaces (e.g. `c` when `c/1/2` shows as `1/2`).
+    Replaced,
+    /// Anything else: the same path below.
+    Other,
+}
+
+impl KeyMap {
+    pub fn identity(encoding: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
+        KeyMap { shown: encoding, below: encoding, grid }
+    }
+
+    fn ndim(&self) -> usize {
+        self.grid.len()
+    }
+
+    fn is_identity(&self) -> bool {
+        self.shown == self.below
+    }
+
+    /// Chunk coordinates of a presented key, if it is one inside the grid.
+    pub fn chunk_coords(&self, rel: &str) -> Option<Vec<u64>> {
+        let coords = self.shown.decode(rel, self.ndim())?;
+        (coords.iter().zip(&self.grid).all(|(&c, &n)| c < n)).then_some(coords)
+    }
+
+    /// The presented directories of the chunk tree with `/` separators: proper prefixes of
+    /// a chunk key. `""` (the array directory itself) is not one.
+    fn chunk_dir_coords(&self, rel: &str, enc: ChunkKeyEncoding) -> Option<Vec<u64>> {
+        if enc.separator() != '/' || rel.is_empty() {
+            return None;
+        }
+        let comps: Vec<&str> = rel.split('/').collect();
+        let coords = match enc {
+            ChunkKeyEncoding::Default { .. } => comps.split_first().filter(|(c, _)| **c == "c")?.1,
+            ChunkKeyEncoding::V2 { .. } => &comps[..],
+        };
+        if coords.len() >= self.ndim() || (coords.is_empty() && matches!(enc, ChunkKeyEncoding::V2 { .. })) {
+            return None;
+        }
+        let parsed = coords.iter().map(|s| crate::zarr::chunk_key::parse_coord(s)).collect::<Option<Vec<u64>>>()?;
+        parsed.iter().zip(&self.grid).all(|(&c, &n)| c < n).then_some(parsed)
+    }
+
+    /// The directory below whose entries are a chunk directory's entries when shown.
+    fn dir_below(&self, coords: &[u64]) -> String {
+        let mut parts: Vec<String> = coords.iter().map(u64::to_string).collect();
+        if let ChunkKeyEncoding::Default { .. } = self.below {
+            parts.insert(0, "c".into());
+        }
+        parts.join("/")
+    }
+
+    /// Classify a path relative to the array directory (non-empty).
+    pub fn resolve(&self, rel: &str) -> ArrayPath {
+        if let Some(coords) = self.chunk_coords(rel) {
+            return ArrayPath::Chunk(self.below.encode(&coords));
+        }
+        if let Some(coords) = self.chunk_dir_coords(rel, self.shown) {
+            return ArrayPath::ChunkDir(self.dir_below(&coords));
+        }
+        if !self.is_identity() && self.is_below_chunk_name(rel) {
+            return ArrayPath::Replaced;
+        }
+        ArrayPath::Other
+    }
+
+    /// True for a path below that belongs to its chunk tree: a chunk key, or a directory of it.
+    fn is_below_chunk_name(&self, rel: &str) -> bool {
+        let first = rel.split('/').next().unwrap_or(rel);
+        self.below.decode(rel, self.ndim()).is_some()
+            || self.chunk_dir_coords(rel, self.below).is_some()
+            || (matches!(self.below, ChunkKeyEncoding::Default { separator: '/' }) && first == "c")
+    }
+
+    /// The directory below whose children appear directly in the array directory (besides
+    /// the array directory's own entries): `c` when `c/1/2` shows as `1/2`.
+    pub fn root_chunk_dir_below(&self) -> Option<&'static str> {
+        let nested = self.shown.separator() == '/' && self.ndim() > 0;
+        (!self.is_identity() && nested && matches!(self.below, ChunkKeyEncoding::Default { .. })).then_some("c")
+    }
+
+    /// How an entry of the array directory below shows: `Some(name)` under that name (chunk
+    /// keys renamed), `None` when the presented chunk tree replaces it.
+    pub fn shown_root_name(&self, name: &str) -> Option<String> {
+        if self.is_identity() {
+            return Some(name.to_string());
+        }
+        if let Some(coords) = self.below.decode(name, self.ndim()) {
+            return Some(self.shown.encode(&coords));
+        }
+        (!self.is_below_chunk_name(name)).then(|| name.to_string())
+    }
+}
+
+/// Decides what each directory of a re-presenting view shows.
+pub trait Presenter: Send + Sync + 'static {
+    /// `dir` is the directory's path (for log lines), `docs` its metadata documents.
+    fn present(&self, dir: &str, docs: &DirDocs) -> DirShow;
+    /// Whether some directories may be `Hidden` (then group listings check their children).
+    fn may_hide(&self) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_slash() -> ChunkKeyEncoding {
+        ChunkKeyEncoding::Default { separator: '/' }
+    }
+
+    fn v2(sep: char) -> ChunkKeyEncoding {
+        ChunkKeyEncoding::V2 { separator: sep }
+    }
+
+    #[test]
+    fn identity_map() {
+        let m = KeyMap::identity(default_slash(), vec![3, 4]);
+        assert_eq!(m.resolve("c/2/3"), ArrayPath::Chunk("c/2/3".into()));
+        assert_eq!(m.resolve("c/3/0"), ArrayPath::Other); // outside the grid
+        assert_eq!(m.resolve("c/2"), ArrayPath::ChunkDir("c/2".into()));
+        assert_eq!(m.resolve("c"), ArrayPath::ChunkDir("c".into()));
+        assert_eq!(m.resolve("zarr.json"), ArrayPath::Other);
+        assert_eq!(m.root_chunk_dir_below(), None);
+        assert_eq!(m.shown_root_name("c"), Some("c".into()));
+    }
+
+    #[test]
+    fn default_slash_to_v2_nested() {
+        let m = KeyMap { shown: v2('/'), below: default_slash(), grid: vec![3, 4] };
+        assert_eq!(m.resolve("2/3"), ArrayPath::Chunk("c/2/3".into()));
+        assert_eq!(m.resolve("2"), ArrayPath::ChunkDir("c/2".into()));
+        assert_eq!(m.resolve("3"), ArrayPath::Other);
+        assert_eq!(m.resolve("c"), ArrayPath::Replaced);
+        assert_eq!(m.resolve("c/1/1"), ArrayPath::Replaced);
+        assert_eq!(m.resolve(".zarray"), ArrayPath::Other);
+        assert_eq!(m.root_chunk_dir_below(), Some("c"));
+        assert_eq!(m.shown_root_name("c"), None);
+        assert_eq!(m.shown_root_name("zarr.json"), Some("zarr.json".into()));
+    }
+
+    #[test]
+    fn default_dot_to_v2_dot() {
+        let m = KeyMap { shown: v2('.'), below: ChunkKeyEncoding::Default { separator: '.' }, grid: vec![3, 4] };
+        assert_eq!(m.resolve("2.3"), ArrayPath::Chunk("c.2.3".into()));
+        assert_eq!(m.resolve("c.2.3"), ArrayPath::Replaced);
+        assert_eq!(m.resolve("2"), ArrayPath::Other);
+        assert_eq!(m.root_chunk_dir_below(), None);
+        assert_eq!(m.shown_root_name("c.1.2"), Some("1.2".into()));
+        assert_eq!(m.shown_root_name("notes.txt"), Some("notes.txt".into()));
+    }
+
+    #[test]
+    fn zero_d() {
+        let m = KeyMap { shown: v2('/'), below: default_slash(), grid: vec![] };
+        assert_eq!(m.resolve("0"), ArrayPath::Chunk("c".into()));
+        assert_eq!(m.resolve("c"), ArrayPath::Replaced);
+        assert_eq!(m.root_chunk_dir_below(), None);
+        assert_eq!(m.shown_root_name("c"), Some("0".into()));
+    }
+
+    #[test]
+    fn v2_below_is_identity() {
+        let m = KeyMap::identity(v2('/'), vec![2, 2, 2]);
+        assert_eq!(m.resolve("1/1/1"), ArrayPath::Chunk("1/1/1".into()));
+        assert_eq!(m.resolve("1/1"), ArrayPath::ChunkDir("1/1".into()));
+        assert_eq!(m.resolve("1"), ArrayPath::ChunkDir("1".into()));
+        assert_eq!(m.resolve("2"), ArrayPath::Other);
+    }
+}

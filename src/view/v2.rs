@@ -1,0 +1,270 @@
+//! `--view v2`: Zarr v3 groups and arrays shown as Zarr v2 (`.zgroup`, `.zarray`, `.zattrs`,
+//! and `.zmetadata` for groups with inline consolidated metadata), over the unsharded view.
+//! Codec chains v2 can write keep their stored chunks; other chains are served decoded.
+//! Arrays v2 cannot describe (e.g. a data type without a v2 dtype) are left out with a log
+//! line. v2 nodes pass through as they are.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::decoded::{grid, pretty};
+use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
+use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::codecs::{ChunkSpec, DataType};
+use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
+use crate::zarr::v2::{v2_dtype, v3_codecs_to_v2, v3_fill_to_v2};
+
+pub struct V2Presenter;
+
+const HIDDEN: [&str; 1] = ["zarr.json"];
+
+impl Presenter for V2Presenter {
+    fn present(&self, dir: &str, docs: &DirDocs) -> DirShow {
+        let Some(doc) = &docs.zarr_json else { return DirShow::PassThrough };
+        match parse_zarr_json(doc) {
+            Ok(NodeMetadata::Array(meta)) => match v2_array(&meta) {
+                Ok(array) => DirShow::Array(Arc::new(ArrayShow {
+                    files: Files {
+                        generated: vec![(".zarray".into(), pretty(array.zarray)), (".zattrs".into(), pretty(array.zattrs))],
+                        hidden: HIDDEN.to_vec(),
+                    },
+                    keys: array.keys,
+                    decode: array.decode.map(Arc::new),
+                })),
+                Err(why) => {
+                    tracing::warn!(array = %dir, reason = %why, "array left out of the v2 view");
+                    DirShow::Hidden
+                }
+            },
+            Ok(NodeMetadata::Group(group)) => DirShow::Group(Files { generated: group_files(&group.json), hidden: HIDDEN.to_vec() }),
+            Err(_) => DirShow::PassThrough, // the view below already logged it
+        }
+    }
+
+    fn may_hide(&self) -> bool {
+        true
+    }
+}
+
+/// One v3 array in v2 form.
+#[derive(Debug)]
+pub struct V2Form {
+    pub zarray: Map<String, Value>,
+    pub zattrs: Map<String, Value>,
+    pub keys: KeyMap,
+    /// Set when v2 cannot express the codecs, so chunks are served decoded.
+    pub decode: Option<ChunkSpec>,
+}
+
+/// The v2 form of a v3 array (as the unsharded view shows it), or why there is none.
+pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
+    let data_type = DataType::from_json(&meta.data_type).map_err(|e| e.to_string())?;
+    let chunks = meta.chunk_shape.clone().ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
+    let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
+    let fill_value = v3_fill_to_v2(&data_type, &fill).map_err(|e| e.to_string())?;
+    let no_dtype = || format!("data type {} has no Zarr v2 equivalent", data_type.name);
+    let (dtype, compressor, filters, order, decode) = match v3_codecs_to_v2(&meta.codecs, meta.shape.len()) {
+        Some(c) => {
+            let filters = if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
+            let order = if c.order_f { "F" } else { "C" };
+            (v2_dtype(&data_type, c.big_endian).ok_or_else(no_dtype)?, c.compressor.unwrap_or(Value::Null), filters, order, None)
+        }
+        None => {
+            let spec = ChunkSpec::from_v3(meta).map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
+            (v2_dtype(&data_type, false).ok_or_else(no_dtype)?, Value::Null, Value::Null, "C", Some(spec))
+        }
+    };
+    let separator = meta.key_encoding.separator();
+    let grid = grid(&meta.shape, &chunks);
+    let keys = match meta.key_encoding {
+        ChunkKeyEncoding::Default { .. } => KeyMap { shown: ChunkKeyEncoding::V2 { separator }, below: meta.key_encoding, grid },
+        ChunkKeyEncoding::V2 { .. } => KeyMap::identity(meta.key_encoding, grid),
+    };
+    let mut zarray = Map::new();
+    zarray.insert("zarr_format".into(), json!(2));
+    zarray.insert("shape".into(), json!(meta.shape));
+    zarray.insert("chunks".into(), json!(chunks));
+    zarray.insert("dtype".into(), Value::String(dtype));
+    zarray.insert("compressor".into(), compressor);
+    zarray.insert("fill_value".into(), fill_value);
+    zarray.insert("order".into(), Value::String(order.into()));
+    zarray.insert("filters".into(), filters);
+    zarray.insert("dimension_separator".into(), Value::String(separator.to_string()));
+    Ok(V2Form { zarray, zattrs: array_attributes(&meta.json), keys, decode })
+}
+
+fn attributes(json: &Map<String, Value>) -> Map<String, Value> {
+    json.get("attributes").and_then(Value::as_object).cloned().unwrap_or_default()
+}
+
+/// The attributes, plus `_ARRAY_DIMENSIONS` (xarray's convention) when every dimension is named.
+fn array_attributes(json: &Map<String, Value>) -> Map<String, Value> {
+    let mut attrs = attributes(json);
+    if let Some(names) = json.get("dimension_names").and_then(Value::as_array) {
+        if !names.is_empty() && names.iter().all(Value::is_string) && !attrs.contains_key("_ARRAY_DIMENSIONS") {
+            attrs.insert("_ARRAY_DIMENSIONS".into(), Value::Array(names.clone()));
+        }
+    }
+    attrs
+}
+
+fn zgroup() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("zarr_format".into(), json!(2));
+    m
+}
+
+fn group_files(json: &Map<String, Value>) -> Vec<(String, bytes::Bytes)> {
+    let mut files = vec![(".zgroup".into(), pretty(zgroup())), (".zattrs".into(), pretty(attributes(json)))];
+    if let Some(zmetadata) = consolidated(json) {
+        files.push((".zmetadata".into(), pretty(zmetadata)));
+    }
+    files
+}
+
+/// A v2 `.zmetadata` from a v3 group's inline consolidated metadata (arrays v2 cannot show
+/// are left out, as they are from the tree).
+fn consolidated(group: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let entries = group.get("consolidated_metadata")?.get("metadata")?.as_object()?;
+    let mut md = Map::new();
+    md.insert(".zgroup".into(), Value::Object(zgroup()));
+    md.insert(".zattrs".into(), Value::Object(attributes(group)));
+    for (path, node) in entries {
+        match parse_node(node.clone()) {
+            Ok(NodeMetadata::Group(g)) => {
+                md.insert(format!("{path}/.zgroup"), Value::Object(zgroup()));
+                md.insert(format!("{path}/.zattrs"), Value::Object(attributes(&g.json)));
+            }
+            Ok(NodeMetadata::Array(a)) => {
+                if let Ok(form) = v2_array(&a) {
+                    md.insert(format!("{path}/.zarray"), Value::Object(form.zarray));
+                    md.insert(format!("{path}/.zattrs"), Value::Object(form.zattrs));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let mut doc = Map::new();
+    doc.insert("metadata".into(), Value::Object(md));
+    doc.insert("zarr_consolidated_format".into(), json!(1));
+    Some(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::present::ArrayPath;
+    use bytes::Bytes;
+
+    fn array(extra: Value) -> ArrayMetadata {
+        let mut doc = json!({"zarr_format": 3, "node_type": "array", "shape": [5, 4], "data_type": "int16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 3,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "big"}},
+                       {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 2, "blocksize": 0}}],
+            "attributes": {"units": "m"}, "dimension_names": ["y", "x"]});
+        for (k, v) in extra.as_object().unwrap() {
+            doc[k] = v.clone();
+        }
+        match parse_node(doc).unwrap() {
+            NodeMetadata::Array(a) => a,
+            NodeMetadata::Group(_) => panic!(),
+        }
+    }
+
+    #[test]
+    fn expressible_chain_keeps_chunks() {
+        let form = v2_array(&array(json!({}))).unwrap();
+        assert!(form.decode.is_none());
+        let z = &form.zarray;
+        assert_eq!(z["dtype"], ">i2");
+        assert_eq!(z["compressor"]["id"], "blosc");
+        assert_eq!(z["compressor"]["shuffle"], 1);
+        assert_eq!(z["filters"], Value::Null);
+        assert_eq!(z["order"], "C");
+        assert_eq!(z["fill_value"], 3);
+        assert_eq!(z["chunks"], json!([2, 4]));
+        assert_eq!(z["dimension_separator"], "/");
+        assert_eq!(form.zattrs, json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}).as_object().unwrap().clone());
+        assert_eq!(form.keys.resolve("2/0"), ArrayPath::Chunk("c/2/0".into()));
+    }
+
+    #[test]
+    fn inexpressible_chain_is_decoded() {
+        let form = v2_array(&array(json!({"codecs": [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "gzip", "configuration": {"level": 1}}], "shape": [5, 4, 3],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4, 3]}}, "dimension_names": ["a", null, "c"]})));
+        // A 2-d permutation on a 3-d array is invalid: neither expressible nor decodable.
+        assert!(form.is_err());
+        let form = v2_array(&array(json!({"codecs": [
+            {"name": "transpose", "configuration": {"order": [0, 2, 1]}},
+            {"name": "bytes", "configuration": {"endian": "little"}}], "shape": [5, 4, 3],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4, 3]}}, "dimension_names": ["a", null, "c"]})))
+        .unwrap();
+        assert!(form.decode.is_some());
+        assert_eq!(form.zarray["dtype"], "<i2");
+        assert_eq!(form.zarray["compressor"], Value::Null);
+        assert!(!form.zattrs.contains_key("_ARRAY_DIMENSIONS")); // one name is null
+    }
+
+    #[test]
+    fn full_reversal_is_order_f() {
+        let form = v2_array(&array(json!({"codecs": [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "little"}}]})))
+        .unwrap();
+        assert_eq!(form.zarray["order"], "F");
+        assert!(form.decode.is_none());
+    }
+
+    #[test]
+    fn key_encodings() {
+        let dot = v2_array(&array(json!({"chunk_key_encoding": {"name": "default", "configuration": {"separator": "."}}}))).unwrap();
+        assert_eq!(dot.zarray["dimension_separator"], ".");
+        assert_eq!(dot.keys.resolve("1.0"), ArrayPath::Chunk("c.1.0".into()));
+        let v2 = v2_array(&array(json!({"chunk_key_encoding": {"name": "v2"}}))).unwrap();
+        assert_eq!(v2.keys.resolve("1.0"), ArrayPath::Chunk("1.0".into()));
+    }
+
+    #[test]
+    fn unrepresentable_arrays_hidden() {
+        let docs = |m: Value| DirDocs { zarr_json: Some(Bytes::from(m.to_string())), ..Default::default() };
+        let mut doc = Value::Object(array(json!({})).json);
+        doc["data_type"] = json!("string");
+        assert_eq!(V2Presenter.present("a", &docs(doc.clone())), DirShow::Hidden);
+        doc["data_type"] = json!("int16");
+        doc["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}});
+        assert_eq!(V2Presenter.present("a", &docs(doc)), DirShow::Hidden);
+    }
+
+    #[test]
+    fn group_and_consolidated() {
+        let arr = Value::Object(array(json!({})).json);
+        let mut bad = arr.clone();
+        bad["data_type"] = json!("string");
+        let group = json!({"zarr_format": 3, "node_type": "group", "attributes": {"title": "t"},
+            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {
+                "a": arr, "bad": bad, "sub": {"zarr_format": 3, "node_type": "group", "attributes": {"s": 1}}}}});
+        let docs = DirDocs { zarr_json: Some(Bytes::from(group.to_string())), ..Default::default() };
+        let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
+        assert!(files.hides("zarr.json"));
+        let get = |n: &str| serde_json::from_slice::<Value>(files.get(n).unwrap()).unwrap();
+        assert_eq!(get(".zgroup"), json!({"zarr_format": 2}));
+        assert_eq!(get(".zattrs"), json!({"title": "t"}));
+        let zm = get(".zmetadata");
+        assert_eq!(zm["zarr_consolidated_format"], 1);
+        let md = zm["metadata"].as_object().unwrap();
+        let keys: Vec<&str> = md.keys().map(String::as_str).collect();
+        assert_eq!(keys, [".zgroup", ".zattrs", "a/.zarray", "a/.zattrs", "sub/.zgroup", "sub/.zattrs"]);
+        assert_eq!(md["a/.zarray"]["dtype"], ">i2");
+        // No consolidated metadata: no .zmetadata.
+        let plain = json!({"zarr_format": 3, "node_type": "group"});
+        let docs = DirDocs { zarr_json: Some(Bytes::from(plain.to_string())), ..Default::default() };
+        let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
+        assert!(files.get(".zmetadata").is_none());
+        assert_eq!(files.get(".zattrs").unwrap().as_ref(), b"{}");
+    }
+}
