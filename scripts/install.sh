@@ -18,6 +18,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT=install.sh
+# shellcheck source=lib/install-common.sh
+source "$ROOT/scripts/lib/install-common.sh"
 PREFIX=/usr/local
 PREFIX_GIVEN=0
 BINARY=""
@@ -26,40 +29,18 @@ DRY=0
 DESTDIR="${DESTDIR:-}"
 
 while (($#)); do
+    parse_common_arg "$@"
+    if ((CONSUMED)); then shift "$CONSUMED"; continue; fi
     case "$1" in
-        --prefix) PREFIX="${2:?--prefix needs a directory}"; PREFIX_GIVEN=1; shift 2 ;;
-        --prefix=*) PREFIX="${1#*=}"; PREFIX_GIVEN=1; shift ;;
         --binary) BINARY="${2:?--binary needs a path}"; shift 2 ;;
         --binary=*) BINARY="${1#*=}"; shift ;;
         --no-deps) DEPS=0; shift ;;
-        --dry-run | -n) DRY=1; shift ;;
-        -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) usage_from_header; exit 0 ;;
         *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-[[ "$PREFIX" == /* ]] || { echo "install.sh: --prefix must be an absolute path" >&2; exit 2; }
-PREFIX="${PREFIX%/}"
+set_install_paths
 
-BINDIR="$PREFIX/bin"
-DOCDIR="$PREFIX/share/doc/zarr-mount"
-if ((PREFIX_GIVEN)); then
-    UNITDIR="$PREFIX/lib/systemd/system"
-    HELPER="$PREFIX/sbin/mount.fuse.zarr-mount"
-    HELPER_LINK="/sbin/mount.fuse.zarr-mount"
-else
-    UNITDIR="/etc/systemd/system"
-    HELPER="/sbin/mount.fuse.zarr-mount"
-    HELPER_LINK=""
-fi
-CONFDIR="/etc/zarr-mount"
-
-run() {
-    if ((DRY)); then
-        printf '+'; printf ' %q' "$@"; printf '\n'
-    else
-        "$@"
-    fi
-}
 say() { printf 'install: %s\n' "$*"; }
 # install_edited SRC DEST MODE SED_EXPR: install a copy of SRC edited by SED_EXPR.
 install_edited() {

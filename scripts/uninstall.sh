@@ -12,6 +12,10 @@
 # their fstab lines and unmount them yourself.
 set -euo pipefail
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT=uninstall.sh
+# shellcheck source=lib/install-common.sh
+source "$ROOT/scripts/lib/install-common.sh"
 PREFIX=/usr/local
 PREFIX_GIVEN=0
 PURGE=0
@@ -19,35 +23,16 @@ DRY=0
 DESTDIR="${DESTDIR:-}"
 
 while (($#)); do
+    parse_common_arg "$@"
+    if ((CONSUMED)); then shift "$CONSUMED"; continue; fi
     case "$1" in
-        --prefix) PREFIX="${2:?--prefix needs a directory}"; PREFIX_GIVEN=1; shift 2 ;;
-        --prefix=*) PREFIX="${1#*=}"; PREFIX_GIVEN=1; shift ;;
         --purge) PURGE=1; shift ;;
-        --dry-run | -n) DRY=1; shift ;;
-        -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) usage_from_header; exit 0 ;;
         *) echo "uninstall.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-[[ "$PREFIX" == /* ]] || { echo "uninstall.sh: --prefix must be an absolute path" >&2; exit 2; }
-PREFIX="${PREFIX%/}"
+set_install_paths
 
-if ((PREFIX_GIVEN)); then
-    UNITDIR="$PREFIX/lib/systemd/system"
-    HELPER="$PREFIX/sbin/mount.fuse.zarr-mount"
-    HELPER_LINK="/sbin/mount.fuse.zarr-mount"
-else
-    UNITDIR="/etc/systemd/system"
-    HELPER="/sbin/mount.fuse.zarr-mount"
-    HELPER_LINK=""
-fi
-
-run() {
-    if ((DRY)); then
-        printf '+'; printf ' %q' "$@"; printf '\n'
-    else
-        "$@"
-    fi
-}
 say() { printf 'uninstall: %s\n' "$*"; }
 
 if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
@@ -58,8 +43,8 @@ if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
     done
 fi
 
-for f in "$PREFIX/bin/zarr-mount" "$HELPER" "$UNITDIR/zarr-mount@.service" \
-    "$PREFIX/share/doc/zarr-mount/example.env" "$PREFIX/share/doc/zarr-mount/README.md"; do
+for f in "$BINDIR/zarr-mount" "$HELPER" "$UNITDIR/zarr-mount@.service" \
+    "$DOCDIR/example.env" "$DOCDIR/README.md"; do
     if [[ -e "$DESTDIR$f" || -L "$DESTDIR$f" ]]; then
         say "removing $DESTDIR$f"
         run rm -f "$DESTDIR$f"
@@ -70,16 +55,16 @@ if [[ -n "$HELPER_LINK" && -L "$DESTDIR$HELPER_LINK" && "$(readlink "$DESTDIR$HE
     say "removing $DESTDIR$HELPER_LINK"
     run rm -f "$DESTDIR$HELPER_LINK"
 fi
-if [[ -d "$DESTDIR$PREFIX/share/doc/zarr-mount" ]]; then
-    run rmdir --ignore-fail-on-non-empty "$DESTDIR$PREFIX/share/doc/zarr-mount"
+if [[ -d "$DESTDIR$DOCDIR" ]]; then
+    run rmdir --ignore-fail-on-non-empty "$DESTDIR$DOCDIR"
 fi
 
-if [[ -d "$DESTDIR/etc/zarr-mount" ]]; then
+if [[ -d "$DESTDIR$CONFDIR" ]]; then
     if ((PURGE)); then
-        say "purging $DESTDIR/etc/zarr-mount"
-        run rm -rf "$DESTDIR/etc/zarr-mount"
+        say "purging $DESTDIR$CONFDIR"
+        run rm -rf "$DESTDIR$CONFDIR"
     else
-        say "keeping $DESTDIR/etc/zarr-mount (env files); --purge deletes it"
+        say "keeping $DESTDIR$CONFDIR (env files); --purge deletes it"
     fi
 fi
 if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
