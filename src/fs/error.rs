@@ -23,8 +23,14 @@ pub enum FsError {
     NotSupported(&'static str),
     #[error("invalid name: {0}")]
     InvalidName(&'static str),
+    /// A name longer than a directory entry can hold (255 bytes).
+    #[error("file name too long")]
+    NameTooLong,
     #[error("bad file handle")]
     BadHandle,
+    /// The file was replaced (with other content of another size) after it was opened.
+    #[error("the file changed since it was opened")]
+    Stale,
     #[error("corrupt data: {0}")]
     Corrupt(String),
     #[error(transparent)]
@@ -49,7 +55,9 @@ impl FsError {
             FsError::NotPermitted(_) => libc::EPERM,
             FsError::NotSupported(_) => libc::ENOTSUP,
             FsError::InvalidName(_) => libc::EINVAL,
+            FsError::NameTooLong => libc::ENAMETOOLONG,
             FsError::BadHandle => libc::EBADF,
+            FsError::Stale => libc::ESTALE,
             FsError::Corrupt(_) => libc::EIO,
             FsError::Shared(e) => e.errno(),
             FsError::Store(e) => match e {
