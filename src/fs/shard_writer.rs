@@ -98,11 +98,8 @@ impl ShardWriter {
         };
         let mut chunks: BTreeMap<u64, Bytes> = BTreeMap::new();
         if let Some(shard) = &current {
-            let size = shard.len() as u64;
             // Never rewrite a shard we cannot read: that would drop its other chunks.
-            let index = ShardIndex::index_byte_range(layout, size)
-                .and_then(|r| ShardIndex::decode(layout, &shard[r.start as usize..r.end as usize], size))
-                .map_err(|e| {
+            let index = ShardIndex::of_shard(layout, shard).map_err(|e| {
                     tracing::error!(shard = %key, error = %e, "refusing to rewrite a shard with a corrupt index");
                     FsError::Corrupt(format!("shard {key}: {e}"))
                 })?;

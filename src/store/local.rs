@@ -150,8 +150,35 @@ impl Inner {
         }
     }
 
+    /// Create the missing directories above `key`: a put creates any key, as on an object
+    /// store (a shard's directory may be gone since its last shard was deleted and pruned).
+    fn create_parents(&self, key: &str) -> StoreResult<()> {
+        let mut done = String::new();
+        for comp in split_key(key).0.split('/') {
+            let parent = self
+                .open_beneath(&done, libc::O_RDONLY | libc::O_DIRECTORY)
+                .map_err(|e| StoreError::from_io(&done, e))?;
+            let name = CString::new(comp).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
+            // SAFETY: mkdirat of a single name in a valid dirfd.
+            if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(StoreError::from_io(key, e));
+                }
+            }
+            done = super::join_key(&done, comp);
+        }
+        Ok(())
+    }
+
     fn write_atomically(&self, key: &str, data: &[u8]) -> StoreResult<()> {
-        let (dirfd, name) = self.parent_of(key)?;
+        let (dirfd, name) = match self.parent_of(key) {
+            Err(StoreError::NotFound(_)) => {
+                self.create_parents(key)?;
+                self.parent_of(key)?
+            }
+            found => found?,
+        };
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let tmp = CString::new(format!("{TEMP_MARKER}{}.{n}", std::process::id())).expect("no NUL");
         // SAFETY: openat on a valid dirfd with a NUL-terminated single-component name.
@@ -349,3 +376,22 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usi
     Ok(done)
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_creates_missing_directories_and_leaves_no_temp_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = LocalStore::open(tmp.path()).unwrap();
+        s.put("a/c/0/0", Bytes::from_static(b"shard")).await.unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("a/c/0/0")).unwrap(), b"shard");
+        s.put("a/c/0/1", Bytes::from_static(b"next")).await.unwrap();
+        assert_eq!(s.list("a/c/0").await.unwrap().files.len(), 2);
+        // A file where a directory should be is an error, not a replacement.
+        s.put("f", Bytes::new()).await.unwrap();
+        assert!(matches!(s.put("f/x", Bytes::new()).await, Err(StoreError::NotADirectory(_))));
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join("a/c/0")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+}

@@ -119,6 +119,13 @@ impl ShardIndex {
         Ok(ShardIndex { entries })
     }
 
+    /// The index of a whole shard object held in memory.
+    pub fn of_shard(layout: &ShardLayout, shard: &[u8]) -> Result<ShardIndex, IndexError> {
+        let size = shard.len() as u64;
+        let r = Self::index_byte_range(layout, size)?;
+        Self::decode(layout, &shard[r.start as usize..r.end as usize], size)
+    }
+
     /// An index with every chunk absent, sized for `layout`. Refuses a hand-built
     /// layout past [`MAX_INDEX_ENTRIES`] rather than allocating for it.
     pub fn new_empty(layout: &ShardLayout) -> Result<ShardIndex, IndexError> {

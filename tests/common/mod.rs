@@ -1,7 +1,11 @@
 //! Real mounts for integration tests: start the binary in the foreground, wait until the
 //! kernel lists the mount, and always unmount and reap it on drop (also when a test panics).
+//! `zfs` holds the helpers of tests that drive `ZarrFs` without FUSE.
 
 #![allow(dead_code)]
+
+pub mod soak;
+pub mod zfs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,266 @@
+//! The filesystem over a misbehaving backend (`store::fault::FaultStore`), driven without FUSE:
+//! a failing request fails only the file it was for, a failed write-back reaches the writer
+//! and leaves the stored content alone, caches neither keep errors nor lose their single
+//! fetch under latency, and a failed shard rewrite leaves the old shard intact.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::zfs::{
+    ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, stored_chunks, unsharded_fs,
+    write_file, write_file_in,
+};
+use zarr_mount::fs::FsError;
+use zarr_mount::store::cache::{CacheConfig, CachingStore};
+use zarr_mount::store::fault::{Fault, FaultPlan, FaultStore, Op};
+use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::recording::{RecordingStore, READS};
+use zarr_mount::store::Store;
+
+/// memory <- faults <- recording: `recording` sees every request the layers above make,
+/// including the ones the plan then fails.
+struct Backend {
+    memory: Arc<MemoryStore>,
+    plan: Arc<FaultPlan>,
+    recording: Arc<RecordingStore>,
+}
+
+impl Backend {
+    fn store(&self) -> Arc<dyn Store> {
+        self.recording.clone()
+    }
+}
+
+fn backend() -> Backend {
+    let memory = Arc::new(MemoryStore::new());
+    let plan = FaultPlan::new();
+    let faulty = Arc::new(FaultStore::new(memory.clone(), plan.clone()));
+    Backend { memory, plan, recording: Arc::new(RecordingStore::new(faulty)) }
+}
+
+fn errno<T: std::fmt::Debug>(r: Result<T, FsError>) -> i32 {
+    r.expect_err("expected an error").errno()
+}
+
+#[tokio::test]
+async fn a_failing_backend_fails_only_that_file_and_the_fs_recovers() {
+    let b = backend();
+    for k in ["d/a", "d/b", "d/c"] {
+        b.memory.put(k, Bytes::from(format!("content of {k}"))).await.unwrap();
+    }
+    let fs = raw_fs(b.store(), false);
+    assert_eq!(list(&fs, "d").await.unwrap(), ["a", "b", "c"]);
+
+    // Reads of one key fail; its neighbours, the listing and its metadata are fine.
+    b.plan.fail_matching(&[Op::Read], "d/a", Fault::Backend);
+    assert_eq!(errno(read_file(&fs, "d/a").await), libc::EIO);
+    assert_eq!(read_file(&fs, "d/b").await.unwrap(), b"content of d/b");
+    assert_eq!(list(&fs, "d").await.unwrap(), ["a", "b", "c"]);
+    assert_eq!(fs.getattr(ino_of(&fs, "d/a").await.unwrap()).await.unwrap().size, 14);
+    // A backend timeout is ETIMEDOUT, a refusal EACCES, for that key only.
+    b.plan.fail_matching(&[Op::Read], "d/b", Fault::Timeout);
+    b.plan.fail_matching(&[Op::Read], "d/c", Fault::PermissionDenied);
+    assert_eq!(errno(read_file(&fs, "d/b").await), libc::ETIMEDOUT);
+    assert_eq!(errno(read_file(&fs, "d/c").await), libc::EACCES);
+
+    // Lookups and listings that fail are not remembered as "absent" or "empty".
+    b.plan.fail_matching(&[Op::Stat, Op::List], "e", Fault::Backend);
+    b.memory.put("e/new", Bytes::from_static(b"appeared")).await.unwrap();
+    assert_eq!(errno(ino_of(&fs, "e/new").await), libc::EIO);
+    assert_eq!(errno(list(&fs, "e").await), libc::EIO);
+
+    assert!(b.plan.injected() >= 5);
+    b.plan.clear();
+    assert_eq!(read_file(&fs, "d/a").await.unwrap(), b"content of d/a");
+    assert_eq!(read_file(&fs, "d/b").await.unwrap(), b"content of d/b");
+    assert_eq!(read_file(&fs, "e/new").await.unwrap(), b"appeared");
+    assert_eq!(list(&fs, "e").await.unwrap(), ["new"]);
+}
+
+#[tokio::test]
+async fn a_failed_write_back_reaches_the_writer_and_keeps_the_old_content() {
+    let b = backend();
+    b.memory.put("k", Bytes::from_static(b"old content")).await.unwrap();
+    let fs = raw_fs(b.store(), false);
+
+    // close() reports the flush: the disk is full.
+    b.plan.fail_matching(&[Op::Put], "k", Fault::NoSpace);
+    assert_eq!(errno(write_file_in(&fs, "k", b"new content, longer than before", 7).await), libc::ENOSPC);
+    assert_eq!(b.memory.get("k").await.unwrap(), Bytes::from_static(b"old content"));
+    // fsync reports it as well.
+    let ino = ino_of(&fs, "k").await.unwrap();
+    let h = fs.open(ino, libc::O_WRONLY).await.unwrap();
+    assert_eq!(errno(fs.fsync(h.fh).await), libc::ENOSPC);
+    assert_eq!(errno(fs.release(h.fh).await), libc::ENOSPC);
+    assert_eq!(b.memory.get("k").await.unwrap(), Bytes::from_static(b"old content"));
+
+    // Once the backend works again, the data that could not be written is not lost: the
+    // write-back at unmount stores it.
+    b.plan.clear();
+    assert_eq!(fs.flush_all().await, 0);
+    assert_eq!(b.memory.get("k").await.unwrap(), Bytes::from_static(b"new content, longer than before"));
+
+    // A new file whose first write-back fails does not appear in the store at all.
+    let injected = b.plan.injected();
+    b.plan.fail_next(Op::Put, 2, Fault::Backend);
+    assert_eq!(errno(write_file(&fs, "fresh", b"x").await), libc::EIO);
+    assert!(b.memory.head("fresh").await.unwrap().is_none());
+    assert_eq!(b.plan.injected() - injected, 2, "flush and release each tried once");
+}
+
+#[tokio::test]
+async fn latency_keeps_one_fetch_per_object_and_errors_are_not_cached() {
+    let b = backend();
+    let data = Bytes::from(vec![7u8; 4096]);
+    b.memory.put("obj", data.clone()).await.unwrap();
+    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let cache = Arc::new(CachingStore::new(b.store(), cfg));
+    cache.head("obj").await.unwrap(); // the size is known: reads fetch the whole object
+    b.recording.take();
+
+    // A slow backend: concurrent readers wait for the same fetch, and all see its error.
+    b.plan.delay(&[Op::Read], Duration::from_millis(200));
+    b.plan.fail_next(Op::Read, 1, Fault::Backend);
+    let readers = |n: usize| {
+        (0..n)
+            .map(|_| {
+                let c = cache.clone();
+                tokio::spawn(async move { c.get("obj").await })
+            })
+            .collect::<Vec<_>>()
+    };
+    for r in readers(16) {
+        assert!(r.await.unwrap().is_err(), "every waiter of the failed fetch gets its error");
+    }
+    assert_eq!(b.recording.count(&READS), 1, "{:?}", b.recording.calls());
+    // The error was not cached: the next readers fetch again, once, and succeed.
+    for r in readers(16) {
+        assert_eq!(r.await.unwrap().unwrap(), data);
+    }
+    assert_eq!(b.recording.count(&READS), 2, "{:?}", b.recording.calls());
+}
+
+fn chunk(y: u64, x: u64, tag: &str) -> Vec<u8> {
+    format!("chunk {y},{x} {tag} ").repeat(1 + ((y + x) % 3) as usize).into_bytes()
+}
+
+/// Shard (0, 0) of array `a` with inner chunks (0..4, 0..4) except (3, 3).
+async fn sharded_backend() -> (Backend, BTreeMap<u64, Vec<u8>>) {
+    let b = backend();
+    let mut chunks = BTreeMap::new();
+    for y in 0..4 {
+        for x in 0..4 {
+            if (y, x) != (3, 3) {
+                chunks.insert(local_of(y, x), chunk(y, x, "v1"));
+            }
+        }
+    }
+    put_sharded_array(&*b.memory, "a", &chunks).await;
+    (b, chunks)
+}
+
+#[tokio::test]
+async fn shard_index_fetch_under_latency_is_shared_and_its_error_not_kept() {
+    let (b, chunks) = sharded_backend().await;
+    let fs = Arc::new(unsharded_fs(b.store()));
+    read_file(&fs, "a/zarr.json").await.unwrap();
+    b.recording.take();
+    b.plan.delay(&[Op::Read], Duration::from_millis(200));
+    b.plan.fail_next(Op::Read, 1, Fault::Backend);
+    let readers = || {
+        (0..4u64)
+            .flat_map(|y| (0..3u64).map(move |x| (y, x)))
+            .map(|(y, x)| {
+                let fs = fs.clone();
+                tokio::spawn(async move { (y, x, read_file(&fs, &format!("a/c/{y}/{x}")).await) })
+            })
+            .collect::<Vec<_>>()
+    };
+    for r in readers() {
+        let (_, _, got) = r.await.unwrap();
+        assert_eq!(errno(got), libc::EIO);
+    }
+    let index_fetches = |calls: Vec<String>| calls.iter().filter(|c| c.contains("a/c/0/0 Suffix")).count();
+    assert_eq!(index_fetches(b.recording.calls()), 1, "{:?}", b.recording.calls());
+    for r in readers() {
+        let (y, x, got) = r.await.unwrap();
+        assert_eq!(got.unwrap(), chunks[&local_of(y, x)]);
+    }
+    assert_eq!(index_fetches(b.recording.calls()), 2, "{:?}", b.recording.calls());
+}
+
+#[tokio::test]
+async fn a_failed_shard_rewrite_leaves_the_old_shard_intact() {
+    let (b, chunks) = sharded_backend().await;
+    let fs = unsharded_fs(b.store());
+    let before = b.memory.get("a/c/0/0").await.unwrap();
+    read_file(&fs, "a/c/0/1").await.unwrap(); // index cached: the rewrite's get is the next read
+
+    // 1. The shard cannot be read for the rewrite.
+    b.plan.fail_next(Op::Read, 2, Fault::Backend);
+    assert_eq!(errno(write_file(&fs, "a/c/1/1", b"lost").await), libc::EIO);
+    assert_eq!(b.plan.injected(), 2);
+    assert_eq!(b.memory.get("a/c/0/0").await.unwrap(), before);
+    // 2. The new shard cannot be stored (disk full).
+    b.plan.fail_matching(&[Op::Put], "a/c/0/0", Fault::NoSpace);
+    assert_eq!(errno(write_file(&fs, "a/c/1/1", b"lost").await), libc::ENOSPC);
+    assert_eq!(errno(write_file(&fs, "a/c/3/3", b"new chunk").await), libc::ENOSPC);
+    // 3. Deleting an inner chunk also rewrites the shard: it fails the same way.
+    assert_eq!(errno(remove_file(&fs, "a/c/2/2").await), libc::ENOSPC);
+    assert_eq!(b.memory.get("a/c/0/0").await.unwrap(), before, "the shard is byte for byte the old one");
+    assert_eq!(stored_chunks(&*b.memory, "a/c/0/0").await.unwrap(), chunks);
+
+    // Reads through the view still show the stored chunks; nothing half-written shows.
+    b.plan.clear();
+    assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), chunks[&local_of(0, 1)]);
+    assert_eq!(read_file(&fs, "a/c/2/2").await.unwrap(), chunks[&local_of(2, 2)]);
+    // The failed buffers are written back at unmount, now that the store works.
+    assert_eq!(fs.flush_all().await, 0);
+    let mut want = chunks.clone();
+    want.insert(local_of(1, 1), b"lost".to_vec());
+    want.insert(local_of(3, 3), b"new chunk".to_vec());
+    assert_eq!(stored_chunks(&*b.memory, "a/c/0/0").await.unwrap(), want);
+}
+
+#[tokio::test]
+async fn a_failed_delete_of_an_emptied_shard_keeps_it() {
+    let b = backend();
+    let one: BTreeMap<u64, Vec<u8>> = [(local_of(2, 1), chunk(2, 1, "only"))].into();
+    put_sharded_array(&*b.memory, "a", &one).await;
+    let fs = unsharded_fs(b.store());
+    b.plan.fail_matching(&[Op::Delete], "a/c/0/0", Fault::Backend);
+    assert_eq!(errno(remove_file(&fs, "a/c/2/1").await), libc::EIO);
+    assert_eq!(stored_chunks(&*b.memory, "a/c/0/0").await.unwrap(), one);
+    assert_eq!(read_file(&fs, "a/c/2/1").await.unwrap(), one[&local_of(2, 1)]);
+    b.plan.clear();
+    remove_file(&fs, "a/c/2/1").await.unwrap();
+    assert!(stored_chunks(&*b.memory, "a/c/0/0").await.is_none(), "the emptied shard is gone");
+}
+
+#[tokio::test]
+async fn writers_batched_into_a_failing_rewrite_all_get_the_error() {
+    let (b, chunks) = sharded_backend().await;
+    let fs = Arc::new(unsharded_fs(b.store()));
+    read_file(&fs, "a/c/0/0").await.unwrap();
+    // Slow puts make the writers queue up behind the first rewrite; every rewrite fails.
+    b.plan.delay(&[Op::Put], Duration::from_millis(100));
+    b.plan.fail_matching(&[Op::Put], "a/c/0/0", Fault::Backend);
+    let writers: Vec<_> = (0..4u64)
+        .map(|x| {
+            let fs = fs.clone();
+            tokio::spawn(async move { write_file(&fs, &format!("a/c/1/{x}"), b"batched").await })
+        })
+        .collect();
+    for w in writers {
+        assert_eq!(errno(w.await.unwrap()), libc::EIO);
+    }
+    assert_eq!(stored_chunks(&*b.memory, "a/c/0/0").await.unwrap(), chunks);
+    b.plan.clear();
+    write_file(&fs, "a/c/0/0", b"after").await.unwrap();
+    let stored = stored_chunks(&*b.memory, "a/c/0/0").await.unwrap();
+    assert_eq!(stored[&local_of(0, 0)], b"after");
+}

@@ -1,0 +1,124 @@
+//! Mount flags as the kernel sees them (/proc/self/mountinfo) and as they behave: other users
+//! are kept out unless `--allow-other`; `--read-only` is a kernel `ro` mount and, below the
+//! kernel, a daemon that refuses every write with EROFS.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::zfs::{ino_of, raw_fs, write_file};
+use common::{dirs, Mount};
+use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::SetAttr;
+use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::Store;
+
+/// (per-mount options, superblock options) of the mount at `mnt`, from /proc/self/mountinfo.
+fn mount_options(mnt: &Path) -> (Vec<String>, Vec<String>) {
+    let want = mnt.to_str().unwrap();
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 10 || fields[4].replace("\\040", " ") != want {
+            continue;
+        }
+        let dash = fields.iter().position(|f| *f == "-").expect("mountinfo separator");
+        let split = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        return (split(fields[5]), split(fields[dash + 3]));
+    }
+    panic!("{want} is not in /proc/self/mountinfo");
+}
+
+/// The errno (or 0) of reading and of writing `file` as the user `nobody`.
+fn as_nobody(file: &Path) -> (i32, i32) {
+    let run = |script: &str| {
+        let out = Command::new("sh").arg("-c").arg(script).arg("sh").arg(file).uid(65534).gid(65534).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        match () {
+            _ if out.status.success() => 0,
+            _ if err.contains("Permission denied") => libc::EACCES,
+            _ if err.contains("Read-only file system") => libc::EROFS,
+            _ => panic!("unexpected failure as nobody: {err}"),
+        }
+    };
+    (run(r#"cat "$1" >/dev/null"#), run(r#"echo x >>"$1""#))
+}
+
+/// Temp dirs that user `nobody` may walk through (the mount decides the rest).
+fn open_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let (tmp, src, mnt) = dirs();
+    for d in [tmp.path(), &src, &mnt] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (tmp, src, mnt)
+}
+
+#[test]
+fn other_users_are_kept_out_unless_allow_other() {
+    let (_tmp, src, mnt) = open_dirs();
+    std::fs::write(src.join("f"), b"data").unwrap();
+    std::fs::set_permissions(src.join("f"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let (per_mount, sb) = mount_options(&m.mnt);
+    assert!(per_mount.contains(&"rw".to_string()), "{per_mount:?}");
+    for opt in ["nosuid", "nodev"] {
+        assert!(per_mount.contains(&opt.to_string()), "{opt} missing: {per_mount:?}");
+    }
+    assert!(!sb.iter().any(|o| o == "allow_other" || o == "allow_root"), "allow_other by default: {sb:?}");
+    assert_eq!(as_nobody(&m.path("f")), (libc::EACCES, libc::EACCES), "another user reached the mount");
+    drop(m);
+
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--allow-other"]);
+    let (_, sb) = mount_options(&m.mnt);
+    for opt in ["allow_other", "default_permissions"] {
+        assert!(sb.contains(&opt.to_string()), "{opt} missing: {sb:?}");
+    }
+    // Now the kernel checks the modes shown: files are 0644, owned by the mounting user.
+    assert_eq!(as_nobody(&m.path("f")), (0, libc::EACCES));
+}
+
+#[test]
+fn read_only_is_a_kernel_flag() {
+    let (_tmp, src, mnt) = dirs();
+    std::fs::write(src.join("f"), b"data").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--read-only"]);
+    let (per_mount, sb) = mount_options(&m.mnt);
+    assert!(per_mount.contains(&"ro".to_string()), "{per_mount:?}");
+    assert!(sb.contains(&"ro".to_string()), "{sb:?}");
+    let err = std::fs::OpenOptions::new().append(true).open(m.path("f")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    assert_eq!(std::fs::read(m.path("f")).unwrap(), b"data");
+}
+
+#[tokio::test]
+async fn a_read_only_daemon_refuses_every_write_itself() {
+    // Below the kernel: even if a request got past the `ro` flag, the filesystem says EROFS.
+    let store = Arc::new(MemoryStore::new());
+    store.put("d/f", Bytes::from_static(b"data")).await.unwrap();
+    let fs = raw_fs(store.clone(), true);
+    let d = ino_of(&fs, "d").await.unwrap();
+    let f = ino_of(&fs, "d/f").await.unwrap();
+    let erofs = |r: Result<(), zarr_mount::fs::FsError>| assert_eq!(r.unwrap_err().errno(), libc::EROFS);
+    erofs(write_file(&fs, "d/new", b"x").await);
+    erofs(write_file(&fs, "d/f", b"x").await);
+    erofs(fs.open(f, libc::O_WRONLY).await.map(drop));
+    erofs(fs.open(f, libc::O_RDWR | libc::O_APPEND).await.map(drop));
+    erofs(fs.setattr(f, SetAttr { size: Some(0), ..SetAttr::default() }).await.map(drop));
+    erofs(fs.mkdir(d, "sub").await.map(drop));
+    erofs(fs.unlink(d, "f").await);
+    erofs(fs.rmdir(ROOT_INO, "d").await);
+    erofs(fs.rename(d, "f", d, "g", 0).await);
+    // Reading works, permissions say read-only, and the store was never touched.
+    let h = fs.open(f, libc::O_RDONLY).await.unwrap();
+    assert_eq!(&fs.read(h.fh, 0, 100).await.unwrap()[..], b"data");
+    fs.release(h.fh).await.unwrap();
+    assert_eq!(fs.getattr(f).await.unwrap().perm & 0o222, 0);
+    let keys: Vec<String> = store.list("d").await.unwrap().files.into_iter().map(|f| f.0).collect();
+    assert_eq!(keys, ["f"]);
+    assert_eq!(store.get("d/f").await.unwrap(), Bytes::from_static(b"data"));
+}
