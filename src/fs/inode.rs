@@ -30,6 +30,12 @@ impl InodeTable {
         self.by_ino.get(&ino).map(|e| e.path.as_str())
     }
 
+    /// Whether the inode's name still leads to it: false once it was unlinked, or replaced by
+    /// a rename over it (the inode lives on for open handles and until the kernel forgets it).
+    pub fn is_linked(&self, ino: u64) -> bool {
+        self.by_ino.get(&ino).is_some_and(|e| self.by_path.get(&e.path) == Some(&ino))
+    }
+
     /// The inode for `path`, created if needed; `lookup` adds a kernel reference.
     pub fn get_or_insert(&mut self, path: &str, lookup: bool) -> u64 {
         let ino = match self.by_path.get(path) {
@@ -50,20 +56,22 @@ impl InodeTable {
         ino
     }
 
-    /// The kernel dropped `n` references.
-    pub fn forget(&mut self, ino: u64, n: u64) {
+    /// The kernel dropped `n` references. True when that was the last one and the inode is gone.
+    pub fn forget(&mut self, ino: u64, n: u64) -> bool {
         if ino == ROOT_INO {
-            return;
+            return false;
         }
-        let Some(e) = self.by_ino.get_mut(&ino) else { return };
+        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
         e.lookups = e.lookups.saturating_sub(n);
-        if e.lookups == 0 {
-            let path = std::mem::take(&mut e.path);
-            self.by_ino.remove(&ino);
-            if self.by_path.get(&path) == Some(&ino) {
-                self.by_path.remove(&path);
-            }
+        if e.lookups > 0 {
+            return false;
         }
+        let path = std::mem::take(&mut e.path);
+        self.by_ino.remove(&ino);
+        if self.by_path.get(&path) == Some(&ino) {
+            self.by_path.remove(&path);
+        }
+        true
     }
 
     /// The name `path` is gone (unlink, rmdir): the inode stays for open handles but the
@@ -104,12 +112,28 @@ mod tests {
         let ab = t.get_or_insert("a/b", true);
         assert_eq!(t.get_or_insert("a", false), a);
         t.rename("a", "x");
+        assert!(t.is_linked(a) && t.is_linked(ab));
         assert_eq!(t.path(a), Some("x"));
         assert_eq!(t.path(ab), Some("x/b"));
-        t.forget(ab, 1);
+        assert!(t.forget(ab, 1));
         assert_eq!(t.path(ab), None);
         assert_ne!(t.get_or_insert("x/b", false), ab);
         t.forget(ROOT_INO, 5);
         assert_eq!(t.path(ROOT_INO), Some(""));
+    }
+
+    #[test]
+    fn unlinked_and_replaced_inodes_are_detached_from_their_names() {
+        let mut t = InodeTable::default();
+        let f = t.get_or_insert("f", true);
+        let g = t.get_or_insert("g", true);
+        t.unlink_path("f");
+        assert!(!t.is_linked(f));
+        assert_eq!(t.path(f), Some("f"), "kept for open handles");
+        let f2 = t.get_or_insert("f", true);
+        assert_ne!(f2, f);
+        t.rename("f", "g"); // over g
+        assert!(t.is_linked(f2) && !t.is_linked(g));
+        assert_eq!(t.path(f2), Some("g"));
     }
 }

@@ -8,6 +8,7 @@
 //! `*.partial` (temp files that writers such as zarr-python rename over their target) are kept
 //! in memory until renamed, so only the final key is ever written to the backend.
 
+pub mod changes;
 pub mod decoded_cache;
 pub mod error;
 pub mod inode;
@@ -20,14 +21,15 @@ pub mod unsharded;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use lru::LruCache;
 
 pub use error::{FsError, FsResult};
+use changes::{ChangeLog, Watch};
 use inode::{InodeTable, ROOT_INO};
 use namespace::Namespace;
 
@@ -55,6 +57,8 @@ pub struct Attr {
     pub size: u64,
     pub mtime: SystemTime,
     pub perm: u16,
+    /// 0 for a file unlinked while open, else 1 (files) or 2 (directories).
+    pub nlink: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +66,8 @@ pub struct DirEntry {
     pub ino: u64,
     pub name: String,
     pub kind: FileKind,
+    /// The attributes at opendir, for READDIRPLUS (ignored by the kernel for `.` and `..`).
+    pub attr: Attr,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +83,8 @@ pub struct Opened {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SetAttr {
     pub size: Option<u64>,
+    /// The handle a truncation came with (ftruncate(), open(O_TRUNC)).
+    pub fh: Option<u64>,
     pub mode: Option<u32>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
@@ -92,6 +100,8 @@ struct WriteBuf {
     staged: bool,
     /// Unlinked while open: never written back.
     unlinked: bool,
+    /// The last write-back failed: every writer's close tries again.
+    failed: bool,
     modified: SystemTime,
 }
 
@@ -108,6 +118,7 @@ impl WriteBuf {
             handles: 1,
             staged: is_staged_name(split_key(path).1),
             unlinked: false,
+            failed: false,
             modified: SystemTime::now(),
         }))
     }
@@ -115,11 +126,35 @@ impl WriteBuf {
 type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
 
 enum Handle {
-    File { ino: u64, path: String, node: Option<Node>, buf: Option<SharedBuf>, ra: Option<SharedReadAhead> },
-    Dir { entries: Arc<Vec<DirEntry>> },
+    /// `buf`: the write buffer of the path, read by readers too (they see the writer's
+    /// progress); only a handle that `writes` writes it back, and only when it is `dirty`
+    /// (it wrote or truncated since its last flush). So the late RELEASE of a closed handle
+    /// does not store the half-written buffer of the next open of the same file.
+    File {
+        ino: u64,
+        path: String,
+        node: Option<Node>,
+        buf: Option<SharedBuf>,
+        writes: bool,
+        dirty: bool,
+        ra: Option<SharedReadAhead>,
+    },
+    /// `entries` is the listing, taken at the first readdir (None before).
+    Dir { ino: u64, path: String, entries: Option<Arc<Vec<DirEntry>>> },
+}
+
+/// An open directory.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenedDir {
+    pub fh: u64,
+    /// The kernel's cached listing of this directory (if it has one) is younger than the
+    /// metadata TTL: it may serve readdir from it without asking.
+    pub keep_cache: bool,
 }
 
 const METADATA_CACHE_ENTRIES: usize = 500_000;
+/// Read-ahead states kept per inode when the kernel sends no OPEN (and so no RELEASE to end them).
+const INODE_READAHEADS: usize = 64;
 const MAX_NAME_LEN: usize = 255;
 
 pub struct ZarrFs {
@@ -131,8 +166,38 @@ pub struct ZarrFs {
     bufs: Mutex<HashMap<String, SharedBuf>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
-    /// ino -> content version at its last open, to tell the kernel when its cache is still good.
+    /// ino -> content version at its last open (or, without opens, the last one the kernel was
+    /// shown), to tell the kernel when its cache is still good.
     versions: Mutex<HashMap<u64, String>>,
+    /// Memory for read-ahead, shared by every file of the mount.
+    readahead_budget: Arc<readahead::Budget>,
+    /// The kernel sends no OPEN/RELEASE (read-only mounts, see `serve_without_open`): reads come
+    /// with handle 0 and are served by inode.
+    openless: AtomicBool,
+    /// Read-ahead per inode for reads without a handle.
+    inode_readaheads: Mutex<LruCache<u64, SharedReadAhead>>,
+    /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
+    invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Directory ino -> when it was last listed (the kernel caches that listing).
+    dirs_listed: Mutex<HashMap<u64, Instant>>,
+    /// Paths changed through the mount, for lookups and listings that overlapped the change.
+    changes: Arc<ChangeLog>,
+}
+
+/// What a write buffer shows as a file.
+fn buf_node(b: &WriteBuf) -> Node {
+    Node {
+        size: b.data.len() as u64,
+        modified: b.modified,
+        backing: Backing::Object { key: b.path.clone(), version: "pending".into() },
+    }
+}
+
+async fn truncate_buf(buf: &SharedBuf, size: u64) {
+    let mut b = buf.lock().await;
+    b.data.resize(size as usize, 0);
+    b.dirty = true;
+    b.modified = SystemTime::now();
 }
 
 /// Temp files that writers rename over the real key.
@@ -155,6 +220,59 @@ impl ZarrFs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             versions: Mutex::new(HashMap::new()),
+            readahead_budget: readahead::Budget::new(readahead::DEFAULT_BUDGET),
+            openless: AtomicBool::new(false),
+            inode_readaheads: Mutex::new(LruCache::new(NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"))),
+            invalidator: OnceLock::new(),
+            dirs_listed: Mutex::new(HashMap::new()),
+            changes: Arc::new(ChangeLog::default()),
+        }
+    }
+
+    /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
+    /// answers ENOSYS. Only a read-only mount can: writes need handles. The kernel then keeps
+    /// its page cache across opens, so a changed content version (seen at a lookup, getattr or
+    /// read) is answered with an invalidation instead of at open. Returns whether it is on.
+    pub fn serve_without_open(&self) -> bool {
+        if self.cfg.read_only {
+            self.openless.store(true, Ordering::Relaxed);
+        }
+        self.openless.load(Ordering::Relaxed)
+    }
+
+    pub fn is_openless(&self) -> bool {
+        self.openless.load(Ordering::Relaxed)
+    }
+
+    /// How to tell the kernel to drop its cached pages of an inode. Called from any thread,
+    /// including the FUSE dispatch thread, so it must not block on the kernel.
+    pub fn set_invalidator(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.invalidator.set(f);
+    }
+
+    /// Without opens: the kernel is about to get (or has read) `node`'s content for `ino`. If
+    /// it is not the version it saw last, its cached pages are stale: drop them.
+    fn note_version(&self, ino: u64, node: &Node) {
+        if !self.is_openless() {
+            return;
+        }
+        let Some(v) = node.content_version() else { return };
+        let changed = {
+            let mut versions = lock(&self.versions);
+            match versions.get(&ino) {
+                Some(old) if *old == v => return,
+                old => {
+                    let changed = old.is_some();
+                    versions.insert(ino, v);
+                    changed
+                }
+            }
+        };
+        if changed {
+            lock(&self.inode_readaheads).pop(&ino);
+            if let Some(invalidate) = self.invalidator.get() {
+                invalidate(ino);
+            }
         }
     }
 
@@ -164,8 +282,41 @@ impl ZarrFs {
 
     // ---- paths, caches ----
 
+    /// The path of a live inode. ESTALE for one whose name was unlinked or replaced through
+    /// the mount: the name now leads elsewhere (or nowhere), so the kernel must look it up again.
     fn path_of(&self, ino: u64) -> FsResult<String> {
-        lock(&self.inodes).path(ino).map(str::to_string).ok_or(FsError::NotFound)
+        let inodes = lock(&self.inodes);
+        let path = inodes.path(ino).ok_or(FsError::NotFound)?;
+        if !inodes.is_linked(ino) {
+            return Err(FsError::Stale);
+        }
+        Ok(path.to_string())
+    }
+
+    /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
+    /// (a writer's, if any), or the node it was opened on.
+    fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
+        let handles = lock(&self.handles);
+        let mut found = None;
+        for h in handles.values() {
+            if let Handle::File { ino: i, buf, node, writes, .. } = h {
+                if *i == ino && (found.is_none() || *writes) {
+                    found = Some((buf.clone(), node.clone()));
+                }
+            }
+        }
+        found
+    }
+
+    /// fstat() of a file unlinked (or replaced) while open: what the open handle holds, with no
+    /// links. Without an open handle the inode is just stale.
+    async fn unlinked_attr(&self, ino: u64) -> FsResult<Attr> {
+        let node = match self.open_content(ino) {
+            Some((Some(buf), _)) => buf_node(&*buf.lock().await),
+            Some((None, Some(node))) => node,
+            _ => return Err(FsError::Stale),
+        };
+        Ok(Attr { nlink: 0, ..self.attr_of(ino, &node) })
     }
 
     fn child_path(&self, parent: u64, name: &str) -> FsResult<String> {
@@ -173,17 +324,22 @@ impl ZarrFs {
             return Err(FsError::InvalidName("not a single path component"));
         }
         if name.len() > MAX_NAME_LEN {
-            return Err(FsError::InvalidName("name too long"));
+            return Err(FsError::NameTooLong);
         }
         Ok(join_key(&self.path_of(parent)?, name))
     }
 
+    /// `path` changed through the mount: drop what is cached of it. The change is noted
+    /// before the entry goes, so a lookup that finds no change (under the cache lock, see
+    /// `cache_node`) has its entry dropped here afterwards.
     fn invalidate(&self, path: &str) {
+        self.changes.note(path);
         lock(&self.nodes).pop(path);
     }
 
     /// Drop everything cached at or below `path` (after a directory rename or removal).
     fn invalidate_tree(&self, path: &str) {
+        self.changes.note(path);
         let prefix = format!("{path}/");
         let mut nodes = lock(&self.nodes);
         let stale: Vec<String> =
@@ -193,21 +349,21 @@ impl ZarrFs {
         }
     }
 
-    fn cache_node(&self, path: &str, node: Option<Node>) {
-        lock(&self.nodes).put(path.to_string(), (node, Instant::now()));
+    /// Cache what a lookup under `watch` found, unless the path changed through the mount
+    /// meanwhile (the answer may predate the change). Returns whether it was cached.
+    fn cache_node(&self, watch: &Watch, path: &str, node: Option<Node>) -> bool {
+        let mut nodes = lock(&self.nodes);
+        let fresh = !watch.changed(path);
+        if fresh {
+            nodes.put(path.to_string(), (node, Instant::now()));
+        }
+        fresh
     }
 
     async fn pending_node(&self, path: &str) -> Option<Node> {
         let buf = lock(&self.bufs).get(path).cloned()?;
         let b = buf.lock().await;
-        if b.unlinked {
-            return None;
-        }
-        Some(Node {
-            size: b.data.len() as u64,
-            modified: b.modified,
-            backing: Backing::Object { key: path.to_string(), version: "pending".into() },
-        })
+        (!b.unlinked).then(|| buf_node(&b))
     }
 
     /// What `path` is now: an open write buffer, a fresh cache entry, or the namespace's answer.
@@ -220,15 +376,24 @@ impl ZarrFs {
                 return Ok(node.clone());
             }
         }
-        let node = self.ns.lookup(path).await?;
-        self.cache_node(path, node.clone());
-        Ok(node)
+        // A change through the mount during the lookup may be newer than its answer: ask
+        // again. After a few tries (the path keeps changing) the last answer goes uncached.
+        let mut tries = 0;
+        loop {
+            let watch = self.changes.watch();
+            let node = self.ns.lookup(path).await?;
+            tries += 1;
+            if self.cache_node(&watch, path, node.clone()) || tries == 3 {
+                return Ok(node);
+            }
+        }
     }
 
     fn attr_of(&self, ino: u64, node: &Node) -> Attr {
         let (kind, perm) = if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
         let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
-        Attr { ino, kind, size: node.size, mtime: node.modified, perm }
+        let nlink = if kind == FileKind::Dir { 2 } else { 1 };
+        Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
     }
 
     fn check_rw(&self) -> FsResult<()> {
@@ -245,27 +410,48 @@ impl ZarrFs {
         let path = self.child_path(parent, name)?;
         let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
         let ino = lock(&self.inodes).get_or_insert(&path, true);
+        self.note_version(ino, &node);
         Ok(self.attr_of(ino, &node))
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
-        lock(&self.inodes).forget(ino, n);
+        if lock(&self.inodes).forget(ino, n) {
+            lock(&self.versions).remove(&ino);
+            lock(&self.inode_readaheads).pop(&ino);
+            lock(&self.dirs_listed).remove(&ino);
+        }
     }
 
     pub async fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        let path = self.path_of(ino)?;
+        let path = match self.path_of(ino) {
+            Err(FsError::Stale) => return self.unlinked_attr(ino).await,
+            r => r?,
+        };
         let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+        self.note_version(ino, &node);
         Ok(self.attr_of(ino, &node))
     }
 
+    /// `set.uid`/`set.gid` are owner changes (the adapter drops a chown to the owner shown).
     pub async fn setattr(&self, ino: u64, set: SetAttr) -> FsResult<Attr> {
-        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+        if set.uid.is_some() || set.gid.is_some() {
             return Err(FsError::NotPermitted("a store has no permissions or owners"));
+        }
+        if let Some(mode) = set.mode {
+            // A chmod to the mode shown changes nothing, so it succeeds (tools such as
+            // pjdfstest and `install -m` set the mode a new file already has).
+            if mode & 0o7777 != self.getattr(ino).await?.perm as u32 {
+                return Err(FsError::NotPermitted("a store has no permissions or owners"));
+            }
         }
         if let Some(size) = set.size {
             self.check_rw()?;
-            let path = self.path_of(ino)?;
-            self.truncate(&path, size).await?;
+            // ftruncate() (also of a file unlinked while open) changes the handle's buffer,
+            // which that handle writes back; truncate() of a path takes effect now.
+            match set.fh.and_then(|fh| self.dirty_writer_buf(fh)) {
+                Some(buf) => truncate_buf(&buf, size).await,
+                None => self.truncate(&self.path_of(ino)?, size).await?,
+            }
         }
         self.getattr(ino).await
     }
@@ -273,11 +459,8 @@ impl ZarrFs {
     async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
         let existing = lock(&self.bufs).get(path).cloned();
         if let Some(buf) = existing {
-            let mut b = buf.lock().await;
-            b.data.resize(size as usize, 0);
-            b.dirty = true;
-            b.modified = SystemTime::now();
-            return Ok(());
+            truncate_buf(&buf, size).await;
+            return self.write_back(&buf).await;
         }
         // Not open: rewrite the object now (`truncate -s`).
         self.ns.check_writable(path).await?;
@@ -294,56 +477,140 @@ impl ZarrFs {
 
     // ---- directories ----
 
+    /// Open and list a directory.
     pub async fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let opened = self.opendir_lazy(ino)?;
+        self.list_dir(opened.fh).await?;
+        Ok(opened.fh)
+    }
+
+    /// Open a directory without listing it (no I/O): the listing is taken by `list_dir` at the
+    /// first readdir, which never comes when the kernel still has the listing cached.
+    pub fn opendir_lazy(&self, ino: u64) -> FsResult<OpenedDir> {
         let path = self.path_of(ino)?;
-        let listing = self.ns.list(&path).await?;
-        let mut entries = Vec::with_capacity(listing.len() + 2);
-        let parent_ino = if path.is_empty() {
-            ROOT_INO
-        } else {
-            lock(&self.inodes).get_or_insert(split_key(&path).0, false)
+        let keep_cache = lock(&self.dirs_listed).get(&ino).is_some_and(|at| at.elapsed() < self.cfg.metadata_ttl);
+        let fh = self.new_handle(Handle::Dir { ino, path, entries: None });
+        Ok(OpenedDir { fh, keep_cache })
+    }
+
+    /// The listing of an open directory, taken now if it was not yet: a snapshot that readdir
+    /// pages through.
+    pub async fn list_dir(&self, fh: u64) -> FsResult<Arc<Vec<DirEntry>>> {
+        let (ino, path) = match lock(&self.handles).get(&fh) {
+            Some(Handle::Dir { entries: Some(e), .. }) => return Ok(e.clone()),
+            Some(Handle::Dir { ino, path, .. }) => (*ino, path.clone()),
+            _ => return Err(FsError::BadHandle),
         };
-        entries.push(DirEntry { ino, name: ".".into(), kind: FileKind::Dir });
-        entries.push(DirEntry { ino: parent_ino, name: "..".into(), kind: FileKind::Dir });
-        let mut names = std::collections::HashSet::new();
-        {
-            let now = Instant::now();
-            let mut inodes = lock(&self.inodes);
-            let mut nodes = lock(&self.nodes);
-            for (name, node) in listing {
-                let child = join_key(&path, &name);
-                let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
-                let child_ino = inodes.get_or_insert(&child, false);
-                // One listing answers the lookups that `ls -l` sends next.
-                nodes.put(child.clone(), (Some(node), now));
-                names.insert(name.clone());
-                entries.push(DirEntry { ino: child_ino, name, kind });
+        let listed_at = Instant::now();
+        let entries = Arc::new(self.list_entries(ino, &path).await?);
+        if let Some(Handle::Dir { entries: e, .. }) = lock(&self.handles).get_mut(&fh) {
+            *e = Some(entries.clone());
+        }
+        lock(&self.dirs_listed).insert(ino, listed_at);
+        Ok(entries)
+    }
+
+    async fn list_entries(&self, ino: u64, path: &str) -> FsResult<Vec<DirEntry>> {
+        let watch = self.changes.watch();
+        let mut listing = self.ns.list(path).await?;
+        // Entries this mount changed while the store listed them are asked for again: the
+        // kernel takes READDIRPLUS attributes as current (and cuts reads at their size).
+        let mut asked_again = Vec::new();
+        for (name, _) in &listing {
+            let child = join_key(path, name);
+            if watch.changed(&child) {
+                asked_again.push((name.clone(), self.ns.lookup(&child).await?));
             }
         }
-        // Files being written here that the backend does not have yet.
+        for (name, node) in asked_again {
+            let Ok(i) = listing.binary_search_by(|(n, _)| n.as_str().cmp(&name)) else { continue };
+            match node {
+                Some(node) => listing[i].1 = node,
+                None => {
+                    listing.remove(i);
+                }
+            }
+        }
+        // Files open for writing here: their buffers are newer than the store (and some are
+        // not in it yet). The listing is sorted by name (`Namespace::list`).
         let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
         let pending: Vec<(String, SharedBuf)> = lock(&self.bufs)
             .iter()
             .filter_map(|(p, b)| p.strip_prefix(&prefix).filter(|n| !n.contains('/')).map(|n| (n.to_string(), b.clone())))
             .collect();
+        let mut buffered = std::collections::HashSet::new();
         for (name, buf) in pending {
-            if names.contains(&name) || buf.lock().await.unlinked {
-                continue;
+            let node = {
+                let b = buf.lock().await;
+                if b.unlinked {
+                    continue;
+                }
+                buf_node(&b)
+            };
+            match listing.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+                Ok(i) => listing[i].1 = node,
+                Err(i) => listing.insert(i, (name.clone(), node)),
             }
-            let child_ino = lock(&self.inodes).get_or_insert(&join_key(&path, &name), false);
-            entries.push(DirEntry { ino: child_ino, name, kind: FileKind::File });
+            buffered.insert(name);
         }
-        Ok(self.new_handle(Handle::Dir { entries: Arc::new(entries) }))
+
+        let mut entries = Vec::with_capacity(listing.len() + 2);
+        let parent_ino = if path.is_empty() {
+            ROOT_INO
+        } else {
+            lock(&self.inodes).get_or_insert(split_key(path).0, false)
+        };
+        let dir_attr = |ino| Attr { ino, kind: FileKind::Dir, size: 0, mtime: SystemTime::UNIX_EPOCH, perm: 0o755, nlink: 2 };
+        entries.push(DirEntry { ino, name: ".".into(), kind: FileKind::Dir, attr: dir_attr(ino) });
+        entries.push(DirEntry { ino: parent_ino, name: "..".into(), kind: FileKind::Dir, attr: dir_attr(parent_ino) });
+        let now = Instant::now();
+        let mut inodes = lock(&self.inodes);
+        let mut nodes = lock(&self.nodes);
+        for (name, node) in listing {
+            let child = join_key(path, &name);
+            let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
+            let child_ino = inodes.get_or_insert(&child, false);
+            let attr = self.attr_of(child_ino, &node);
+            // One listing answers the lookups that `ls -l` sends next (see `cache_node`).
+            if !buffered.contains(&name) && !watch.changed(&child) {
+                nodes.put(child, (Some(node), now));
+            }
+            entries.push(DirEntry { ino: child_ino, name, kind, attr });
+        }
+        Ok(entries)
     }
 
-    /// The snapshot taken at opendir (the adapter pages through it).
+    /// The listing of an open directory (after `opendir`, or a first `list_dir`).
     pub fn readdir(&self, fh: u64) -> FsResult<Arc<Vec<DirEntry>>> {
+        self.readdir_listed(fh)?.ok_or(FsError::BadHandle)
+    }
+
+    /// The listing if it was taken already, `None` if `list_dir` has to take it first.
+    pub fn readdir_listed(&self, fh: u64) -> FsResult<Option<Arc<Vec<DirEntry>>>> {
         match lock(&self.handles).get(&fh) {
-            Some(Handle::Dir { entries }) => {
-                Ok(entries.clone())
-            }
+            Some(Handle::Dir { entries, .. }) => Ok(entries.clone()),
             _ => Err(FsError::BadHandle),
         }
+    }
+
+    /// The directory path of a directory handle (for `readdirplus_entry`).
+    pub fn dir_path(&self, fh: u64) -> FsResult<String> {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::Dir { path, .. }) => Ok(path.clone()),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    /// READDIRPLUS hands the kernel an entry, which counts as a lookup of it: take the
+    /// reference and return the attributes to send (the inode may have been renumbered since
+    /// opendir). If the reply has no room for it after all, `forget(attr.ino, 1)` undoes this.
+    pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Attr {
+        let path = join_key(dir, &e.name);
+        let ino = lock(&self.inodes).get_or_insert(&path, true);
+        if let Some(Some(node)) = self.cached_node(&path) {
+            self.note_version(ino, &node);
+        }
+        Attr { ino, ..e.attr }
     }
 
     pub fn releasedir(&self, fh: u64) {
@@ -420,7 +687,7 @@ impl ZarrFs {
             }
         };
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), ra: None });
+        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), writes: true, dirty: truncating, ra: None });
         Ok(Opened { fh, keep_cache: false, read_only: false })
     }
 
@@ -430,9 +697,13 @@ impl ZarrFs {
         }
         let buf = lock(&self.bufs).get(&path).cloned();
         let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
-        let ra = Some(Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::default())));
-        let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, ra });
+        let ra = Some(self.new_readahead());
+        let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, writes: false, dirty: false, ra });
         Ok(Opened { fh, keep_cache, read_only: true })
+    }
+
+    fn new_readahead(&self) -> SharedReadAhead {
+        Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::new(self.readahead_budget.clone())))
     }
 
     // ---- answers from memory alone ----
@@ -461,6 +732,7 @@ impl ZarrFs {
             None => Err(FsError::NotFound),
             Some(node) => {
                 let ino = lock(&self.inodes).get_or_insert(&path, true);
+                self.note_version(ino, &node);
                 Ok(self.attr_of(ino, &node))
             }
         })
@@ -469,6 +741,7 @@ impl ZarrFs {
     pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
         let path = self.path_of(ino).ok()?;
         let node = self.cached_node(&path)??;
+        self.note_version(ino, &node);
         Some(Ok(self.attr_of(ino, &node)))
     }
 
@@ -501,8 +774,8 @@ impl ZarrFs {
         self.invalidate(&path);
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), ra: None });
-        let attr = Attr { ino, kind: FileKind::File, size: 0, mtime: SystemTime::now(), perm: 0o644 };
+        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), writes: true, dirty: true, ra: None });
+        let attr = Attr { ino, kind: FileKind::File, size: 0, mtime: SystemTime::now(), perm: 0o644, nlink: 1 };
         Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
     }
 
@@ -521,7 +794,7 @@ impl ZarrFs {
     }
 
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
-        let (_, path, node, buf) = self.file_handle(fh)?;
+        let (ino, path, node, buf) = self.file_handle(fh)?;
         if let Some(buf) = buf {
             let b = buf.lock().await;
             let start = (offset as usize).min(b.data.len());
@@ -529,19 +802,50 @@ impl ZarrFs {
             return Ok(Bytes::copy_from_slice(&b.data[start..end]));
         }
         let node = node.ok_or(FsError::BadHandle)?;
-        let Some(ra) = self.read_ahead_of(fh) else { return self.ns.read(&path, &node, offset, size).await };
+        let Some(ra) = self.read_ahead_of(fh) else { return self.read_node(ino, &path, &node, offset, size).await };
+        self.read_ahead(ino, &ra, &path, &node, offset, size).await
+    }
+
+    /// A read from the namespace. When the file changed since `node` was resolved (ESTALE),
+    /// what this mount and the kernel know of it is dropped, so the next open sees the change.
+    async fn read_node(&self, ino: u64, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+        let r = self.ns.read(path, node, offset, size).await;
+        if matches!(r, Err(FsError::Stale)) {
+            tracing::debug!(path, "changed since it was opened: ESTALE");
+            self.invalidate(path);
+            lock(&self.versions).remove(&ino);
+            if let Some(invalidate) = self.invalidator.get() {
+                invalidate(ino);
+            }
+        }
+        r
+    }
+
+    /// A read without a handle (the kernel sends no OPEN, see `serve_without_open`): by inode,
+    /// from its current node.
+    pub async fn read_inode(&self, ino: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+        let path = self.path_of(ino)?;
+        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+        if node.is_dir() {
+            return Err(FsError::IsADirectory);
+        }
+        self.note_version(ino, &node);
+        let ra = lock(&self.inode_readaheads).get_or_insert(ino, || self.new_readahead()).clone();
+        self.read_ahead(ino, &ra, &path, &node, offset, size).await
+    }
+
+    async fn read_ahead(&self, ino: u64, ra: &SharedReadAhead, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         let mut ra = ra.lock().await;
         if let Some(data) = ra.take(offset, size, node.size) {
             return Ok(data);
         }
         let (from, len) = ra.plan(offset, size, node.size);
-        let fetched = self.ns.read(&path, &node, from, len.max(size as u64) as u32).await?;
+        let fetched = self.read_node(ino, path, node, from, len.max(size as u64) as u32).await?;
         Ok(ra.fill(offset, size, fetched))
     }
 
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        let (_, _, _, buf) = self.file_handle(fh)?;
-        let buf = buf.ok_or(FsError::BadHandle)?;
+        let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
         let mut b = buf.lock().await;
         let end = offset as usize + data.len();
         if b.data.len() < end {
@@ -560,17 +864,57 @@ impl ZarrFs {
             return Ok(());
         }
         let path = b.path.clone();
-        self.ns.write_file(&path, Bytes::copy_from_slice(&b.data)).await?;
+        let result = self.ns.write_file(&path, Bytes::copy_from_slice(&b.data)).await;
+        b.failed = result.is_err();
+        result?;
         b.dirty = false;
         self.invalidate(&path);
         Ok(())
     }
 
+    /// close(): the buffer goes to the store if this handle changed it since its last flush,
+    /// or an earlier write-back of it failed. A reader's close never stores a writer's
+    /// unfinished data.
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
-        let (_, _, _, buf) = self.file_handle(fh)?;
-        match buf {
-            Some(buf) => self.write_back(&buf).await,
-            None => Ok(()),
+        self.write_back_from(fh, false).await
+    }
+
+    /// fsync(): like close(), and also whatever other writers left unstored.
+    pub async fn fsync(&self, fh: u64) -> FsResult<()> {
+        self.write_back_from(fh, true).await
+    }
+
+    async fn write_back_from(&self, fh: u64, whole_file: bool) -> FsResult<()> {
+        let Some((buf, handle_dirty)) = self.take_dirty(fh)? else { return Ok(()) };
+        if !(handle_dirty || whole_file || buf.lock().await.failed) {
+            return Ok(());
+        }
+        let result = self.write_back(&buf).await;
+        if result.is_err() && handle_dirty {
+            self.dirty_writer_buf(fh); // still this handle's to write
+        }
+        result
+    }
+
+    /// The write buffer of a handle open for writing, which is about to change it: the handle
+    /// is marked dirty. `None` for a reader or an unknown handle.
+    fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
+        match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => {
+                *dirty = true;
+                Some(buf.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
+    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
+    fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
+        match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => Ok(Some((buf.clone(), std::mem::take(dirty)))),
+            Some(Handle::File { .. }) => Ok(None),
+            _ => Err(FsError::BadHandle),
         }
     }
 
@@ -578,7 +922,7 @@ impl ZarrFs {
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
         let mut handles = lock(&self.handles);
-        if matches!(handles.get(&fh), Some(Handle::File { buf: None, .. })) {
+        if matches!(handles.get(&fh), Some(Handle::File { writes: false, .. })) {
             handles.remove(&fh);
             return true;
         }
@@ -587,8 +931,9 @@ impl ZarrFs {
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let Some(handle) = lock(&self.handles).remove(&fh) else { return Err(FsError::BadHandle) };
-        let Handle::File { buf: Some(buf), .. } = handle else { return Ok(()) };
-        let result = self.write_back(&buf).await;
+        let Handle::File { buf: Some(buf), writes: true, dirty, .. } = handle else { return Ok(()) };
+        let retry = buf.lock().await.failed;
+        let result = if dirty || retry { self.write_back(&buf).await } else { Ok(()) };
         let mut b = buf.lock().await;
         b.handles = b.handles.saturating_sub(1);
         // Keep a staged temp file (until renamed) and a buffer whose write-back failed (so a
@@ -602,10 +947,6 @@ impl ZarrFs {
             }
         }
         result
-    }
-
-    pub async fn fsync(&self, fh: u64) -> FsResult<()> {
-        self.flush(fh).await
     }
 
     pub async fn unlink(&self, parent: u64, name: &str) -> FsResult<()> {
@@ -728,5 +1069,92 @@ impl ZarrFs {
             }
         }
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::Store;
+
+    fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
+        let ns = Arc::new(namespace::RawNamespace::new(store));
+        ZarrFs::new(ns, FsConfig { metadata_ttl: ttl, read_only })
+    }
+
+    /// Reads by inode (no OPEN) follow the current content, and a new content version seen
+    /// at a lookup asks the kernel to drop its cached pages of that inode, once.
+    #[tokio::test]
+    async fn reads_without_open_follow_versions_and_invalidate_changed_files() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("a/x", Bytes::from_static(b"first")).await.unwrap();
+        let fs = fs_over(store.clone(), true, Duration::ZERO);
+        let invalidated = Arc::new(Mutex::new(Vec::new()));
+        let seen = invalidated.clone();
+        fs.set_invalidator(Box::new(move |ino| lock(&seen).push(ino)));
+        assert!(fs.serve_without_open());
+
+        let dir = fs.lookup(ROOT_INO, "a").await.unwrap();
+        let x = fs.lookup(dir.ino, "x").await.unwrap();
+        assert_eq!(&fs.read_inode(x.ino, 0, 100).await.unwrap()[..], b"first");
+        assert_eq!(fs.lookup(dir.ino, "x").await.unwrap().ino, x.ino);
+        assert!(lock(&invalidated).is_empty(), "an unchanged file was invalidated");
+
+        store.put("a/x", Bytes::from_static(b"second!")).await.unwrap();
+        assert_eq!(fs.lookup(dir.ino, "x").await.unwrap().size, 7);
+        assert_eq!(*lock(&invalidated), vec![x.ino]);
+        assert_eq!(&fs.read_inode(x.ino, 0, 100).await.unwrap()[..], b"second!");
+        assert_eq!(lock(&invalidated).len(), 1, "the same new version invalidated twice");
+        assert!(matches!(fs.read_inode(dir.ino, 0, 1).await, Err(FsError::IsADirectory)));
+    }
+
+    #[tokio::test]
+    async fn only_read_only_mounts_serve_without_open() {
+        let fs = fs_over(Arc::new(MemoryStore::new()), false, Duration::ZERO);
+        assert!(!fs.serve_without_open());
+        assert!(!fs.is_openless());
+    }
+
+    /// A directory is listed at the first readdir, not at opendir, and a reopen within the
+    /// metadata TTL may keep the kernel's cached listing.
+    #[tokio::test]
+    async fn directories_are_listed_lazily_and_kept_within_the_ttl() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("d/one", Bytes::from_static(b"1")).await.unwrap();
+        let fs = fs_over(store.clone(), false, Duration::from_secs(3600));
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let first = fs.opendir_lazy(d.ino).unwrap();
+        assert!(!first.keep_cache);
+        assert!(fs.readdir_listed(first.fh).unwrap().is_none());
+        let names: Vec<String> = fs.list_dir(first.fh).await.unwrap().iter().map(|e| e.name.clone()).collect();
+        assert_eq!(names, [".", "..", "one"]);
+        fs.releasedir(first.fh);
+        let again = fs.opendir_lazy(d.ino).unwrap();
+        assert!(again.keep_cache);
+        fs.releasedir(again.fh);
+
+        let no_ttl = fs_over(store, false, Duration::ZERO);
+        let d = no_ttl.lookup(ROOT_INO, "d").await.unwrap();
+        let fh = no_ttl.opendir(d.ino).await.unwrap();
+        no_ttl.releasedir(fh);
+        assert!(!no_ttl.opendir_lazy(d.ino).unwrap().keep_cache);
+    }
+
+    /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it,
+    /// the inode is gone.
+    #[tokio::test]
+    async fn readdirplus_entries_are_lookups() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("f", Bytes::from_static(b"12345")).await.unwrap();
+        let fs = fs_over(store, true, Duration::from_secs(3600));
+        let fh = fs.opendir(ROOT_INO).await.unwrap();
+        let entries = fs.readdir(fh).unwrap();
+        let f = entries.iter().find(|e| e.name == "f").unwrap();
+        let attr = fs.readdirplus_entry(&fs.dir_path(fh).unwrap(), f);
+        assert_eq!((attr.ino, attr.size, attr.kind), (f.ino, 5, FileKind::File));
+        assert_eq!(fs.path_of(attr.ino).unwrap(), "f");
+        fs.forget(attr.ino, 1);
+        assert!(fs.path_of(attr.ino).is_err());
     }
 }

@@ -205,6 +205,30 @@ impl PresentedNamespace {
         Ok(out)
     }
 
+    /// What this view shows in `dir`, in no particular order.
+    async fn list_shown(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
+        if !dir.is_empty() {
+            if let Place::InArray { dir: array_dir, show, rel } = self.place(dir).await? {
+                return self.list_in_array(&array_dir, &show, &rel).await;
+            }
+        }
+        let shown = self.dir_show(dir).await?;
+        match &shown.show {
+            DirShow::Array(show) => self.list_array_dir(dir, show, shown.modified).await,
+            DirShow::Hidden => Err(FsError::NotFound),
+            DirShow::Group(files) => {
+                let mut entries = self.below.list(dir).await?;
+                add_generated(&mut entries, files, shown.modified);
+                if self.presenter.may_hide() {
+                    entries = self.drop_hidden(dir, entries).await?;
+                }
+                Ok(entries)
+            }
+            DirShow::PassThrough => self.below.list(dir).await,
+        }
+    }
+
+
     async fn list_in_array(&self, dir: &str, show: &ArrayShow, rel: &str) -> FsResult<Vec<(String, Node)>> {
         let below_dir = match show.keys.resolve(rel) {
             ArrayPath::ChunkDir(below) => join_key(dir, &below),
@@ -312,25 +336,10 @@ impl Namespace for PresentedNamespace {
     }
 
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
-        if !dir.is_empty() {
-            if let Place::InArray { dir: array_dir, show, rel } = self.place(dir).await? {
-                return self.list_in_array(&array_dir, &show, &rel).await;
-            }
-        }
-        let shown = self.dir_show(dir).await?;
-        match &shown.show {
-            DirShow::Array(show) => self.list_array_dir(dir, show, shown.modified).await,
-            DirShow::Hidden => Err(FsError::NotFound),
-            DirShow::Group(files) => {
-                let mut entries = self.below.list(dir).await?;
-                add_generated(&mut entries, files, shown.modified);
-                if self.presenter.may_hide() {
-                    entries = self.drop_hidden(dir, entries).await?;
-                }
-                Ok(entries)
-            }
-            DirShow::PassThrough => self.below.list(dir).await,
-        }
+        let mut entries = self.list_shown(dir).await?;
+        // Generated files and renamed chunk keys come in out of order; the contract is sorted.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(entries)
     }
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {

@@ -21,6 +21,7 @@ use crate::store::{join_key, split_key, Store, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
+use crate::zarr::shard_index::ShardIndex;
 
 /// What a directory of the store is, as far as this view cares.
 #[derive(Debug, Clone)]
@@ -256,14 +257,18 @@ impl UnshardedNamespace {
     /// Read part of an inner chunk. Offsets move whenever a shard is rewritten (through the
     /// mount or by another writer), so the range is taken from the current index and the read
     /// checks that the shard it read is the version that index describes; if not, the index is
-    /// fetched again.
-    async fn read_slice(&self, path: &str, offset: u64, size: u32) -> FsResult<Bytes> {
+    /// fetched again. A chunk whose size changed since it was opened (`opened_len`) is stale:
+    /// bytes of the new chunk cut to the old size would be neither the old chunk nor the new.
+    async fn read_slice(&self, path: &str, opened_len: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         const ATTEMPTS: usize = 4;
         for _ in 0..ATTEMPTS {
             let node = self.lookup(path).await?.ok_or(FsError::NotFound)?;
             let Backing::Slice { key, offset: base, len, version } = &node.backing else {
-                return self.raw.read(path, &node, offset, size).await;
+                return Err(FsError::Stale); // no longer an inner chunk
             };
+            if *len != opened_len {
+                return Err(FsError::Stale);
+            }
             let r = read_range(offset, size, *len);
             if r.is_empty() {
                 return Ok(Bytes::new());
@@ -274,10 +279,31 @@ impl UnshardedNamespace {
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
             }
         }
-        Err(FsError::Store(StoreError::Backend {
-            key: path.to_string(),
-            message: "the shard kept changing while it was read".into(),
-        }))
+        // Writers keep rewriting the shard between our index and data reads: one GET of the
+        // whole shard gives one consistent version, so the reader is not starved.
+        tracing::debug!(path, "the shard kept changing: reading it whole");
+        self.read_slice_from_whole_shard(path, opened_len, offset, size).await
+    }
+
+    async fn read_slice_from_whole_shard(&self, path: &str, opened_len: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+        let Place::InArray { array, rel } = self.place(path).await? else { return Err(FsError::Stale) };
+        let coords = array.array.parse_inner_key(&rel).ok_or(FsError::Stale)?;
+        let loc = array.array.locate(&coords).ok_or(FsError::NotFound)?;
+        let key = join_key(&array.dir, &loc.shard_key);
+        let shard = match self.store.get(&key).await {
+            Err(StoreError::NotFound(_)) => return Err(FsError::NotFound),
+            r => r?,
+        };
+        let index = ShardIndex::of_shard(&array.array.layout, &shard).map_err(|e| {
+            tracing::error!(shard = %key, error = %e, "corrupt shard index");
+            FsError::Corrupt(format!("shard {key}: {e}"))
+        })?;
+        let entry = index.entry(loc.local_index).ok_or(FsError::NotFound)?;
+        if entry.nbytes != opened_len {
+            return Err(FsError::Stale);
+        }
+        let r = read_range(offset, size, entry.nbytes);
+        Ok(shard.slice((entry.offset + r.start) as usize..(entry.offset + r.end) as usize))
     }
 
     /// A new `zarr.json` for a sharded array: accepted only when it differs from the presented
@@ -437,8 +463,8 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
-        if let Backing::Slice { .. } = node.backing {
-            return self.read_slice(path, offset, size).await;
+        if let Backing::Slice { len, .. } = node.backing {
+            return self.read_slice(path, len, offset, size).await;
         }
         self.raw.read(path, node, offset, size).await
     }

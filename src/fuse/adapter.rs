@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
-use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
+use crate::fs::{Attr, DirEntry, FileKind, FsError, Opened, SetAttr, ZarrFs};
 
 /// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
 #[derive(Clone, Copy)]
@@ -37,11 +37,15 @@ impl AttrMaker {
                 FileKind::File => FileType::RegularFile,
             },
             perm: a.perm,
-            nlink: if a.kind == FileKind::Dir { 2 } else { 1 },
+            nlink: a.nlink,
             uid: self.uid,
             gid: self.gid,
             rdev: 0,
-            blksize: 1 << 20,
+            // What applications size their buffers by: stdio and Python allocate one of this size
+            // per open file, and 1 MiB (mmapped, page-faulted, unmapped each time) made every
+            // open of a small chunk file cost more than reading it. The kernel sizes FUSE reads by
+            // its own read-ahead, not by this.
+            blksize: 4096,
             flags: 0,
         }
     }
@@ -118,6 +122,18 @@ impl fuser::Filesystem for FuseAdapter {
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_MAX_PAGES);
+        // open(O_TRUNC) arrives as one OPEN with O_TRUNC, instead of an OPEN (which reads the
+        // old content into the write buffer, only to drop it) followed by a SETATTR.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
+        // `ls -l` gets the attributes with the names instead of one LOOKUP per entry; AUTO lets
+        // the kernel fall back to plain READDIR for listings nobody stats (find).
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // A read-only mount needs no file handles: OPEN answers ENOSYS (see `open`), after which
+        // the kernel sends no OPEN, RELEASE or FLUSH for any file, and keeps its page cache
+        // across opens. Without this, every open() and close() of a chunk file is a round trip.
+        if config.capabilities().contains(InitFlags::FUSE_NO_OPEN_SUPPORT) && self.fs.serve_without_open() {
+            tracing::debug!("read-only: serving reads without OPEN/RELEASE");
+        }
         Ok(())
     }
 
@@ -171,15 +187,18 @@ impl fuser::Filesystem for FuseAdapter {
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
         _ctime: Option<std::time::SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<std::time::SystemTime>,
         _chgtime: Option<std::time::SystemTime>,
         _bkuptime: Option<std::time::SystemTime>,
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Times are accepted and ignored: a store keeps its own modification time.
-        let set = SetAttr { size, mode, uid, gid }; // truncation finds an open buffer by path
+        // Times are accepted and ignored: a store keeps its own modification time. A chown
+        // to the owner shown changes nothing, so only real owner changes go on (and fail).
+        let uid = uid.filter(|&u| u != self.maker.uid);
+        let gid = gid.filter(|&g| g != self.maker.gid);
+        let set = SetAttr { size, fh: fh.map(|f| f.0), mode, uid, gid };
         self.spawn(
             move |fs| async move { fs.setattr(ino.0, set).await },
             move |r, m| match r {
@@ -250,6 +269,11 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.fs.is_openless() {
+            // The kernel remembers this and sends no more OPENs; reads then come with fh 0.
+            crate::stats::global().request("open");
+            return reply.error(Errno::ENOSYS);
+        }
         if let Some(r) = self.fs.open_cached(ino.0, flags.0) {
             count_cached("open", &r);
             return match r {
@@ -289,7 +313,7 @@ impl fuser::Filesystem for FuseAdapter {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -298,7 +322,14 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         self.spawn(
-            move |fs| async move { fs.read(fh.0, offset, size).await },
+            move |fs| async move {
+                // Handles start at 1: 0 is a file the kernel opened without asking us.
+                if fh.0 == 0 && fs.is_openless() {
+                    fs.read_inode(ino.0, offset, size).await
+                } else {
+                    fs.read(fh.0, offset, size).await
+                }
+            },
             move |r, _| match r {
                 Ok(data) => {
                     crate::stats::global().read(data.len() as u64);
@@ -335,6 +366,11 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        if self.fs.is_openless() {
+            // Nothing is ever written: ENOSYS makes the kernel stop sending FLUSH at close().
+            crate::stats::global().request("flush");
+            return reply.error(Errno::ENOSYS);
+        }
         self.spawn(move |fs| async move { fs.flush(fh.0).await }, move |r, _| empty(r, reply));
     }
 
@@ -360,28 +396,52 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.spawn(
-            move |fs| async move { fs.opendir(ino.0).await },
-            move |r, _| match r {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(errno(&e)),
-            },
-        );
+        // No I/O here: the listing is taken at the first READDIR, which does not come while the
+        // kernel's cached listing (FOPEN_CACHE_DIR) is kept.
+        let r = self.fs.opendir_lazy(ino.0);
+        count_cached("opendir", &r);
+        match r {
+            Ok(o) => {
+                let mut flags = FopenFlags::FOPEN_CACHE_DIR;
+                if o.keep_cache {
+                    flags |= FopenFlags::FOPEN_KEEP_CACHE;
+                }
+                reply.opened(FileHandle(o.fh), flags)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
-    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        // The listing was taken at opendir; this only walks the snapshot (no I/O).
-        crate::stats::global().request("readdir");
-        match self.fs.readdir(fh.0) {
-            Ok(entries) => {
-                for (i, e) in entries.iter().enumerate().skip(offset as usize) {
-                    let kind = if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
-                    if reply.add(INodeNo(e.ino), (i + 1) as u64, kind, &e.name) {
-                        break;
-                    }
-                }
-                reply.ok();
+    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+        match self.fs.readdir_listed(fh.0) {
+            Ok(Some(entries)) => {
+                crate::stats::global().request("readdir");
+                fill_dir(&entries, offset, reply)
             }
+            Ok(None) => self.spawn(
+                move |fs| async move { fs.list_dir(fh.0).await },
+                move |r, _| match r {
+                    Ok(entries) => fill_dir(&entries, offset, reply),
+                    Err(e) => reply.error(errno(&e)),
+                },
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
+        match self.fs.readdir_listed(fh.0) {
+            Ok(Some(entries)) => {
+                crate::stats::global().request("readdirplus");
+                fill_dir_plus(&self.fs, fh, &entries, offset, self.maker, reply)
+            }
+            Ok(None) => self.spawn(
+                move |fs| async move { Ok((fs.list_dir(fh.0).await?, fs)) },
+                move |r, m| match r {
+                    Ok((entries, fs)) => fill_dir_plus(&fs, fh, &entries, offset, m, reply),
+                    Err(e) => reply.error(errno(&e)),
+                },
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -442,13 +502,53 @@ impl fuser::Filesystem for FuseAdapter {
         _out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
-        // Terminal and filesystem ioctls (Python probes TCGETS on open) mean nothing here.
+        // Terminal and filesystem ioctls (Python probes TCGETS on open) mean nothing here. The
+        // kernel forwards them all (there is no ENOSYS opt-out), so they are counted.
+        crate::stats::global().request("ioctl");
         reply.error(Errno::from_i32(libc::ENOTTY));
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         reply.ok();
     }
+}
+
+/// One READDIR reply from a listing, from entry `offset` on.
+fn fill_dir(entries: &[DirEntry], offset: u64, mut reply: ReplyDirectory) {
+    for (i, e) in entries.iter().enumerate().skip(offset as usize) {
+        let kind = if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
+        if reply.add(INodeNo(e.ino), (i + 1) as u64, kind, &e.name) {
+            break;
+        }
+    }
+    reply.ok();
+}
+
+/// One READDIRPLUS reply: like `fill_dir`, plus attributes; every entry sent (but `.` and
+/// `..`) is a lookup the kernel will forget later.
+fn fill_dir_plus(
+    fs: &ZarrFs,
+    fh: FileHandle,
+    entries: &[DirEntry],
+    offset: u64,
+    maker: AttrMaker,
+    mut reply: ReplyDirectoryPlus,
+) {
+    let dir = match fs.dir_path(fh.0) {
+        Ok(d) => d,
+        Err(e) => return reply.error(errno(&e)),
+    };
+    for (i, e) in entries.iter().enumerate().skip(offset as usize) {
+        let dot = e.name == "." || e.name == "..";
+        let attr = if dot { e.attr } else { fs.readdirplus_entry(&dir, e) };
+        if reply.add(INodeNo(attr.ino), (i + 1) as u64, &e.name, &maker.ttl, &maker.attr(&attr), Generation(0)) {
+            if !dot {
+                fs.forget(attr.ino, 1); // did not fit: the kernel never saw it
+            }
+            break;
+        }
+    }
+    reply.ok();
 }
 
 fn empty(r: Result<(), FsError>, reply: ReplyEmpty) {

@@ -57,6 +57,21 @@ pub fn serve(
     let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
     let session = fuser::Session::new(adapter, &opts.mountpoint, &config)
         .map_err(|e| SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display())))?;
+    // Page-cache invalidations go out from the blocking pool: the kernel may wait on pages
+    // that a read in flight holds, and that read is answered from another thread.
+    let notifier = session.notifier();
+    let rt_handle = rt.handle().clone();
+    fs.set_invalidator(Box::new(move |ino| {
+        let notifier = notifier.clone();
+        rt_handle.spawn_blocking(move || {
+            if let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), 0, 0) {
+                // ENOENT: the kernel has no such inode cached; nothing to drop.
+                if e.raw_os_error() != Some(libc::ENOENT) {
+                    tracing::debug!(ino, error = %e, "page cache invalidation failed");
+                }
+            }
+        });
+    }));
     let background = session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
     on_ready();
