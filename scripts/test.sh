@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (see README): setup, build, Rust tests, Python interop suite.
+# The project's test command (see README): setup, build, Rust tests, Python interop suite,
+# pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh -k corrupt      extra arguments go to pytest
@@ -67,6 +68,12 @@ if ((build_ok)); then
     # pytest's exit status 5 (no tests collected) counts as a failure too
     if ! .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --basetemp "$TMPBASE/pytest" "$@"; then
         failed+=("pytest")
+    fi
+
+    # POSIX conformance against tests/pjdfstest/expected.txt (under a minute once installed).
+    echo "test.sh: pjdfstest"
+    if ! TMPDIR="$TMPBASE" scripts/pjdfstest.sh; then
+        failed+=("pjdfstest")
     fi
 fi
 
