@@ -12,6 +12,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,15 @@ def drop_caches():
         return False
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def read_tree(root: Path):
     total = 0
     for dirpath, _, files in os.walk(root):
@@ -45,10 +55,14 @@ def read_tree(root: Path):
 
 
 class Mounted:
-    def __init__(self, binary, source, mnt, *args):
+    """A foreground zarr-mount, stopped with SIGTERM on exit. With `log`, its stderr (where the
+    final `--stats-interval` counters go) is written to that file."""
+
+    def __init__(self, binary, source, mnt, *args, log=None, env=None):
         self.mnt = mnt
+        self.log = open(log, "wb") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen([binary, str(source), str(mnt), "--foreground", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         deadline = time.time() + 20
         while not any(l.split()[1] == str(mnt) for l in open("/proc/self/mounts")):
             if self.proc.poll() is not None or time.time() > deadline:
@@ -65,6 +79,8 @@ class Mounted:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)])
+        if self.log is not subprocess.DEVNULL:
+            self.log.close()
 
 
 def timed(fn, repeat=1):
@@ -92,13 +108,16 @@ def make_files(root: Path, count: int, size: int):
         (d / str(i % 100)).write_bytes(rng.bytes(size))
 
 
+EXTRA = []  # --mount-args: extra zarr-mount flags for every mount (e.g. "--fuse-threads 4")
+
+
 def bench_files(binary, work: Path, count, size, label):
     src = work / f"files-{label}"
     make_files(src, count, size)
     nbytes = count * size
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
-    with Mounted(binary, src, mnt, "--view", "raw", "--read-only", "--metadata-ttl", "60"):
+    with Mounted(binary, src, mnt, "--view", "raw", "--read-only", "--metadata-ttl", "60", *EXTRA):
         can_drop = drop_caches()
         base_cold = timed(lambda: read_tree(src))
         drop_caches()
@@ -121,7 +140,7 @@ def bench_zarr(binary, work: Path, shape, chunks, shards):
     nbytes = a.nbytes
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
-    with Mounted(binary, src, mnt, "--read-only", "--metadata-ttl", "60"):
+    with Mounted(binary, src, mnt, "--read-only", "--metadata-ttl", "60", *EXTRA):
         ref = zarr.open_array(str(src), mode="r")[:]
         assert np.array_equal(zarr.open_array(str(mnt), mode="r")[:], ref)
         drop_caches()
@@ -140,14 +159,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
+    ap.add_argument("--mount-args", default="", help="extra zarr-mount flags, e.g. '--fuse-threads 4'")
+    ap.add_argument("--only", default="files,zarr", help="comma-separated parts: files, zarr")
     args = ap.parse_args()
+    EXTRA.extend(args.mount_args.split())
+    parts = set(args.only.split(","))
     scale = 4 if args.quick else 1
     with tempfile.TemporaryDirectory(prefix="zarr-mount-bench.") as tmp:
         work = Path(tmp)
-        bench_files(args.bin, work, 256 // scale, 1 << 20, "1MiB")
-        bench_files(args.bin, work, 10000 // scale, 4096, "4KiB")
-        bench_zarr(args.bin, work, (4096 // scale, 4096), (256, 256), (1024, 1024))
-        bench_zarr(args.bin, work, (2048 // scale, 2048), (64, 64), (512, 512))
+        if "files" in parts:
+            bench_files(args.bin, work, 256 // scale, 1 << 20, "1MiB")
+            bench_files(args.bin, work, 10000 // scale, 4096, "4KiB")
+        if "zarr" in parts:
+            bench_zarr(args.bin, work, (4096 // scale, 4096), (256, 256), (1024, 1024))
+            bench_zarr(args.bin, work, (2048 // scale, 2048), (64, 64), (512, 512))
 
 
 if __name__ == "__main__":

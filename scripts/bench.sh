@@ -2,29 +2,51 @@
 # Benchmarks against baselines measured in the same run; results go to stdout (BENCHMARKS.md
 # keeps a copy with the machine described).
 #
-#   scripts/bench.sh            direct disk and zarr-python native baselines (scripts/bench.py)
+#   scripts/bench.sh            direct disk and zarr-python native baselines (scripts/bench.py),
+#                               then listing 100,000 keys and peak memory while reading 4 GiB,
+#                               local and on a local moto S3 server (scripts/bench_scale.py)
 #   scripts/bench.sh --peers    also rclone mount (local and S3 on a local moto server) and
 #                               ratarmount (zip) (scripts/bench_peers.py; installs rclone and ratarmount)
-#   scripts/bench.sh --quick    smaller data for a smoke run
+#   scripts/bench.sh --quick    smaller data for a smoke run (about a minute)
+#
+# Other arguments go to bench.py and bench_scale.py, e.g. --only files,listing (parts: files,
+# zarr for bench.py; listing, rss for bench_scale.py) or --mount-args="--fuse-threads 4" (bench.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 peers=0
-args=()
+base_args=()
+scale_args=()
 for a in "$@"; do
     case "$a" in
         --peers) peers=1 ;;
-        *) args+=("$a") ;;
+        --only=*)
+            # each script takes the parts it knows
+            IFS=, read -ra parts <<<"${a#--only=}"
+            b=() s=()
+            for p in "${parts[@]}"; do
+                case "$p" in
+                    files | zarr) b+=("$p") ;;
+                    listing | rss) s+=("$p") ;;
+                    *) echo "bench.sh: unknown part $p" >&2; exit 2 ;;
+                esac
+            done
+            base_args+=("--only=$(IFS=,; echo "${b[*]:-none}")")
+            scale_args+=("--only=$(IFS=,; echo "${s[*]:-none}")")
+            ;;
+        --mount-args=*) base_args+=("$a") ;;
+        *) base_args+=("$a") scale_args+=("$a") ;;
     esac
 done
 scripts/setup.sh >/dev/null
+scripts/s3-server.sh install >/dev/null
 cargo build --release --quiet
 BIN="$ROOT/target/release/zarr-mount"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, kernel $(uname -r), commit $(git rev-parse --short HEAD)"
-.venv/bin/python -W ignore scripts/bench.py --bin "$BIN" "${args[@]}"
+.venv/bin/python -W ignore scripts/bench.py --bin "$BIN" "${base_args[@]}"
+.venv/bin/python -W ignore scripts/bench_scale.py --bin "$BIN" "${scale_args[@]}"
 if [[ $peers == 1 ]]; then
     command -v rclone >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone >/dev/null
     [[ -x .venv/bin/ratarmount ]] || .venv/bin/pip install -q ratarmount
-    scripts/s3-server.sh install >/dev/null
     PATH="$ROOT/.venv/bin:$PATH" .venv/bin/python -W ignore scripts/bench_peers.py --bin "$BIN"
 fi

@@ -14,7 +14,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from bench import drop_caches, read_tree as read_all  # same directory: shared helpers
+from bench import drop_caches, free_port, read_tree as read_all  # same directory: shared helpers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,14 +101,6 @@ def bench_local_rclone(binary, work):
         b = timed_read(lambda: Proc(["rclone", "mount", str(src), str(mnt), "--read-only"], mnt), mnt)
         compare(f"local dir, {count} x {label} files", a, b, "rclone", 1.5)
         shutil.rmtree(src)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def s3_create_bucket(port, bucket):

@@ -1,0 +1,262 @@
+"""Scale benchmarks (see scripts/bench.sh), each with a baseline or a limit measured in the same run:
+
+  4. listing: `ls -l` and `find` over one directory of 100,000 keys, through a fresh mount of a
+     local directory and of an S3 bucket (moto on 127.0.0.1). Prints seconds, the FUSE
+     requests the daemon answered (its --stats-interval counters) and, for S3, the HTTP requests
+     the server received, next to the same command on the directory itself / a plain paginated
+     listing with boto3.
+  5. memory: peak RSS (VmHWM) of the daemon while reading 4 GiB through the mount, local and
+     S3, against the limit --cache-size + a small constant.
+
+The S3 server is moto's own ThreadedMotoServer, started inside this process: the same server
+as scripts/s3-server.sh runs, but keys can be put into it directly (100,000 PUTs over HTTP
+take moto several minutes), and its request log can be counted.
+"""
+
+import argparse
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench import Mounted, drop_caches, free_port, read_tree  # same directory: shared helpers
+
+MiB = 1 << 20
+# What a daemon may use beyond its object cache: binary, threads, read-ahead buffers, FUSE
+# buffers, the metadata cache of the files read. Chosen once; the benchmark prints the figure.
+RSS_ALLOWANCE = 160 * MiB
+
+
+# ---- the S3 server ----
+
+class S3Server:
+    """moto on 127.0.0.1 in a thread of this process; counts the requests it answers."""
+
+    LINE = re.compile(r'(GET|PUT|HEAD|POST|DELETE) (/\S*) HTTP')
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+
+        self.counts = Counter()
+        self.lock = threading.Lock()
+        server = self
+
+        class Count(logging.Handler):
+            def emit(self, record):
+                m = S3Server.LINE.search(record.getMessage())
+                if m:
+                    method, target = m.groups()
+                    kind = "LIST" if method == "GET" and ("list-type=" in target or "delimiter=" in target) else method
+                    with server.lock:
+                        server.counts[kind] += 1
+
+        log = logging.getLogger("werkzeug")
+        log.setLevel(logging.INFO)
+        log.propagate = False
+        log.handlers = [Count()]
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
+        self.env.pop("AWS_CA_BUNDLE", None)
+        self.client = self._client()
+        self.client.create_bucket(Bucket="bench")
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        self.backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def _client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.url, aws_access_key_id="test",
+                            aws_secret_access_key="test", region_name="us-east-1")
+
+    def put(self, key, data):
+        """Straight into moto's backend: no HTTP request."""
+        self.backend.put_object("bench", key, data)
+
+    def take_counts(self):
+        with self.lock:
+            c = dict(self.counts)
+            self.counts.clear()
+        return c
+
+    def stop(self):
+        self.server.stop()
+
+
+# ---- measuring a daemon ----
+
+def fuse_counts(log_path):
+    """The daemon's last stats line (written at unmount): total and per-op FUSE requests."""
+    last = None
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        if " stats " in line and "requests=" in line:
+            last = line
+    if last is None:
+        return None, ""
+    total = int(re.search(r"requests=(\d+)", last).group(1))
+    ops = re.search(r'ops="([^"]*)"', last)
+    return total, ops.group(1) if ops else ""
+
+
+def hwm_bytes(pid):
+    """Peak resident set size of a process (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def run(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def fmt_counts(c):
+    return " ".join(f"{k}={v}" for k, v in sorted(c.items())) or "none"
+
+
+# ---- 4. listing ----
+
+LIST_COMMANDS = {"ls -l": ["ls", "-l", "--color=never"], "find": ["find"]}
+
+
+def bench_listing_local(binary, work, count):
+    src = work / "list-local"
+    flat = src / "flat"
+    flat.mkdir(parents=True)
+    for i in range(count):
+        (flat / str(i)).write_bytes(b"0123456789abcdef")
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    log = work / "daemon.log"
+    for name, cmd in LIST_COMMANDS.items():
+        base = min(run([*cmd, str(flat)]) for _ in range(3))
+        with Mounted(binary, src, mnt, "--view", "raw", "--read-only", "--stats-interval", "3600", log=log):
+            took = run([*cmd, str(mnt / "flat")])
+        total, ops = fuse_counts(log)
+        print(f"{name + ' over ' + format(count, ',') + ' keys, local':40s} mount {took:6.2f} s   directly {base:6.2f} s"
+              f"   ratio {base / took:5.2f}   FUSE requests {total} ({ops})", flush=True)
+
+
+def bench_listing_s3(binary, work, s3, count):
+    for i in range(count):
+        s3.put(f"list/flat/{i}", b"0123456789abcdef")
+    s3.take_counts()
+    t = time.perf_counter()
+    pages = s3.client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix="list/flat/", Delimiter="/")
+    n = sum(len(p.get("Contents", [])) for p in pages)
+    base = time.perf_counter() - t
+    assert n == count, (n, count)
+    base_counts = s3.take_counts()
+    print(f"{'boto3 paginated listing, ' + format(count, ',') + ' keys':40s} {base:6.2f} s   S3 requests {fmt_counts(base_counts)}",
+          flush=True)
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    log = work / "daemon.log"
+    for name, cmd in LIST_COMMANDS.items():
+        with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--stats-interval", "3600",
+                     "--endpoint-url", s3.url, log=log, env=s3.env):
+            s3.take_counts()  # the mount's own start-up requests are not part of the command
+            took = run([*cmd, str(mnt / "flat")])
+            sent = s3.take_counts()
+        total, ops = fuse_counts(log)
+        print(f"{name + ' over ' + format(count, ',') + ' keys, S3':40s} mount {took:6.2f} s   boto3 listing {base:6.2f} s"
+              f"   ratio {base / took:5.2f}   S3 requests {fmt_counts(sent)}   FUSE requests {total} ({ops})",
+              flush=True)
+
+
+# ---- 5. memory ----
+
+def report_rss(label, pid, idle, nbytes, took, cache):
+    peak = hwm_bytes(pid)
+    limit = cache + RSS_ALLOWANCE
+    verdict = "met" if peak <= limit else "NOT met"
+    print(f"{label:40s} read {nbytes / 2**30:5.2f} GiB in {took:6.1f} s   peak RSS {peak / MiB:7.1f} MiB"
+          f" (idle {idle / MiB:5.1f} MiB)   limit --cache-size {cache // MiB} MiB + {RSS_ALLOWANCE // MiB} MiB"
+          f" = {limit / MiB:.0f} MiB: {verdict}", flush=True)
+
+
+def bench_rss_local(binary, work, total):
+    src = work / "rss-local"
+    src.mkdir()
+    block = os.urandom(64 * MiB)
+    nfiles = 4
+    for i in range(nfiles):
+        with open(src / f"big{i}", "wb") as f:
+            for _ in range(total // nfiles // len(block)):
+                f.write(block)
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    drop_caches()
+    with Mounted(binary, src, mnt, "--view", "raw", "--read-only") as m:
+        idle = hwm_bytes(m.proc.pid)
+        t = time.perf_counter()
+        n = read_tree(mnt)
+        took = time.perf_counter() - t
+        report_rss(f"local dir, {nfiles} large files", m.proc.pid, idle, n, took, 0)
+    subprocess.run(["rm", "-rf", str(src)])
+
+
+def bench_rss_s3(binary, work, s3, total, cache):
+    # Half in 1 MiB objects (cached whole, up to --cache-size), half in objects too large to
+    # cache (ranged reads with read-ahead).
+    block = os.urandom(MiB)
+    small = total // 2 // MiB
+    for i in range(small):
+        s3.put(f"rss/small/{i}", i.to_bytes(8, "little") + block[8:])
+    big = 256 * MiB if total >= 2 << 30 else 64 * MiB
+    blob = os.urandom(big)
+    for i in range(total // 2 // big):
+        s3.put(f"rss/big/{i}", blob)
+    del blob
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    with Mounted(binary, "s3://bench/rss", mnt, "--view", "raw", "--read-only", "--cache-size", f"{cache // MiB}M",
+                 "--endpoint-url", s3.url, env=s3.env) as m:
+        idle = hwm_bytes(m.proc.pid)
+        t = time.perf_counter()
+        n = read_tree(mnt)
+        took = time.perf_counter() - t
+        report_rss(f"S3, {small} x 1 MiB + {total // 2 // big} x {big // MiB} MiB", m.proc.pid, idle, n, took, cache)
+    for key in list(s3.backend.get_bucket("bench").keys.keys()):
+        if key.startswith("rss/"):
+            s3.backend.delete_object("bench", key)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
+    ap.add_argument("--only", default="listing,rss", help="comma-separated parts: listing, rss")
+    args = ap.parse_args()
+    parts = set(args.only.split(","))
+    keys = 10_000 if args.quick else 100_000
+    rss_total = (512 * MiB) if args.quick else (4 << 30)
+    cache = (64 * MiB) if args.quick else (256 * MiB)
+    with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-scale.") as tmp:
+        work = Path(tmp)
+        s3 = S3Server()
+        try:
+            if "listing" in parts:
+                bench_listing_local(args.bin, work, keys)
+                bench_listing_s3(args.bin, work, s3, keys)
+            if "rss" in parts:
+                bench_rss_local(args.bin, work, rss_total)
+                bench_rss_s3(args.bin, work, s3, rss_total, cache)
+        finally:
+            s3.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
