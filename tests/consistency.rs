@@ -8,7 +8,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::zfs::{ino_of, local_of, put_sharded_array, raw_fs, read_file, remove_file, stored_chunks, unsharded_fs, write_file};
+use common::zfs::{ino_of, local_of, put_sharded_array, raw_fs, read_file, remove_file, rename, stored_chunks, unsharded_fs, write_file};
 use common::{dirs, Mount};
 use zarr_mount::fs::inode::ROOT_INO;
 use zarr_mount::store::local::LocalStore;
@@ -142,4 +142,48 @@ async fn a_file_unlinked_while_open_keeps_working_through_its_handle() {
     fs.release(h.fh).await.unwrap();
     assert!(store.head("f").await.unwrap().is_none(), "an unlinked file was stored");
     assert_eq!(fs.getattr(attr.ino).await.unwrap_err().errno(), libc::ESTALE, "no handle left");
+}
+
+#[tokio::test]
+async fn a_file_renamed_while_open_for_writing_keeps_its_later_writes() {
+    let store = Arc::new(MemoryStore::new());
+    let fs = raw_fs(store.clone(), false);
+    let (_, h) = fs.create(ROOT_INO, "log", libc::O_WRONLY).await.unwrap();
+    fs.write(h.fh, 0, b"first line\n").await.unwrap();
+    rename(&fs, "log", "log.1").await.unwrap();
+    assert_eq!(store.get("log.1").await.unwrap(), Bytes::from_static(b"first line\n"));
+    fs.write(h.fh, 11, b"second line\n").await.unwrap();
+    fs.flush(h.fh).await.unwrap();
+    fs.release(h.fh).await.unwrap();
+    assert_eq!(store.get("log.1").await.unwrap(), Bytes::from_static(b"first line\nsecond line\n"));
+    assert!(store.head("log").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_writer_of_a_file_replaced_by_rename_does_not_bring_it_back() {
+    let store = Arc::new(MemoryStore::new());
+    store.put("k", Bytes::from_static(b"old")).await.unwrap();
+    store.put("new", Bytes::from_static(b"new value")).await.unwrap();
+    let fs = raw_fs(store.clone(), false);
+    let w = fs.open(ino_of(&fs, "k").await.unwrap(), libc::O_WRONLY).await.unwrap();
+    fs.write(w.fh, 0, b"OLD").await.unwrap();
+    rename(&fs, "new", "k").await.unwrap();
+    fs.flush(w.fh).await.unwrap();
+    fs.release(w.fh).await.unwrap();
+    assert_eq!(store.get("k").await.unwrap(), Bytes::from_static(b"new value"));
+}
+
+#[tokio::test]
+async fn create_of_a_name_that_exists_does_not_truncate_unless_asked() {
+    let store = Arc::new(MemoryStore::new());
+    let fs = raw_fs(store.clone(), false);
+    store.put("f", Bytes::from_static(b"kept content")).await.unwrap(); // behind the kernel's back
+    let (attr, h) = fs.create(ROOT_INO, "f", libc::O_WRONLY).await.unwrap();
+    assert_eq!(attr.size, 12);
+    fs.release(h.fh).await.unwrap();
+    assert_eq!(store.get("f").await.unwrap(), Bytes::from_static(b"kept content"));
+    assert_eq!(fs.create(ROOT_INO, "f", libc::O_WRONLY | libc::O_EXCL).await.unwrap_err().errno(), libc::EEXIST);
+    let (_, h) = fs.create(ROOT_INO, "f", libc::O_WRONLY | libc::O_TRUNC).await.unwrap();
+    fs.release(h.fh).await.unwrap();
+    assert_eq!(store.get("f").await.unwrap(), Bytes::new());
 }

@@ -193,6 +193,18 @@ fn buf_node(b: &WriteBuf) -> Node {
     }
 }
 
+/// Another writer handle on an existing buffer.
+async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
+    let mut b = buf.lock().await;
+    b.handles += 1;
+    if truncating {
+        b.data.clear();
+        b.dirty = true;
+    }
+    drop(b);
+    buf
+}
+
 async fn truncate_buf(buf: &SharedBuf, size: u64) {
     let mut b = buf.lock().await;
     b.data.resize(size as usize, 0);
@@ -666,24 +678,20 @@ impl ZarrFs {
         self.ns.check_writable(&path).await?;
         let existing = lock(&self.bufs).get(&path).cloned();
         let buf = match existing {
-            Some(buf) => {
-                let mut b = buf.lock().await;
-                b.handles += 1;
-                if truncating {
-                    b.data.clear();
-                    b.dirty = true;
-                }
-                drop(b);
-                buf
-            }
+            Some(buf) => join_buf(buf, truncating).await,
             None => {
                 let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
                 if node.is_dir() {
                     return Err(FsError::IsADirectory);
                 }
                 let data = if truncating { Vec::new() } else { namespace::read_all(&*self.ns, &path, &node).await? };
-                let buf = WriteBuf::shared(&path, data, truncating);
-                lock(&self.bufs).entry(path.clone()).or_insert(buf).clone()
+                let mine = WriteBuf::shared(&path, data, truncating);
+                let buf = lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
+                if Arc::ptr_eq(&buf, &mine) {
+                    buf
+                } else {
+                    join_buf(buf, truncating).await // another open made one meanwhile
+                }
             }
         };
         lock(&self.versions).remove(&ino);
@@ -758,19 +766,30 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
-        if let Some(node) = self.resolve(&path).await? {
+        let buf = WriteBuf::shared(&path, Vec::new(), true);
+        let exists = match self.resolve(&path).await? {
+            Some(node) if node.is_dir() => return Err(FsError::IsADirectory),
+            Some(_) => true,
+            // Another create of the same name may have made its buffer since: join that one.
+            None => {
+                let mut bufs = lock(&self.bufs);
+                let taken = bufs.contains_key(&path);
+                if !taken {
+                    bufs.insert(path.clone(), buf.clone());
+                }
+                taken
+            }
+        };
+        if exists {
+            // The kernel thought the name was free (its view was out of date): open the file
+            // as open(2) would, truncating only if asked to.
             if flags & libc::O_EXCL != 0 {
                 return Err(FsError::Exists);
             }
-            if node.is_dir() {
-                return Err(FsError::IsADirectory);
-            }
             let ino = lock(&self.inodes).get_or_insert(&path, true);
-            let opened = self.open(ino, flags | libc::O_TRUNC).await?;
+            let opened = self.open(ino, flags).await?;
             return Ok((self.getattr(ino).await?, opened));
         }
-        let buf = WriteBuf::shared(&path, Vec::new(), true);
-        lock(&self.bufs).insert(path.clone(), buf.clone());
         self.invalidate(&path);
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         lock(&self.versions).remove(&ino);
@@ -1013,6 +1032,7 @@ impl ZarrFs {
             }
             self.ns.check_writable(&to).await?;
             let buf = lock(&self.bufs).get(&from).cloned();
+            let mut still_open = None;
             match buf {
                 Some(buf) => {
                     // A buffered file (a staged temp file, or open for writing): its content
@@ -1024,18 +1044,30 @@ impl ZarrFs {
                     if was_stored || (!b.staged && self.ns.lookup(&from).await?.is_some()) {
                         self.ns.remove_file(&from).await?;
                     }
-                    b.unlinked = true;
-                    drop(b);
                     lock(&self.bufs).remove(&from);
-                    // A writer of the old name that is still open now writes nowhere; the
-                    // usual write-then-rename pattern closes first.
-                    if let Some(old) = lock(&self.bufs).remove(&to) {
-                        if let Ok(mut o) = old.try_lock() {
-                            o.unlinked = true;
-                        }
+                    if b.handles > 0 {
+                        // Still open for writing: as an open file follows its rename, later
+                        // writes go to the new name (written back at close).
+                        b.path = to.clone();
+                        b.staged = is_staged_name(split_key(&to).1);
+                        b.dirty = false;
+                        b.failed = false;
+                        drop(b);
+                        still_open = Some(buf);
+                    } else {
+                        b.unlinked = true;
                     }
                 }
                 None => self.ns.rename(&from, &to, false).await?,
+            }
+            // A writer still open on the replaced file now writes nowhere: its file is
+            // unlinked, as on POSIX (its close must not bring the old content back).
+            let replaced = lock(&self.bufs).remove(&to);
+            if let Some(old) = replaced {
+                old.lock().await.unlinked = true;
+            }
+            if let Some(buf) = still_open {
+                lock(&self.bufs).insert(to.clone(), buf);
             }
             self.invalidate(&from);
             self.invalidate(&to);
