@@ -340,6 +340,21 @@ pub(crate) mod tests {
         }
     }
 
+    /// Numbers survive a parse and re-serialization unchanged (the views rewrite documents):
+    /// a long float literal is read correctly rounded, as Python reads it, not 1 ulp off.
+    #[test]
+    fn long_float_literals_round_trip() {
+        let long = format!("7{}", "6".repeat(105));
+        let doc = FIXTURE.replace(r#""fill_value":0"#, &format!(r#""fill_value":{long}"#));
+        let NodeMetadata::Array(a) = parse_zarr_json(doc.as_bytes()).unwrap() else {
+            panic!()
+        };
+        let fill = a.json["fill_value"].as_f64().unwrap();
+        assert_eq!(fill, long.parse::<f64>().unwrap());
+        let again = parse_zarr_json(&serde_json::to_vec(&a.json).unwrap()).unwrap();
+        assert_eq!(again, NodeMetadata::Array(a));
+    }
+
     #[test]
     fn zarray() {
         let z = parse_zarray(br#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","compressor":null,"fill_value":0,"order":"C","filters":null}"#).unwrap();
