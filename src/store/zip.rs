@@ -94,26 +94,44 @@ pub struct ZipStore {
     archive_len: u64,
     files: HashMap<String, Entry>,
     dirs: HashMap<String, DirNode>,
-    inflated: Mutex<InflatedCache>,
+    inflated: Mutex<InflatedCache<InflatedKey>>,
 }
 
-/// Inflated entries by local header offset, least recently used first out, bounded by bytes.
-struct InflatedCache {
-    lru: lru::LruCache<u64, Bytes>,
+/// What identifies an inflated entry: its local header offset together with what the central
+/// directory says about its data. A hostile archive may point several central entries (with
+/// different sizes) at one local header, so the offset alone could hand one entry another's
+/// content (found by fuzz/fuzz_targets/zip.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct InflatedKey {
+    header_start: u64,
+    compressed_size: u64,
+    size: u64,
+    crc32: u32,
+}
+
+impl InflatedKey {
+    fn of(e: &Entry) -> Self {
+        InflatedKey { header_start: e.header_start, compressed_size: e.compressed_size, size: e.size, crc32: e.crc32 }
+    }
+}
+
+/// Inflated entries, least recently used first out, bounded by bytes.
+struct InflatedCache<K> {
+    lru: lru::LruCache<K, Bytes>,
     bytes: usize,
     limit: usize,
 }
 
-impl InflatedCache {
+impl<K: std::hash::Hash + Eq> InflatedCache<K> {
     fn new(limit: usize) -> Self {
         InflatedCache { lru: lru::LruCache::unbounded(), bytes: 0, limit }
     }
 
-    fn get(&mut self, k: u64) -> Option<Bytes> {
+    fn get(&mut self, k: K) -> Option<Bytes> {
         self.lru.get(&k).cloned()
     }
 
-    fn insert(&mut self, k: u64, v: Bytes) {
+    fn insert(&mut self, k: K, v: Bytes) {
         if v.len() > self.limit {
             return;
         }
@@ -508,7 +526,8 @@ impl ZipStore {
     /// The whole inflated content of a deflated entry, from the cache or fetched, inflated and
     /// checked against its CRC-32.
     async fn inflated(&self, name: &str, e: &Entry) -> StoreResult<Bytes> {
-        if let Some(b) = self.inflated.lock().expect("zip cache lock").get(e.header_start) {
+        let key = InflatedKey::of(e);
+        if let Some(b) = self.inflated.lock().expect("zip cache lock").get(key) {
             return Ok(b);
         }
         let compressed = self.read_data(name, e, 0..e.compressed_size).await?;
@@ -517,7 +536,7 @@ impl ZipStore {
             .await
             .map_err(|err| self.entry_error(name, format!("inflate task failed: {err}")))?;
         let data = result.map_err(|m| self.entry_error(name, m))?;
-        self.inflated.lock().expect("zip cache lock").insert(e.header_start, data.clone());
+        self.inflated.lock().expect("zip cache lock").insert(key, data.clone());
         Ok(data)
     }
 
@@ -830,6 +849,58 @@ mod tests {
         c.insert(4, Bytes::from(vec![0; 11]));
         assert!(c.get(4).is_none(), "too big to cache");
         assert!(c.bytes <= 10);
+    }
+
+    /// Two central entries sharing one local header (and its deflated data) but claiming
+    /// different sizes: each is checked against its own claim, whichever is read first. The
+    /// inflated cache used to be keyed by the header offset alone, so the second read got the
+    /// first entry's bytes, and slicing them to its own size panicked.
+    #[tokio::test]
+    async fn entries_sharing_a_local_header_do_not_share_inflated_data() {
+        use std::io::Write;
+        let data = b"shared local header ".repeat(8);
+        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(&data).unwrap();
+        let deflated = enc.finish().unwrap();
+        let crc = crc32fast::hash(&data);
+        let fields = |crc: u32, size: u32| {
+            let mut f = vec![20, 0, 0, 0, 8, 0, 0, 0, 0x21, 0]; // version, flags, deflate, time, date
+            f.extend_from_slice(&crc.to_le_bytes());
+            f.extend_from_slice(&(deflated.len() as u32).to_le_bytes());
+            f.extend_from_slice(&size.to_le_bytes());
+            f.extend_from_slice(&1u16.to_le_bytes()); // name length
+            f
+        };
+        let mut z = SIG_LOCAL.to_le_bytes().to_vec();
+        z.extend_from_slice(&fields(crc, data.len() as u32));
+        z.extend_from_slice(&0u16.to_le_bytes());
+        z.push(b'a');
+        z.extend_from_slice(&deflated);
+        let mut central = Vec::new();
+        for (name, crc, size) in [(b'a', crc, data.len() as u32), (b'b', crc ^ 1, 10 * data.len() as u32)] {
+            central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+            central.extend_from_slice(&[20, 3]);
+            central.extend_from_slice(&fields(crc, size));
+            central.extend_from_slice(&[0; 12]); // extra, comment, disk, attributes
+            central.extend_from_slice(&0u32.to_le_bytes()); // both at the one local header
+            central.push(name);
+        }
+        let cd_off = z.len() as u32;
+        z.extend_from_slice(&central);
+        z.extend_from_slice(&SIG_EOCD.to_le_bytes());
+        z.extend_from_slice(&[0, 0, 0, 0, 2, 0, 2, 0]);
+        z.extend_from_slice(&(central.len() as u32).to_le_bytes());
+        z.extend_from_slice(&cd_off.to_le_bytes());
+        z.extend_from_slice(&[0, 0]);
+        for first in ["a", "b"] {
+            let s = open_bytes(z.clone()).await.unwrap();
+            if first == "b" {
+                assert!(s.get("b").await.is_err());
+            }
+            assert_eq!(s.get("a").await.unwrap(), Bytes::from(data.clone()));
+            assert!(s.get("b").await.is_err(), "b read a's inflated bytes");
+            assert!(s.get_range("b", 0..5).await.is_err());
+        }
     }
 
     #[test]
