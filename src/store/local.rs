@@ -17,7 +17,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{split_key, ByteRange, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{
+    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+};
 
 /// Names of our own in-flight temp files; hidden from listings.
 const TEMP_MARKER: &str = ".zarr-mount-tmp.";
@@ -30,6 +32,9 @@ struct Inner {
     root_path: PathBuf,
     root: OwnedFd,
     temp_counter: AtomicU64,
+    /// Entries left out of listings (symlinks, FIFOs, sockets, devices, non-UTF-8 names),
+    /// each logged once.
+    hidden: HiddenKeys,
 }
 
 impl LocalStore {
@@ -49,6 +54,7 @@ impl LocalStore {
                 root_path: root.to_path_buf(),
                 root: root_fd,
                 temp_counter: AtomicU64::new(0),
+                hidden: HiddenKeys::default(),
             }),
         })
     }
@@ -84,6 +90,10 @@ impl LocalStore {
 }
 
 impl Inner {
+    fn describe(&self) -> String {
+        format!("local:{}", self.root_path.display())
+    }
+
     /// Open `key` (relative, validated) beneath the root without following any symlink.
     fn open_beneath(&self, key: &str, flags: i32) -> std::io::Result<OwnedFd> {
         let rel = if key.is_empty() { "." } else { key };
@@ -115,15 +125,33 @@ impl Inner {
         Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 
+    /// Open the regular file at `key` for reading. Anything else is refused before it is
+    /// opened: opening a FIFO for reading blocks until a writer appears (a FIFO named
+    /// `zarr.json` would hang every listing of its directory, and shutdown with it), and
+    /// opening a device node can have side effects. So the name is resolved with `O_PATH`
+    /// (which opens nothing), checked, and only a regular file is then opened, through its
+    /// `/proc/self/fd` link: the same inode, with no second walk of the path to race against.
     fn open_file(&self, key: &str) -> StoreResult<File> {
         validate_key(key)?;
-        let fd = self.open_beneath(key, libc::O_RDONLY).map_err(|e| StoreError::from_io(key, e))?;
-        let file = File::from(fd);
-        let md = file.metadata().map_err(|e| StoreError::from_io(key, e))?;
+        let path_fd = self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
+        let md = File::from(path_fd.try_clone().map_err(|e| StoreError::from_io(key, e))?)
+            .metadata()
+            .map_err(|e| StoreError::from_io(key, e))?;
         if md.is_dir() {
             return Err(StoreError::IsADirectory(key.into()));
         }
-        Ok(file)
+        if !md.is_file() {
+            // Not shown in listings and absent for lookups: absent here too.
+            return Err(StoreError::NotFound(key.into()));
+        }
+        let proc_path = CString::new(format!("/proc/self/fd/{}", path_fd.as_raw_fd())).expect("no NUL");
+        // SAFETY: open(2) of a NUL-terminated path; the fd is owned on success.
+        let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) };
+        if fd < 0 {
+            return Err(StoreError::from_io(key, std::io::Error::last_os_error()));
+        }
+        // SAFETY: fresh fd from open.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
     /// The parent directory of `key` as an fd, and the last name as a C string.
@@ -229,7 +257,7 @@ fn check_rc(rc: libc::c_int, key: &str) -> StoreResult<()> {
 #[async_trait]
 impl Store for LocalStore {
     fn describe(&self) -> String {
-        format!("local:{}", self.inner.root_path.display())
+        self.inner.describe()
     }
 
     fn has_real_dirs(&self) -> bool {
@@ -298,19 +326,33 @@ impl Store for LocalStore {
             let mut listing = Listing::default();
             for entry in std::fs::read_dir(&dir_path).map_err(|e| StoreError::from_io(&prefix, e))? {
                 let entry = entry.map_err(|e| StoreError::from_io(&prefix, e))?;
-                let Ok(name) = entry.file_name().into_string() else {
-                    tracing::warn!(dir = %prefix, "skipping a file name that is not UTF-8");
-                    continue;
+                let name = match entry.file_name().into_string() {
+                    Ok(name) => name,
+                    Err(raw) => {
+                        // Keys are UTF-8: no key can name this file.
+                        let shown = super::join_key(&prefix, &raw.to_string_lossy());
+                        s.hidden.report(&s.describe(), &shown, "file name is not UTF-8");
+                        continue;
+                    }
                 };
                 if name.starts_with(TEMP_MARKER) {
                     continue;
                 }
+                // lstat: a symlink is reported as itself, never followed.
                 let Ok(md) = entry.metadata() else { continue }; // raced with a delete
                 if md.is_dir() {
                     listing.dirs.push(name);
                 } else if md.is_file() {
                     listing.files.push((name, to_meta(&md)));
-                } // symlinks, sockets, devices: not part of a store
+                } else {
+                    // Not part of a store, and never opened (see open_file).
+                    let what = if md.file_type().is_symlink() {
+                        "a symlink (symlinks are never followed)"
+                    } else {
+                        "a FIFO, socket or device node, not a regular file"
+                    };
+                    s.hidden.report(&s.describe(), &super::join_key(&prefix, &name), what);
+                }
             }
             listing.files.sort_by(|a, b| a.0.cmp(&b.0));
             listing.dirs.sort();
@@ -379,6 +421,64 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Symlinks (out of the root, in it, looping, to a directory), a FIFO, a socket, a device
+    /// node and a non-UTF-8 name: none is listed, none is opened, reading any is "not found",
+    /// and a FIFO never blocks a read.
+    #[tokio::test]
+    async fn special_files_are_hidden_and_never_opened() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, outside) = (tmp.path().join("root"), tmp.path().join("outside"));
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"secret").unwrap();
+        std::fs::write(root.join("ok"), b"ok").unwrap();
+        std::fs::write(root.join("new\nline"), b"nl").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("link_out")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("dir_link")).unwrap();
+        std::os::unix::fs::symlink("ok", root.join("link_in")).unwrap();
+        std::os::unix::fs::symlink("loop_b", root.join("loop_a")).unwrap();
+        std::os::unix::fs::symlink("loop_a", root.join("loop_b")).unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xffname")), b"x").unwrap();
+        let fifo = CString::new(root.join("zarr.json").as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo of a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        let dev = CString::new(root.join("null").as_os_str().as_bytes()).unwrap();
+        // SAFETY: mknod of a NUL-terminated path (only works as root; skipped otherwise).
+        let have_dev = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
+
+        let s = LocalStore::open(&root).unwrap();
+        let l = s.list("").await.unwrap();
+        let files: Vec<&str> = l.files.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(files, vec!["new\nline", "ok"]);
+        assert_eq!(l.dirs, vec!["sub"]);
+        let mut hidden =
+            vec!["link_out", "dir_link", "link_in", "loop_a", "loop_b", "zarr.json", "sock", "bad\u{fffd}name"];
+        if have_dev {
+            hidden.push("null");
+        }
+        for name in hidden {
+            assert!(s.inner.hidden.was_reported(name), "{name:?} not reported");
+            let Ok(read) = tokio::time::timeout(Duration::from_secs(5), s.get(name)).await else {
+                // Release the blocked reader (or the runtime waits for it forever), then fail.
+                // SAFETY: open(2) of a NUL-terminated path; the fd is closed right away.
+                unsafe { libc::close(libc::open(fifo.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK)) };
+                panic!("reading {name:?} hung");
+            };
+            assert!(matches!(read, Err(StoreError::NotFound(_))), "{name}: {read:?}");
+            assert!(s.head(name).await.unwrap().is_none(), "{name}");
+            let found = s.lookup(name).await.unwrap();
+            assert!(found.file.is_none() && !found.dir, "{name}");
+        }
+        for key in ["dir_link/secret", "link_out/x", "../outside/secret", "sub/../../outside/secret"] {
+            assert!(s.get(key).await.is_err(), "{key} readable");
+        }
+        assert_eq!(s.get("new\nline").await.unwrap().as_ref(), b"nl");
+        assert_eq!(s.get("ok").await.unwrap().as_ref(), b"ok");
+        assert!(matches!(s.get("sub").await, Err(StoreError::IsADirectory(_))));
+    }
 
     #[tokio::test]
     async fn put_creates_missing_directories_and_leaves_no_temp_files() {

@@ -193,6 +193,10 @@ pub fn split_key(key: &str) -> (&str, &str) {
     }
 }
 
+/// The longest file name Linux accepts, in bytes (the kernel refuses longer names before
+/// they reach the daemon, so a longer name in a listing could be seen but never opened).
+pub const NAME_MAX: usize = 255;
+
 /// Reject keys that could escape a store root or that no file name can hold.
 pub fn validate_key(key: &str) -> StoreResult<()> {
     if key.is_empty() {
@@ -208,8 +212,64 @@ pub fn validate_key(key: &str) -> StoreResult<()> {
         if seg.is_empty() || seg == "." || seg == ".." {
             return Err(StoreError::InvalidKey(key.into(), "empty, '.' or '..' segment"));
         }
+        if seg.len() > NAME_MAX {
+            return Err(StoreError::InvalidKey(key.into(), "a name longer than 255 bytes"));
+        }
     }
     Ok(())
+}
+
+/// Why `name`, one entry of a store listing, cannot be shown as a file name (`None` when it
+/// can). Listings hide such names rather than failing: one hostile key must not cost the
+/// directory all its good neighbours, and a name the kernel cannot look up, or one that would
+/// step out of its directory (`..`), must never reach it.
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("empty name (the key has '//' or a leading '/')")
+    } else if name == "." || name == ".." {
+        Some("'.' or '..' as a name")
+    } else if name.contains('/') {
+        Some("'/' inside a name")
+    } else if name.contains('\0') {
+        Some("NUL byte")
+    } else if name.len() > NAME_MAX {
+        Some("name longer than 255 bytes")
+    } else {
+        None
+    }
+}
+
+/// How many hidden keys one store remembers (to log each once); later ones are not logged.
+const HIDDEN_KEYS_REMEMBERED: usize = 10_000;
+
+/// Keys a store's listings hide, each logged once: the kernel lists a directory again and
+/// again, and one line per listing would flood the log.
+#[derive(Default)]
+pub struct HiddenKeys {
+    seen: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl HiddenKeys {
+    /// Log (once per key) that `key` is left out of listings, and why. The key is printed
+    /// escaped (`{:?}`), so a newline or control character in it cannot forge log lines.
+    pub fn report(&self, store: &str, key: &str, reason: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() > HIDDEN_KEYS_REMEMBERED || seen.contains(key) {
+            return;
+        }
+        if seen.len() == HIDDEN_KEYS_REMEMBERED {
+            seen.insert(String::new()); // the sentinel that fills the set: nothing more is logged
+            tracing::warn!(store, "more than {HIDDEN_KEYS_REMEMBERED} hidden keys; no more are logged");
+            return;
+        }
+        seen.insert(key.to_string());
+        tracing::warn!(store, key = ?key, reason, "key not shown in the mount");
+    }
+
+    /// Has `key` been reported? (tests)
+    pub fn was_reported(&self, key: &str) -> bool {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+    }
 }
 
 #[cfg(test)]
@@ -232,5 +292,32 @@ mod tests {
         for good in ["", "a", "a/b.c/..d", "c/0/1", ".zattrs"] {
             assert!(validate_key(good).is_ok(), "{good:?} rejected");
         }
+        let long = "x".repeat(NAME_MAX + 1);
+        assert!(validate_key(&format!("a/{long}/b")).is_err());
+        assert!(validate_key(&format!("a/{}", "x".repeat(NAME_MAX))).is_ok());
+    }
+
+    #[test]
+    fn listing_names_that_cannot_be_file_names() {
+        for bad in ["", ".", "..", "a/b", "a\0b", &"é".repeat(128)] {
+            assert!(name_problem(bad).is_some(), "{bad:?} accepted");
+        }
+        let max = "x".repeat(NAME_MAX);
+        for good in ["a", "...", ".zattrs", "sp ace é 日本", "back\\slash", "pct%2Fenc", "new\nline", &max] {
+            assert_eq!(name_problem(good), None, "{good:?} rejected");
+        }
+    }
+
+    #[test]
+    fn hidden_keys_are_logged_once_and_bounded() {
+        let h = HiddenKeys::default();
+        h.report("s", "d/..", "why");
+        h.report("s", "d/..", "why");
+        assert!(h.was_reported("d/.."));
+        assert_eq!(h.seen.lock().unwrap().len(), 1);
+        for i in 0..HIDDEN_KEYS_REMEMBERED + 50 {
+            h.report("s", &format!("k{i}"), "why");
+        }
+        assert_eq!(h.seen.lock().unwrap().len(), HIDDEN_KEYS_REMEMBERED + 1);
     }
 }

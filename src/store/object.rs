@@ -19,7 +19,9 @@ use object_store::{
     WriteMultipart,
 };
 
-use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{
+    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+};
 use crate::source::Cloud;
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
@@ -105,13 +107,23 @@ pub struct ObjectStoreBackend {
     read_only: bool,
     /// Secret values given to the builder; never allowed into error text.
     secrets: Vec<String>,
+    /// Keys left out of listings because they cannot be file names (each logged once).
+    hidden: HiddenKeys,
 }
 
 impl ObjectStoreBackend {
     /// Wrap an existing object store (tests; or a store built elsewhere).
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, description: String) -> Self {
         let prefix = prefix.trim_matches('/').to_string();
-        ObjectStoreBackend { store, pager: None, prefix, description, read_only: false, secrets: Vec::new() }
+        ObjectStoreBackend {
+            store,
+            pager: None,
+            prefix,
+            description,
+            read_only: false,
+            secrets: Vec::new(),
+            hidden: HiddenKeys::default(),
+        }
     }
 
     /// Build the backend for `url` (`s3://`, `gs://`, `az://`, `http(s)://`).
@@ -218,10 +230,11 @@ impl ObjectStoreBackend {
                     description: desc,
                     read_only: true,
                     secrets,
+                    hidden: HiddenKeys::default(),
                 });
             }
         };
-        Ok(ObjectStoreBackend { store, pager, prefix, description, read_only, secrets })
+        Ok(ObjectStoreBackend { store, pager, prefix, description, read_only, secrets, hidden: HiddenKeys::default() })
     }
 
     fn full_key(&self, key: &str) -> String {
@@ -241,6 +254,13 @@ impl ObjectStoreBackend {
         map_err_with(key, e, &self.secrets)
     }
 
+    /// Leave the raw bucket key `key` out of a listing, logging it once. `reason` is `None`
+    /// for keys object_store itself refused to parse.
+    fn hide(&self, key: &str, reason: Option<&str>) {
+        let reason = reason.unwrap_or_else(|| unparseable_reason(key));
+        self.hidden.report(&self.description, key, reason);
+    }
+
     fn check_writable(&self) -> StoreResult<()> {
         if self.read_only {
             Err(StoreError::ReadOnly)
@@ -255,10 +275,14 @@ impl ObjectStoreBackend {
         if let Some(pager) = &self.pager {
             let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
             let opts = PaginatedListOptions { delimiter: Some("/".into()), max_keys: Some(2), ..Default::default() };
-            let page = pager
-                .list_paginated(if prefix.is_empty() { None } else { Some(prefix.as_str()) }, opts)
-                .await
-                .map_err(|e| self.err(key, e))?;
+            let page =
+                match pager.list_paginated(if prefix.is_empty() { None } else { Some(prefix.as_str()) }, opts).await {
+                    Ok(page) => page,
+                    // A key object_store refuses to parse (`dir/../x`, a control character) is
+                    // still a key below `dir/`: the directory exists (its listing hides that key).
+                    Err(e) if unparseable_key(&e).is_some() => return Ok(true),
+                    Err(e) => return Err(self.err(key, e)),
+                };
             return Ok(!page.result.objects.is_empty() || !page.result.common_prefixes.is_empty());
         }
         let path = Path::parse(&dir).map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))?;
@@ -280,6 +304,114 @@ impl ObjectStoreBackend {
             Err(e) => Err(self.err(key, e)),
         }
     }
+}
+
+/// Entries per listing page (S3's maximum).
+const LIST_PAGE: usize = 1000;
+
+/// The raw key object_store refused to parse in a listing response, if that is what `e` is.
+/// object_store turns every listed key into a `Path` and fails the whole page on the first
+/// key it cannot parse (`..`, `.` or an empty segment, an ASCII control character).
+fn unparseable_key(e: &object_store::Error) -> Option<&str> {
+    use object_store::path::Error as P;
+    match e {
+        object_store::Error::InvalidPath { source: P::EmptySegment { path } | P::BadSegment { path, .. } } => {
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+/// Why object_store refuses a raw key (for the log line).
+fn unparseable_reason(key: &str) -> &'static str {
+    let trimmed = key.strip_prefix('/').unwrap_or(key);
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    if let Some(problem) = trimmed.split('/').find_map(name_problem) {
+        problem
+    } else if key.chars().any(|c| c.is_ascii_control()) {
+        "control character (the object store client cannot address it)"
+    } else {
+        "the object store client cannot parse it"
+    }
+}
+
+/// Where a listing resumes after skipping `raw` (a key, or a common prefix ending in '/').
+/// For a prefix, past every key below it: the largest character makes a start-after that
+/// only keys made of it could follow (those would show the same prefix again, deduplicated).
+fn skip_past(raw: &str) -> String {
+    if raw.ends_with('/') {
+        format!("{raw}{}", char::MAX)
+    } else {
+        raw.to_string()
+    }
+}
+
+/// One level of a delimiter listing, page by page, that survives keys object_store cannot
+/// parse. With object_store alone, one such key anywhere in a page fails the whole listing:
+/// the directory gives an error and hides all its good neighbours.
+///
+/// `fetch` lists one page (the prefix is fixed by the caller). Pages follow the server's
+/// continuation tokens. When a page fails on an unparseable key, the listing goes on from the
+/// last entry it has (start-after), with pages halved until the page holding only the bad
+/// entry, which is passed to `hide` and stepped over; pages then grow back. A bad key costs
+/// about 2·log2(1000) extra requests; a clean directory costs exactly what it did before.
+async fn list_level_tolerant<F, Fut>(
+    fetch: F,
+    mut hide: impl FnMut(&str),
+) -> object_store::Result<(Vec<object_store::ObjectMeta>, Vec<Path>)>
+where
+    F: Fn(PaginatedListOptions) -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<object_store::list::PaginatedListResult>>,
+{
+    let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
+    let mut token: Option<String> = None;
+    // The raw key after which the next page starts, when there is no token.
+    let mut cursor: Option<String> = None;
+    let mut page = LIST_PAGE;
+    loop {
+        let opts = PaginatedListOptions {
+            delimiter: Some("/".into()),
+            max_keys: Some(page),
+            offset: if token.is_none() { cursor.clone() } else { None },
+            page_token: token.take(),
+            ..Default::default()
+        };
+        match fetch(opts).await {
+            Ok(r) => {
+                for o in &r.result.objects {
+                    // A directory marker "dir/" comes back as the path "dir".
+                    let raw = o.location.to_string();
+                    cursor = cursor.max(Some(raw));
+                }
+                for p in &r.result.common_prefixes {
+                    cursor = cursor.max(Some(skip_past(&format!("{p}/"))));
+                }
+                objects.extend(r.result.objects);
+                prefixes.extend(r.result.common_prefixes);
+                match r.page_token {
+                    Some(t) => token = Some(t),
+                    None => break,
+                }
+                page = (page * 2).min(LIST_PAGE);
+            }
+            Err(e) => {
+                let Some(bad) = unparseable_key(&e) else { return Err(e) };
+                if page > 1 {
+                    page /= 2; // the bad entry is in the first `page` entries after the cursor
+                    continue;
+                }
+                // A page of one entry failed: that entry is `bad`. Step over it, unless the
+                // server does not honour start-after (no progress), where this must stop.
+                let next = skip_past(bad);
+                if cursor.as_deref().is_some_and(|c| c >= next.as_str()) {
+                    return Err(e);
+                }
+                hide(bad);
+                cursor = Some(next);
+            }
+        }
+    }
+    Ok((objects, prefixes))
 }
 
 fn describe_url(base: &str, prefix: &str) -> String {
@@ -480,33 +612,72 @@ impl Store for ObjectStoreBackend {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         validate_key(prefix)?;
         let full = self.full_key(prefix);
-        let path = if full.is_empty() {
-            None
-        } else {
-            Some(Path::parse(&full).map_err(|_| StoreError::InvalidKey(prefix.to_string(), "not a valid object key"))?)
-        };
-        let result = match self.store.list_with_delimiter(path.as_ref()).await {
-            Ok(r) => r,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
-            Err(e) => return Err(self.err(prefix, e)),
+        let level = if full.is_empty() { String::new() } else { format!("{full}/") };
+        let (objects, prefixes) = match &self.pager {
+            Some(pager) => {
+                let fetch = |opts: PaginatedListOptions| {
+                    let (pager, level) = (pager.clone(), level.clone());
+                    async move { pager.list_paginated(if level.is_empty() { None } else { Some(&level) }, opts).await }
+                };
+                match list_level_tolerant(fetch, |key| self.hide(key, None)).await {
+                    Ok(found) => found,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
+                    Err(e) => return Err(self.err(prefix, e)),
+                }
+            }
+            // No paginated listing (plain HTTP): one key object_store cannot parse fails the
+            // whole directory, with a log line from the caller.
+            None => {
+                let path = if full.is_empty() {
+                    None
+                } else {
+                    Some(
+                        Path::parse(&full)
+                            .map_err(|_| StoreError::InvalidKey(prefix.to_string(), "not a valid object key"))?,
+                    )
+                };
+                match self.store.list_with_delimiter(path.as_ref()).await {
+                    Ok(r) => (r.objects, r.common_prefixes),
+                    Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
+                    Err(e) => return Err(self.err(prefix, e)),
+                }
+            }
         };
         let mut listing = Listing::default();
-        for d in &result.common_prefixes {
-            if let Some(name) = d.filename() {
-                listing.dirs.push(name.to_string());
+        for d in &prefixes {
+            // object_store drops the prefix's trailing '/' (and a leading one: the root-level
+            // prefix "/" of a key like "/lead" arrives as the empty path).
+            let raw = format!("{d}/");
+            match raw.strip_prefix(level.as_str()).and_then(|r| r.strip_suffix('/')) {
+                Some(name) if name_problem(name).is_none() => listing.dirs.push(name.to_string()),
+                Some(name) => self.hide(&raw, name_problem(name)),
+                None => self.hide(&raw, Some("outside the listed directory")),
             }
         }
-        for o in &result.objects {
-            // Skip directory markers ("dir/" objects) and anything outside this level.
-            let Some(name) = o.location.filename() else { continue };
-            if name.is_empty() || o.location.as_ref().ends_with('/') || o.location.as_ref() == full {
+        for o in &objects {
+            // Skip the directory marker of this level ("dir/" objects, parsed to "dir").
+            if o.location.as_ref() == full {
                 continue;
             }
-            listing.files.push((name.to_string(), to_meta(o)));
+            match o.location.as_ref().strip_prefix(level.as_str()) {
+                Some(name) if name_problem(name).is_none() => listing.files.push((name.to_string(), to_meta(o))),
+                Some(name) => self.hide(o.location.as_ref(), name_problem(name)),
+                None => self.hide(o.location.as_ref(), Some("outside the listed directory")),
+            }
         }
         listing.files.sort_by(|a, b| a.0.cmp(&b.0));
         listing.dirs.sort();
         listing.dirs.dedup();
+        // A key that is also a prefix (`d/x` beside `d/x/y`) is shown as the directory (see
+        // RawNamespace::lookup); say once that its own content is out of reach.
+        for (name, _) in &listing.files {
+            if listing.dirs.binary_search(name).is_ok() {
+                self.hide(
+                    &format!("{level}{name}"),
+                    Some("also a prefix of other keys: the directory is shown, this object is not reachable"),
+                );
+            }
+        }
         Ok(listing)
     }
 
@@ -546,6 +717,7 @@ impl Store for ObjectStoreBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::list::PaginatedListResult;
     use object_store::memory::InMemory;
 
     fn backend(prefix: &str) -> (Arc<InMemory>, ObjectStoreBackend) {
@@ -608,6 +780,195 @@ mod tests {
         assert!(matches!(b.delete("top").await, Err(StoreError::NotFound(_))));
         b.delete("a/moved").await.unwrap();
         assert!(!b.has_real_dirs());
+    }
+
+    /// An S3-like delimiter listing over raw keys: sorted, start-after and continuation
+    /// tokens as S3 has them, and every entry parsed into a `Path` the way object_store's S3
+    /// client does (the first unparseable key fails the whole page).
+    struct FakeS3 {
+        keys: std::collections::BTreeSet<String>,
+        requests: std::sync::atomic::AtomicUsize,
+        /// A server that ignores start-after (the listing must stop, not loop).
+        ignores_offset: bool,
+    }
+
+    impl FakeS3 {
+        fn new(keys: &[String]) -> Self {
+            FakeS3 { keys: keys.iter().cloned().collect(), requests: Default::default(), ignores_offset: false }
+        }
+
+        fn page(&self, level: &str, opts: &PaginatedListOptions) -> object_store::Result<PaginatedListResult> {
+            self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let offset = if self.ignores_offset { None } else { opts.offset.as_deref() };
+            let token = opts.page_token.as_deref();
+            let mut entries: Vec<(String, bool)> = Vec::new();
+            for k in &self.keys {
+                let Some(rest) = k.strip_prefix(level) else { continue };
+                if offset.is_some_and(|o| k.as_str() <= o) {
+                    continue;
+                }
+                // A token is the last entry returned: continue past every key it covers.
+                if token.is_some_and(|t| k.as_str() <= t || (t.ends_with('/') && k.starts_with(t))) {
+                    continue;
+                }
+                let entry = match rest.find('/') {
+                    Some(i) => (format!("{level}{}", &rest[..=i]), true),
+                    None => (k.clone(), false),
+                };
+                if entries.last() != Some(&entry) {
+                    entries.push(entry);
+                }
+            }
+            let max = opts.max_keys.unwrap_or(1000);
+            let page_token = (entries.len() > max).then(|| entries[max - 1].0.clone());
+            entries.truncate(max);
+            let common_prefixes =
+                entries.iter().filter(|e| e.1).map(|e| Path::parse(&e.0)).collect::<Result<Vec<_>, _>>()?;
+            let objects = entries
+                .iter()
+                .filter(|e| !e.1)
+                .map(|e| {
+                    Ok(object_store::ObjectMeta {
+                        location: Path::parse(&e.0)?,
+                        last_modified: Default::default(),
+                        size: 1,
+                        e_tag: Some(format!("\"{}\"", e.0.len())),
+                        version: None,
+                    })
+                })
+                .collect::<object_store::Result<Vec<_>>>()?;
+            Ok(PaginatedListResult {
+                result: object_store::ListResult { common_prefixes, objects, extensions: Default::default() },
+                page_token,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl PaginatedListStore for FakeS3 {
+        async fn list_paginated(
+            &self,
+            prefix: Option<&str>,
+            opts: PaginatedListOptions,
+        ) -> object_store::Result<PaginatedListResult> {
+            self.page(prefix.unwrap_or(""), &opts)
+        }
+    }
+
+    fn over_fake(fake: Arc<FakeS3>, prefix: &str) -> ObjectStoreBackend {
+        let mut b = ObjectStoreBackend::new(Arc::new(InMemory::new()), prefix, "fake://bkt".into());
+        b.pager = Some(fake);
+        b
+    }
+
+    fn names(l: &Listing) -> (Vec<&str>, Vec<&str>) {
+        (l.files.iter().map(|f| f.0.as_str()).collect(), l.dirs.iter().map(String::as_str).collect())
+    }
+
+    #[tokio::test]
+    async fn hostile_keys_are_hidden_and_their_neighbours_listed() {
+        let long = "L".repeat(300);
+        let mut keys: Vec<String> = [
+            "d/ok",
+            "d/../escape",
+            "d/./dot",
+            "d//double",
+            "d/trailing/",
+            "/lead",
+            "d/ctl\u{1}x",
+            "d/tab\tx",
+            "d/del\u{7f}x",
+            "d/back\\slash",
+            "d/pct%2Fenc",
+            "d/sp ace é 日本",
+            "d/x",
+            "d/x/y",
+            "d/..",
+            "d/.",
+            "e/../../../etc/passwd",
+            "top",
+        ]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+        keys.push(format!("d/{long}"));
+        keys.push(format!("d/{long}/inner"));
+        // Enough good neighbours for several pages, on both sides of every bad key.
+        keys.extend((0..2500).map(|i| format!("d/g{i:04}")));
+        let fake = Arc::new(FakeS3::new(&keys));
+        let b = over_fake(fake.clone(), "");
+
+        let d = b.list("d").await.unwrap();
+        let (files, dirs) = names(&d);
+        let mut want_files = vec!["back\\slash", "ok", "pct%2Fenc", "sp ace é 日本", "x"];
+        let good: Vec<String> = (0..2500).map(|i| format!("g{i:04}")).collect();
+        want_files.extend(good.iter().map(String::as_str));
+        want_files.sort();
+        assert_eq!(files, want_files);
+        assert_eq!(dirs, vec!["trailing", "x"]);
+        let requests = fake.requests.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(requests < 3 + 10 * 20, "{requests} requests");
+        for hidden in ["d/../", "d/./", "d//", "d/ctl\u{1}x", "d/tab\tx", "d/del\u{7f}x", "d/..", "d/.", "d/x"] {
+            assert!(b.hidden.was_reported(hidden), "{hidden:?} not reported");
+        }
+        assert!(b.hidden.was_reported(&format!("d/{long}")));
+        assert!(b.hidden.was_reported(&format!("d/{long}/")));
+
+        let root = b.list("").await.unwrap();
+        assert_eq!(names(&root), (vec!["top"], vec!["d", "e"]));
+        assert!(b.hidden.was_reported("/"));
+        // `e` holds only a hostile key: it exists, and lists empty.
+        assert!(b.lookup("e").await.unwrap().dir);
+        assert_eq!(names(&b.list("e").await.unwrap()), (vec![], vec![]));
+        // The directory marker `d/trailing/` makes an empty directory, not a file.
+        assert_eq!(names(&b.list("d/trailing").await.unwrap()), (vec![], vec![]));
+        assert_eq!(names(&b.list("d/x").await.unwrap()), (vec!["y"], vec![]));
+
+        // Below a mount prefix, the same.
+        let b = over_fake(fake.clone(), "d");
+        assert_eq!(names(&b.list("").await.unwrap()).1, vec!["trailing", "x"]);
+    }
+
+    #[tokio::test]
+    async fn clean_listings_cost_one_request_per_page() {
+        let keys: Vec<String> = (0..2500).map(|i| format!("a/k{i:04}")).collect();
+        let fake = Arc::new(FakeS3::new(&keys));
+        let b = over_fake(fake.clone(), "");
+        assert_eq!(b.list("a").await.unwrap().files.len(), 2500);
+        assert_eq!(fake.requests.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn runs_of_bad_keys_and_a_server_without_start_after() {
+        // Nothing but bad keys, and bad keys on page boundaries.
+        let mut keys: Vec<String> = (0..300).map(|i| format!("b/p{i:04}\u{1}/x")).collect();
+        keys.extend((0..300).map(|i| format!("b/d{i:04}/x")));
+        keys.extend((0..1200).map(|i| format!("b/k{i:04}")));
+        keys.extend((0..300).map(|i| format!("b/z{i:04}\u{1}")));
+        let fake = Arc::new(FakeS3::new(&keys));
+        let b = over_fake(fake.clone(), "");
+        let l = b.list("b").await.unwrap();
+        assert_eq!((l.files.len(), l.dirs.len()), (1200, 300));
+        assert!(b.hidden.was_reported("b/p0000\u{1}/"));
+        let requests = fake.requests.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(requests < 600 * 4, "{requests} requests for 600 bad keys");
+        assert!(b.hidden.was_reported("b/z0299\u{1}"));
+
+        // A server that ignores start-after: an error for that directory, never a loop.
+        let mut fake = FakeS3::new(&["c/ok".to_string(), "c/../x".to_string()]);
+        fake.ignores_offset = true;
+        let b = over_fake(Arc::new(fake), "");
+        assert!(matches!(b.list("c").await, Err(StoreError::InvalidKey(..))));
+    }
+
+    #[test]
+    fn reasons_for_unparseable_keys() {
+        assert_eq!(unparseable_reason("d/../"), "'.' or '..' as a name");
+        assert!(unparseable_reason("d//").starts_with("empty name"));
+        assert!(unparseable_reason("/").starts_with("empty name"));
+        assert!(unparseable_reason("d/a\u{1}b").starts_with("control character"));
+        assert_eq!(skip_past("d/x"), "d/x");
+        assert_eq!(skip_past("d/x/"), format!("d/x/{}", char::MAX));
     }
 
     #[tokio::test]
