@@ -30,7 +30,8 @@ done
 step() { printf 'setup: %-28s %s\n' "$1" "$2"; }
 
 # ---------------------------------------------------------------- system packages
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd)
+# g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
+APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++)
 if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)
 fi

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command (see README): setup, build, Rust tests, Python interop suite,
-# pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt).
+# pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt), and a short
+# run of the fuzz targets (scripts/fuzz.sh).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh -k corrupt      extra arguments go to pytest
 #
-# Environment: ZM_SKIP_SETUP=1 skips scripts/setup.sh; CARGO_TARGET_DIR is honoured.
+# Environment: ZM_SKIP_SETUP=1 skips scripts/setup.sh; ZM_FUZZ_SECS sets the seconds per
+# fuzz target; CARGO_TARGET_DIR is honoured.
 # Leaves no mounts or daemons behind: everything the suite mounts lives under one temp dir,
 # which the exit trap unmounts and removes.
 set -euo pipefail
@@ -74,6 +76,13 @@ if ((build_ok)); then
     echo "test.sh: pjdfstest"
     if ! TMPDIR="$TMPBASE" scripts/pjdfstest.sh; then
         failed+=("pjdfstest")
+    fi
+
+    # Coverage-guided fuzzing of every parser of untrusted bytes (scripts/fuzz.sh), briefly:
+    # ZM_FUZZ_SECS per target (default 15; 5 targets), plus the build of the fuzz targets.
+    echo "test.sh: fuzz"
+    if ! FUZZ_SECS="${ZM_FUZZ_SECS:-15}" TMPDIR="$TMPBASE" scripts/fuzz.sh; then
+        failed+=("fuzz")
     fi
 fi
 

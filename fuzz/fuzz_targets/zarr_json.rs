@@ -1,0 +1,188 @@
+//! v3 `zarr.json` parsing (`zarr::metadata::parse_zarr_json`) and everything the views derive
+//! from a parsed document: the unsharded view's rewritten metadata and key mapping
+//! (`view::unsharded`), the decoded view's document and chunk spec (`view::decoded`), the v2
+//! view's `.zarray`/`.zattrs`/`.zmetadata` (`view::v2`), and inline consolidated metadata.
+//!
+//! Input: the bytes of one `zarr.json`.
+//!
+//! Invariants: parsing is a function of the JSON value (re-serialising parses to the same
+//! thing); the unsharded rewrite changes only the chunk grid and codecs, into the inner chunk
+//! shape and chain, and its key mapping round-trips (key -> coordinates -> shard and index
+//! entry -> coordinates, and the directory plans lead to the key); what the decoded and v2 views
+//! generate parses again and describes the same data type and decoded chunk size.
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use serde_json::{Map, Value};
+use zarr_mount::view::decoded::{decoded_v3_array, rewrite_consolidated, DecodedPresenter};
+use zarr_mount::view::present::{DirDocs, DirShow, Presenter};
+use zarr_mount::view::unsharded::{rewrite_consolidated_v3, UnshardedArray};
+use zarr_mount::view::v2::{v2_array, V2Presenter};
+use zarr_mount::zarr::codecs::{decoded_size, ChunkSpec, DataType};
+use zarr_mount::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
+use zarr_mount::zarr::sharding::MAX_INDEX_ENTRIES;
+use zarr_mount::zarr::v2::V2Array;
+
+fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
+    let Ok(node) = parse_zarr_json(data) else {
+        presenters(data);
+        return;
+    };
+    // Parsing depends only on the JSON value.
+    let json = match &node {
+        NodeMetadata::Array(a) => &a.json,
+        NodeMetadata::Group(g) => &g.json,
+    };
+    let again = serde_json::to_vec(json).expect("a map serializes");
+    assert_eq!(parse_zarr_json(&again).expect("re-serialized document parses"), node);
+
+    match node {
+        NodeMetadata::Array(meta) => array(meta),
+        NodeMetadata::Group(group) => {
+            let mut j = group.json.clone();
+            rewrite_consolidated_v3(&mut j);
+            let mut j = group.json;
+            rewrite_consolidated(&mut j);
+        }
+    }
+    presenters(data);
+});
+
+fn array(meta: ArrayMetadata) {
+    if let Some(cs) = &meta.chunk_shape {
+        assert_eq!(cs.len(), meta.shape.len());
+        assert!(!cs.contains(&0));
+    }
+    if let Ok(a) = UnshardedArray::new(meta.clone()) {
+        unsharded(&a);
+    }
+    if let Ok(spec) = ChunkSpec::from_v3(&meta) {
+        let size = spec.decoded_size().expect("checked spec has a size");
+        if size <= 1 << 20 {
+            assert_eq!(
+                spec.fill_chunk().expect("checked spec fills").len() as u64,
+                size
+            );
+        }
+        let (doc, _) = decoded_v3_array(&meta).expect("decodable array has a decoded form");
+        let doc = serde_json::to_vec(&doc).unwrap();
+        let Ok(NodeMetadata::Array(shown)) = parse_zarr_json(&doc) else {
+            panic!("decoded zarr.json does not parse")
+        };
+        let shown = ChunkSpec::from_v3(&shown).expect("decoded zarr.json is decodable");
+        assert_eq!(shown.codecs.len(), 1);
+        assert_eq!(shown.decoded_size().unwrap(), size);
+    }
+    if let Ok(form) = v2_array(&meta) {
+        let doc = serde_json::to_vec(&form.zarray).unwrap();
+        let v2 = V2Array::parse(&doc).expect("generated .zarray parses");
+        let dt = DataType::from_json(&meta.data_type).expect("v2 form of a known data type");
+        assert_eq!(v2.data_type, dt);
+        assert_eq!(Some(&v2.chunks), meta.chunk_shape.as_ref());
+        assert_eq!(v2.shape, meta.shape);
+        if form.decode.is_none() {
+            // The stored chunks are served as they are, so the v2 document must describe them.
+            let spec = v2.chunk_spec().expect("generated .zarray has a chunk spec");
+            assert_eq!(spec.decoded_size().ok(), decoded_size(&dt, &v2.chunks).ok());
+        }
+    }
+}
+
+fn unsharded(a: &UnshardedArray) {
+    let layout = &a.layout;
+    assert!(layout.n_entries <= MAX_INDEX_ENTRIES);
+    let doc = a.rewritten_metadata();
+    let Ok(NodeMetadata::Array(shown)) = parse_zarr_json(&a.rewritten_zarr_json()) else {
+        panic!("rewritten zarr.json does not parse")
+    };
+    assert_eq!(shown.shape, a.meta.shape);
+    assert_eq!(shown.chunk_shape.as_ref(), Some(&layout.inner_chunk_shape));
+    assert_eq!(shown.codecs, layout.inner_codecs);
+    assert_eq!(shown.key_encoding, a.meta.key_encoding);
+    // Every other key kept, in place.
+    let keys = |m: &Map<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&doc), keys(&a.meta.json));
+    for (k, v) in &a.meta.json {
+        if k != "codecs" && k != "chunk_grid" {
+            assert_eq!(&doc[k], v, "{k} changed");
+        }
+    }
+
+    // Key mapping at the corners of the inner grid.
+    let grid = a.inner_grid_shape().to_vec();
+    if grid.contains(&0) {
+        return;
+    }
+    let corners = [
+        grid.iter().map(|_| 0).collect::<Vec<u64>>(),
+        grid.iter().map(|n| n - 1).collect(),
+        grid.iter().map(|n| n / 2).collect(),
+    ];
+    for c in corners {
+        let key = a.inner_key(&c);
+        assert_eq!(a.parse_inner_key(&key), Some(c.clone()), "key {key}");
+        let loc = a.locate(&c).expect("inside the grid");
+        assert!(loc.local_index < layout.n_entries);
+        assert_eq!(
+            a.inner_coords(&loc.shard_coords, loc.local_index),
+            Some(c.clone())
+        );
+        assert_eq!(
+            a.shard_coords_of_key(&loc.shard_key),
+            Some(loc.shard_coords.clone())
+        );
+        // Listing: from the array directory down, each directory's plan names the next
+        // component of the key and consults the chunk's shard.
+        let comps: Vec<&str> = key.split('/').collect();
+        for depth in 0..comps.len() {
+            let dir = comps[..depth].join("/");
+            let plan = a
+                .dir_plan(&dir)
+                .unwrap_or_else(|| panic!("no plan for {dir:?} above {key}"));
+            assert!(
+                plan.shards
+                    .iter()
+                    .zip(&loc.shard_coords)
+                    .all(|(r, s)| r.contains(s)),
+                "plan of {dir:?} misses shard {:?}",
+                loc.shard_coords
+            );
+            let child = a
+                .child_in_dir(&plan, &c)
+                .unwrap_or_else(|| panic!("{key} not a child of {dir:?}"));
+            let rest = comps[depth..].join("/");
+            if child.is_dir {
+                assert_eq!(child.name, comps[depth]);
+            } else {
+                assert_eq!(child.name, rest, "file name in {dir:?}");
+                break;
+            }
+        }
+    }
+}
+
+/// The decoded and v2 presenters over the document as a directory's `zarr.json`: whatever
+/// they generate is JSON.
+fn presenters(data: &[u8]) {
+    let docs = DirDocs {
+        zarr_json: Some(Bytes::copy_from_slice(data)),
+        ..Default::default()
+    };
+    for show in [
+        DecodedPresenter.present("fuzz", &docs),
+        V2Presenter.present("fuzz", &docs),
+    ] {
+        let files = match &show {
+            DirShow::Group(f) => f,
+            DirShow::Array(a) => &a.files,
+            DirShow::PassThrough | DirShow::Hidden => continue,
+        };
+        for (name, content) in &files.generated {
+            assert!(
+                serde_json::from_slice::<Value>(content).is_ok(),
+                "{name} is not JSON"
+            );
+        }
+    }
+}
