@@ -413,3 +413,44 @@ fn zip_entries_with_overlong_names_are_skipped() {
     }
     assert!(m.stop().success(), "{}", m.log_text());
 }
+
+/// A name the object store cannot hold (a control character) is refused when the file is
+/// created, the directory made or the file renamed to it: EINVAL at once, nothing written
+/// and nothing lost, rather than a create that succeeds and a close (or unmount) that fails.
+#[tokio::test]
+async fn names_an_object_store_cannot_hold_are_refused_at_create() {
+    use common::zfs::{ino_of, list, raw_fs, read_file, rename, write_file};
+    use zarr_mount::fs::inode::ROOT_INO;
+    use zarr_mount::fs::FsError;
+    use zarr_mount::store::object::ObjectStoreBackend;
+    use zarr_mount::store::{Store, StoreError};
+
+    let bucket = std::sync::Arc::new(object_store::memory::InMemory::new());
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(ObjectStoreBackend::new(bucket, "pre", "memory://bkt".into()));
+    let fs = raw_fs(store.clone(), false);
+    let invalid = |r: Result<_, FsError>| {
+        matches!(r, Err(FsError::Store(StoreError::InvalidKey(..)))) && {
+            let e = r.err().unwrap();
+            e.errno() == libc::EINVAL
+        }
+    };
+
+    let bad = "line\nbreak";
+    assert!(invalid(fs.create(ROOT_INO, bad, libc::O_WRONLY).await.map(|_| ())), "create");
+    assert!(invalid(fs.mkdir(ROOT_INO, bad).await.map(|_| ())), "mkdir");
+    write_file(&fs, "good", b"kept").await.unwrap();
+    assert!(invalid(rename(&fs, "good", bad).await), "rename");
+    assert_eq!(read_file(&fs, "good").await.unwrap(), b"kept");
+    assert_eq!(list(&fs, "").await.unwrap(), ["good"]);
+    assert!(ino_of(&fs, bad).await.is_err());
+    assert_eq!(&store.get("good").await.unwrap()[..], b"kept");
+
+    // The same names are fine on a local directory, which can hold them.
+    let dir = tempfile::tempdir().unwrap();
+    let local: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(zarr_mount::store::local::LocalStore::open(dir.path()).unwrap());
+    let fs = raw_fs(local, false);
+    write_file(&fs, bad, b"x").await.unwrap();
+    assert_eq!(std::fs::read(dir.path().join(bad)).unwrap(), b"x");
+}

@@ -1096,7 +1096,7 @@ impl ZarrFs {
             }
             if let Err(e) = self.write_back(&buf).await {
                 let path = buf.lock().await.path.clone();
-                tracing::error!(path = %path, error = %e, "could not write back at unmount");
+                tracing::error!(path = ?path, error = %e, "could not write back at unmount");
                 failed += 1;
             }
         }

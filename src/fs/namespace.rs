@@ -166,8 +166,8 @@ impl Namespace for RawNamespace {
         }
     }
 
-    async fn check_writable(&self, _path: &str) -> FsResult<()> {
-        Ok(())
+    async fn check_writable(&self, path: &str) -> FsResult<()> {
+        Ok(self.store.check_key(path)?)
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
@@ -181,6 +181,7 @@ impl Namespace for RawNamespace {
     }
 
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()> {
+        self.store.check_key(to)?;
         if is_dir {
             if self.is_virtual_dir(from) {
                 let mut v = self.virtual_dirs.lock().expect("lock");
@@ -196,6 +197,7 @@ impl Namespace for RawNamespace {
     }
 
     async fn mkdir(&self, path: &str) -> FsResult<()> {
+        self.store.check_key(path)?;
         if self.lookup(path).await?.is_some() {
             return Err(FsError::Exists);
         }

@@ -119,7 +119,7 @@ impl ShardIndexCache {
         let state = match ShardIndex::decode(layout, &bytes, meta.size) {
             Ok(index) => ShardState::Present { index, version: meta.version, modified: meta.modified },
             Err(e) => {
-                tracing::error!(shard = %key, error = %e, "corrupt shard index: its chunks will read as EIO");
+                tracing::error!(shard = ?key, error = %e, "corrupt shard index: its chunks will read as EIO");
                 ShardState::Corrupt(e.to_string())
             }
         };

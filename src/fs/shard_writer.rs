@@ -64,7 +64,7 @@ impl ShardWriter {
         let batch = std::mem::take(&mut *queue.pending.lock().unwrap_or_else(|p| p.into_inner()));
         let (ops, senders): (Vec<ChunkOp>, Vec<_>) = batch.into_iter().unzip();
         if ops.len() > 1 {
-            tracing::debug!(shard = %shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
+            tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
         }
         let outcome: Outcome = self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await.map_err(Arc::new);
         for tx in senders {
@@ -100,7 +100,7 @@ impl ShardWriter {
         if let Some(shard) = &current {
             // Never rewrite a shard we cannot read: that would drop its other chunks.
             let index = ShardIndex::of_shard(layout, shard).map_err(|e| {
-                    tracing::error!(shard = %key, error = %e, "refusing to rewrite a shard with a corrupt index");
+                    tracing::error!(shard = ?key, error = %e, "refusing to rewrite a shard with a corrupt index");
                     FsError::Corrupt(format!("shard {key}: {e}"))
                 })?;
             for (local, entry) in index.present().filter(|(local, _)| in_grid(*local)) {

@@ -177,7 +177,7 @@ impl UnshardedNamespace {
             let (sc, key, state) = item?;
             let ShardState::Present { index, version, modified } = &*state else {
                 if let ShardState::Corrupt(why) = &*state {
-                    tracing::warn!(shard = %key, reason = %why, "listing skips the chunks of a corrupt shard");
+                    tracing::warn!(shard = ?key, reason = %why, "listing skips the chunks of a corrupt shard");
                 }
                 continue;
             };
@@ -295,7 +295,7 @@ impl UnshardedNamespace {
             r => r?,
         };
         let index = ShardIndex::of_shard(&array.array.layout, &shard).map_err(|e| {
-            tracing::error!(shard = %key, error = %e, "corrupt shard index");
+            tracing::error!(shard = ?key, error = %e, "corrupt shard index");
             FsError::Corrupt(format!("shard {key}: {e}"))
         })?;
         let entry = index.entry(loc.local_index).ok_or(FsError::NotFound)?;
@@ -313,7 +313,7 @@ impl UnshardedNamespace {
             .map_err(|_| FsError::NotPermitted("zarr.json of a sharded array: not valid JSON"))?;
         let new = new.as_object().ok_or(FsError::NotPermitted("zarr.json of a sharded array: not an object"))?;
         if !same_except_attributes(new, &array.array.rewritten_metadata()) {
-            tracing::warn!(array = %array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
+            tracing::warn!(array = ?array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
             return Err(FsError::NotPermitted("only the attributes of a sharded array's zarr.json can change"));
         }
         let mut real = array.array.meta.json.clone();
@@ -397,7 +397,7 @@ fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
             }
             Err(reason) => {
                 if !matches!(reason, crate::zarr::sharding::NotUnpackable::NotSharded) {
-                    tracing::info!(array = %dir, reason = %reason, "sharded array passed through untouched");
+                    tracing::info!(array = ?dir, reason = %reason, "sharded array passed through untouched");
                 }
                 DirKind::PlainArray
             }
@@ -412,7 +412,7 @@ fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
             DirKind::Group { rewritten, modified }
         }
         Err(e) => {
-            tracing::warn!(dir = %dir, error = %e, "unreadable zarr.json: passed through untouched");
+            tracing::warn!(dir = ?dir, error = %e, "unreadable zarr.json: passed through untouched");
             DirKind::Other
         }
     }
@@ -470,7 +470,8 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn check_writable(&self, path: &str) -> FsResult<()> {
-        self.check_mutable(path).await
+        self.check_mutable(path).await?;
+        self.raw.check_writable(path).await
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {

@@ -393,6 +393,10 @@ impl Store for CachingStore {
     fn capacity(&self) -> Option<(u64, u64)> {
         self.inner.capacity()
     }
+
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.inner.check_key(key)
+    }
 }
 
 #[cfg(test)]

@@ -64,19 +64,21 @@ pub struct Lookup {
     pub dir: bool,
 }
 
+/// Keys are printed escaped (`{:?}`): a key is untrusted text, and a newline in it must not
+/// forge a log line.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("not found: {0}")]
+    #[error("not found: {0:?}")]
     NotFound(String),
-    #[error("permission denied: {0}")]
+    #[error("permission denied: {0:?}")]
     PermissionDenied(String),
-    #[error("directory not empty: {0}")]
+    #[error("directory not empty: {0:?}")]
     DirectoryNotEmpty(String),
-    #[error("not a directory: {0}")]
+    #[error("not a directory: {0:?}")]
     NotADirectory(String),
-    #[error("is a directory: {0}")]
+    #[error("is a directory: {0:?}")]
     IsADirectory(String),
-    #[error("already exists: {0}")]
+    #[error("already exists: {0:?}")]
     AlreadyExists(String),
     #[error("invalid key {0:?}: {1}")]
     InvalidKey(String, &'static str),
@@ -88,9 +90,9 @@ pub enum StoreError {
     ReadOnly,
     #[error("backend timed out: {0}")]
     Timeout(String),
-    #[error("i/o error on {key}: {source}")]
+    #[error("i/o error on {key:?}: {source}")]
     Io { key: String, source: std::io::Error },
-    #[error("backend error on {key}: {message}")]
+    #[error("backend error on {key:?}: {message}")]
     Backend { key: String, message: String },
 }
 
@@ -173,6 +175,13 @@ pub trait Store: Send + Sync + 'static {
     /// Capacity figures for statfs: (total bytes, free bytes); None when unknown.
     fn capacity(&self) -> Option<(u64, u64)> {
         None
+    }
+
+    /// Whether this store can hold an object (or directory) named `key`, checked before a
+    /// file is created, made or renamed through the mount: a name the backend would refuse
+    /// must fail at create(2) with EINVAL, not later at close(2) or unmount with data lost.
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        validate_key(key)
     }
 }
 

@@ -507,6 +507,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[async_trait]
 impl Store for ObjectStoreBackend {
+    /// object_store refuses more than `validate_key` does (control characters, for one).
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.path(key).map(|_| ())
+    }
+
     fn describe(&self) -> String {
         self.description.clone()
     }

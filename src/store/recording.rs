@@ -116,4 +116,8 @@ impl Store for RecordingStore {
     fn capacity(&self) -> Option<(u64, u64)> {
         self.inner.capacity()
     }
+
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.inner.check_key(key)
+    }
 }

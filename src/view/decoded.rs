@@ -45,7 +45,7 @@ impl Presenter for DecodedPresenter {
 }
 
 fn pass_through(dir: &str, why: &str) -> DirShow {
-    tracing::info!(array = %dir, reason = %why, "array passed through undecoded");
+    tracing::info!(array = ?dir, reason = %why, "array passed through undecoded");
     DirShow::PassThrough
 }
 

@@ -33,7 +33,7 @@ impl Presenter for V2Presenter {
                     decode: array.decode.map(Arc::new),
                 })),
                 Err(why) => {
-                    tracing::warn!(array = %dir, reason = %why, "array left out of the v2 view");
+                    tracing::warn!(array = ?dir, reason = %why, "array left out of the v2 view");
                     DirShow::Hidden
                 }
             },
