@@ -3,6 +3,9 @@
   1. chunk files of a local store: read every file directly vs. through the mount (--view raw),
      cold (page cache dropped before each side) and warm (second read).
   2. zarr-python reading a whole sharded array through the unsharded view vs. natively.
+  3. the same over S3 (moto on 127.0.0.1, its own process): zarr-python through a mount of
+     s3://bucket/array vs. zarr-python with its own S3 store (obstore), each from a fresh
+     start; the array is written by zarr-python through obstore.
 
 Prints one line per measurement and a ratio (mount throughput / baseline throughput:
 higher is better, 1.0 = as fast as the baseline).
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -155,12 +159,77 @@ def bench_zarr(binary, work: Path, shape, chunks, shards):
     shutil.rmtree(src)
 
 
+REPO = Path(__file__).resolve().parent.parent
+S3_ENV = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
+S3_ENV.pop("AWS_CA_BUNDLE", None)
+
+
+class MotoServer:
+    """moto (scripts/s3-server.sh) on 127.0.0.1 in a process of its own, stopped on exit, with
+    `bucket` created."""
+
+    def __init__(self, work: Path, bucket: str):
+        self.port = free_port()
+        self.dir = work / f"moto-{self.port}"
+        self.dir.mkdir()
+        self.url = f"http://127.0.0.1:{self.port}"
+        subprocess.run([str(REPO / "scripts" / "s3-server.sh"), "start", str(self.dir), str(self.port)],
+                       check=True, stdout=subprocess.DEVNULL)
+        # moto accepts an unsigned bucket creation.
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/{bucket}", method="PUT")).read()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run([str(REPO / "scripts" / "s3-server.sh"), "stop", str(self.dir)], stdout=subprocess.DEVNULL)
+
+
+def bench_zarr_s3(binary, work: Path, shape, chunks, shards, repeat=3):
+    from obstore.store import S3Store
+
+    with MotoServer(work, "bench") as s3:
+        def native_store(read_only):
+            s = S3Store("bench", prefix="arr.zarr", endpoint=s3.url, access_key_id="test",
+                        secret_access_key="test", region="us-east-1", virtual_hosted_style_request=False,
+                        client_options={"allow_http": True})
+            return zarr.storage.ObjectStore(s, read_only=read_only)
+
+        a = zarr.create_array(native_store(False), shape=shape, chunks=chunks, shards=shards, dtype="float32",
+                              compressors=zarr.codecs.ZstdCodec(level=1))
+        ref = np.random.default_rng(3).standard_normal(shape, dtype="float32")
+        a[:] = ref
+        mnt = work / "mnt"
+        mnt.mkdir(exist_ok=True)
+
+        def native():
+            got = zarr.open_array(native_store(True), mode="r")[:]
+            assert np.array_equal(got, ref)
+
+        def through_mount():
+            # A fresh mount each time: nothing cached in the daemon or the kernel.
+            with Mounted(binary, "s3://bench/arr.zarr", mnt, "--read-only", "--endpoint-url", s3.url,
+                         *EXTRA, env=S3_ENV):
+                got = zarr.open_array(str(mnt), mode="r")[:]
+                assert np.array_equal(got, ref)
+
+        base = timed(native, repeat)
+        mount = timed(through_mount, repeat)
+        label = f"zarr-python S3 {shape} chunks {chunks} shards {shards}"
+        report(label + ", fresh", base, mount, ref.nbytes, 1.0)
+        with Mounted(binary, "s3://bench/arr.zarr", mnt, "--read-only", "--endpoint-url", s3.url,
+                     "--metadata-ttl", "60", *EXTRA, env=S3_ENV):
+            zarr.open_array(str(mnt), mode="r")[:]
+            warm = timed(lambda: zarr.open_array(str(mnt), mode="r")[:], repeat)
+        report(label + ", mount warm (2nd read) vs native", base, warm, ref.nbytes)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
     ap.add_argument("--mount-args", default="", help="extra zarr-mount flags, e.g. '--fuse-threads 4'")
-    ap.add_argument("--only", default="files,zarr", help="comma-separated parts: files, zarr")
+    ap.add_argument("--only", default="files,zarr,zarr-s3", help="comma-separated parts: files, zarr, zarr-s3")
     args = ap.parse_args()
     EXTRA.extend(args.mount_args.split())
     parts = set(args.only.split(","))
@@ -173,6 +242,9 @@ def main():
         if "zarr" in parts:
             bench_zarr(args.bin, work, (4096 // scale, 4096), (256, 256), (1024, 1024))
             bench_zarr(args.bin, work, (2048 // scale, 2048), (64, 64), (512, 512))
+        if "zarr-s3" in parts:
+            bench_zarr_s3(args.bin, work, (4096 // scale, 4096), (256, 256), (1024, 1024))
+            bench_zarr_s3(args.bin, work, (2048 // scale, 2048), (64, 64), (512, 512))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # Benchmarks against baselines measured in the same run; results go to stdout (BENCHMARKS.md
 # keeps a copy with the machine described).
 #
-#   scripts/bench.sh            direct disk and zarr-python native baselines (scripts/bench.py),
+#   scripts/bench.sh            direct disk and zarr-python native baselines, local and S3 (scripts/bench.py),
 #                               then listing 100,000 keys and peak memory while reading 4 GiB,
 #                               local and on a local moto S3 server (scripts/bench_scale.py)
 #   scripts/bench.sh --peers    also rclone mount (local and S3 on a local moto server) and
@@ -26,7 +26,7 @@ for a in "$@"; do
             b=() s=()
             for p in "${parts[@]}"; do
                 case "$p" in
-                    files | zarr) b+=("$p") ;;
+                    files | zarr | zarr-s3) b+=("$p") ;;
                     listing | rss) s+=("$p") ;;
                     *) echo "bench.sh: unknown part $p" >&2; exit 2 ;;
                 esac
@@ -40,6 +40,8 @@ for a in "$@"; do
 done
 scripts/setup.sh >/dev/null
 scripts/s3-server.sh install >/dev/null
+# zarr-python's own S3 store, the baseline of the zarr-s3 part (not a test requirement)
+.venv/bin/python -c 'import obstore' 2>/dev/null || .venv/bin/pip install -q obstore
 cargo build --release --quiet
 BIN="$ROOT/target/release/zarr-mount"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, kernel $(uname -r), commit $(git rev-parse --short HEAD)"
