@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::zfs::{
-    ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, stored_chunks, unsharded_fs,
-    write_file, write_file_in,
+    ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, sharded_layout, stored_chunks,
+    unsharded_fs, write_file, write_file_in,
 };
 use zarr_mount::fs::FsError;
 use zarr_mount::store::cache::{CacheConfig, CachingStore};
@@ -191,6 +191,50 @@ async fn shard_index_fetch_under_latency_is_shared_and_its_error_not_kept() {
         assert_eq!(got.unwrap(), chunks[&local_of(y, x)]);
     }
     assert_eq!(index_fetches(b.recording.calls()), 2, "{:?}", b.recording.calls());
+}
+
+/// Over a whole-object cache, the first shard of an array costs an index GET and a whole GET;
+/// once its size is known to be small, each further shard costs one GET in all (index and
+/// chunks), as zarr-python's own whole-shard read does. Over a plain store, the index alone.
+#[tokio::test]
+async fn small_shards_behind_a_cache_cost_one_request_each() {
+    let (b, chunks) = sharded_backend().await;
+    let shard = b.memory.get("a/c/0/0").await.unwrap();
+    for k in ["a/c/0/1", "a/c/1/0", "a/c/1/1"] {
+        b.memory.put(k, shard.clone()).await.unwrap();
+    }
+    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let fs = unsharded_fs(Arc::new(CachingStore::new(b.store(), cfg)));
+    read_file(&fs, "a/zarr.json").await.unwrap();
+    b.recording.take();
+    let read_shard = |sy: u64, sx: u64| {
+        let fs = &fs;
+        let chunks = &chunks;
+        async move {
+            for (y, x) in (0..4u64).flat_map(|y| (0..4u64).map(move |x| (y, x))) {
+                let path = format!("a/c/{}/{}", sy * 4 + y, sx * 4 + x);
+                match chunks.get(&local_of(y, x)) {
+                    Some(want) => assert_eq!(&read_file(fs, &path).await.unwrap(), want, "{path}"),
+                    None => assert_eq!(errno(read_file(fs, &path).await), libc::ENOENT, "{path}"),
+                }
+            }
+        }
+    };
+    read_shard(0, 0).await;
+    assert_eq!(b.recording.take().len(), 2, "first shard: index, then the whole shard");
+    for (sy, sx) in [(0, 1), (1, 0), (1, 1)] {
+        read_shard(sy, sx).await;
+        let calls = b.recording.take();
+        assert_eq!(calls.len(), 1, "shard ({sy}, {sx}): {calls:?}");
+    }
+
+    // Without a whole-object cache the index GET asks for the index only.
+    let (b, _) = sharded_backend().await;
+    let fs = unsharded_fs(b.store());
+    read_file(&fs, "a/c/0/0").await.unwrap();
+    let index_len = sharded_layout().index_size();
+    let calls = b.recording.calls();
+    assert!(calls.iter().any(|c| c.contains(&format!("a/c/0/0 Suffix({index_len})"))), "{calls:?}");
 }
 
 #[tokio::test]

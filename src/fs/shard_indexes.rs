@@ -1,9 +1,14 @@
 //! Shard indexes fetched from the store and kept in memory: one ranged GET per shard (the
 //! index at the start or the end), checked (crc32c, bounds) before use, cached in an LRU
 //! bounded by bytes and shared by concurrent requests for the same shard (one fetch).
+//!
+//! Over a store that keeps small objects whole (the S3/GCS/Azure/HTTP cache), once an array's
+//! shards have proved small enough to be kept, the index GET asks for the whole shard: the
+//! chunk reads that follow are then served from memory instead of costing a second request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
@@ -24,6 +29,9 @@ pub enum ShardState {
 
 type Slot = Arc<tokio::sync::OnceCell<Result<Arc<ShardState>, Arc<StoreError>>>>;
 
+/// How many arrays' shard sizes are remembered.
+const ARRAYS_SIZED: usize = 4096;
+
 pub struct ShardIndexCache {
     store: Arc<dyn Store>,
     ttl: Duration,
@@ -31,6 +39,8 @@ pub struct ShardIndexCache {
     inner: Mutex<CacheInner>,
     /// Bumped by every invalidation: a fetch that overlapped one is not cached.
     epoch: std::sync::atomic::AtomicU64,
+    /// Array directory -> largest shard size seen in it.
+    shard_sizes: Mutex<LruCache<String, u64>>,
 }
 
 struct CacheInner {
@@ -47,6 +57,7 @@ impl ShardIndexCache {
             budget_bytes,
             inner: Mutex::new(CacheInner { entries: LruCache::unbounded(), bytes: 0, inflight: HashMap::new() }),
             epoch: std::sync::atomic::AtomicU64::new(0),
+            shard_sizes: Mutex::new(LruCache::new(NonZeroUsize::new(ARRAYS_SIZED).expect("nonzero"))),
         }
     }
 
@@ -65,8 +76,8 @@ impl ShardIndexCache {
         }
     }
 
-    /// The state of the shard at `key` (a full store key).
-    pub async fn get(&self, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
+    /// The state of the shard at `key` (a full store key) of the array in directory `array`.
+    pub async fn get(&self, array: &str, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let slot = {
             let mut inner = self.lock();
@@ -77,7 +88,7 @@ impl ShardIndexCache {
             }
             inner.inflight.entry(key.to_string()).or_default().clone()
         };
-        let result = slot.get_or_init(|| self.fetch(key, layout)).await.clone();
+        let result = slot.get_or_init(|| self.fetch(array, key, layout)).await.clone();
         let mut inner = self.lock();
         if inner.inflight.get(key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
             inner.inflight.remove(key);
@@ -104,11 +115,31 @@ impl ShardIndexCache {
         result
     }
 
-    async fn fetch(&self, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
+    /// How many bytes to ask for to get the index of a shard of `array`: just the index, or,
+    /// when the store keeps small objects whole and this array's shards have been small, a
+    /// window (twice the largest shard seen, within the store's limit) likely to hold the
+    /// whole shard.
+    fn window(&self, array: &str, index_size: u64) -> u64 {
+        let limit = self.store.whole_object_limit();
+        let seen = self.shard_sizes.lock().unwrap_or_else(|p| p.into_inner()).get(array).copied();
+        match seen {
+            Some(size) if limit > 0 && size <= limit => size.saturating_mul(2).min(limit).max(index_size),
+            _ => index_size,
+        }
+    }
+
+    fn note_size(&self, array: &str, size: u64) {
+        let mut sizes = self.shard_sizes.lock().unwrap_or_else(|p| p.into_inner());
+        let largest = sizes.get(array).map_or(size, |s| size.max(*s));
+        sizes.put(array.to_string(), largest);
+    }
+
+    async fn fetch(&self, array: &str, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
         let n = layout.index_size();
+        let window = self.window(array, n);
         let range = match layout.index_location {
-            IndexLocation::Start => ByteRange::Range(0..n),
-            IndexLocation::End => ByteRange::Suffix(n),
+            IndexLocation::Start => ByteRange::Range(0..window),
+            IndexLocation::End => ByteRange::Suffix(window),
         };
         let fetched = match self.store.get_ranged(key, range).await {
             Ok(f) => f,
@@ -116,6 +147,14 @@ impl ShardIndexCache {
             Err(e) => return Err(Arc::new(e)),
         };
         let Some((bytes, meta)) = fetched else { return Ok(Arc::new(ShardState::Missing)) };
+        self.note_size(array, meta.size);
+        // The index is the first or last `n` of the bytes read (all of them if fewer: then
+        // the shard is too short and decoding says so).
+        let keep = (n as usize).min(bytes.len());
+        let bytes = match layout.index_location {
+            IndexLocation::Start => bytes.slice(..keep),
+            IndexLocation::End => bytes.slice(bytes.len() - keep..),
+        };
         let state = match ShardIndex::decode(layout, &bytes, meta.size) {
             Ok(index) => ShardState::Present { index, version: meta.version, modified: meta.modified },
             Err(e) => {

@@ -127,7 +127,7 @@ impl UnshardedNamespace {
     async fn shard_of(&self, array: &ShardedArray, coords: &[u64]) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
-        let state = self.indexes.get(&key, &array.array.layout).await.map_err(store_err)?;
+        let state = self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
         Ok(Some((key, state, loc.local_index)))
     }
 
@@ -166,7 +166,7 @@ impl UnshardedNamespace {
         let fetched: Vec<FsResult<(Vec<u64>, String, Arc<ShardState>)>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&key, layout).await.map_err(store_err)?;
+                let state = self.indexes.get(&array.dir, &key, layout).await.map_err(store_err)?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)

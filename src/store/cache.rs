@@ -285,11 +285,22 @@ impl CachingStore {
         if let Some((data, meta)) = self.cached(key).await? {
             return Ok(Some((slice(&data, &range), meta)));
         }
-        if self.wants_whole(key) {
+        // A read of everything (a metadata document) goes through the shared fetch too, so
+        // that concurrent first readers of one document send one request.
+        let everything = matches!(&range, ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX);
+        if self.wants_whole(key) || (everything && self.cfg.capacity > 0) {
             return Ok(self.fetch_whole(key).await?.map(|(data, meta)| (slice(&data, &range), meta)));
         }
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let r = self.inner.get_ranged(key, range).await?;
         self.observe(key, r.as_ref().map(|(_, m)| m));
+        // A read of an object whose size was not known yet may have returned all of it (a
+        // metadata document read whole): keep it, so the next read sends no request.
+        if let Some((data, meta)) = &r {
+            if data.len() as u64 == meta.size && self.cfg.capacity > 0 && self.epoch.load(Ordering::SeqCst) == epoch {
+                self.insert(key, data.clone(), meta.clone());
+            }
+        }
         Ok(r)
     }
 }
@@ -397,6 +408,10 @@ impl Store for CachingStore {
     fn check_key(&self, key: &str) -> StoreResult<()> {
         self.inner.check_key(key)
     }
+
+    fn whole_object_limit(&self) -> u64 {
+        if self.cfg.capacity > 0 { self.cfg.object_limit.min(self.cfg.capacity) } else { 0 }
+    }
 }
 
 #[cfg(test)]
@@ -487,6 +502,39 @@ mod tests {
         assert_eq!(cache.get_range("k", 6..11).await.unwrap().as_ref(), b"world");
         assert_eq!(cache.get_range("k", 0..11).await.unwrap().as_ref(), b"hello world");
         assert_eq!(c.count(&READS), 2);
+    }
+
+    #[tokio::test]
+    async fn a_whole_read_of_unknown_size_is_kept_when_small() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
+        c.put("doc", Bytes::from_static(b"{\"zarr_format\": 3}")).await.unwrap();
+        c.put("big", Bytes::from(vec![5u8; 5000])).await.unwrap();
+        assert_eq!(cache.get("doc").await.unwrap().as_ref(), b"{\"zarr_format\": 3}");
+        assert_eq!(cache.get("big").await.unwrap().len(), 5000);
+        assert_eq!(c.count(&READS), 2);
+        assert_eq!(cache.get("doc").await.unwrap().len(), 18);
+        assert_eq!(cache.get_range("doc", 1..6).await.unwrap().as_ref(), b"\"zarr");
+        assert_eq!(c.count(&READS), 2, "the small document came from memory");
+        assert_eq!(cache.get("big").await.unwrap().len(), 5000);
+        assert_eq!(c.count(&READS), 3, "over the object limit: not kept");
+        assert_eq!(cache.cached_objects(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_first_reads_of_a_whole_document_share_one_fetch() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
+        c.put("zarr.json", Bytes::from_static(b"{}")).await.unwrap();
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.get("zarr.json").await.unwrap() })
+            })
+            .collect();
+        for r in readers {
+            assert_eq!(r.await.unwrap().as_ref(), b"{}");
+        }
+        assert_eq!(c.count(&READS), 1, "size unknown, yet one fetch for 8 concurrent readers");
+        assert!(matches!(cache.get("absent").await, Err(StoreError::NotFound(_))));
     }
 
     #[tokio::test]

@@ -230,6 +230,10 @@ impl Store for FaultStore {
     fn check_key(&self, key: &str) -> StoreResult<()> {
         self.inner.check_key(key)
     }
+
+    fn whole_object_limit(&self) -> u64 {
+        self.inner.whole_object_limit()
+    }
 }
 
 #[cfg(test)]

@@ -183,6 +183,13 @@ pub trait Store: Send + Sync + 'static {
     fn check_key(&self, key: &str) -> StoreResult<()> {
         validate_key(key)
     }
+
+    /// Objects up to this many bytes are kept whole in memory once a read returns all of them
+    /// (0: no such cache). A reader that needs a small piece of an object likely to be read
+    /// whole soon (a shard index) may then ask for this much at once and save a request.
+    fn whole_object_limit(&self) -> u64 {
+        0
+    }
 }
 
 /// Join a directory key and a child name.

@@ -120,4 +120,8 @@ impl Store for RecordingStore {
     fn check_key(&self, key: &str) -> StoreResult<()> {
         self.inner.check_key(key)
     }
+
+    fn whole_object_limit(&self) -> u64 {
+        self.inner.whole_object_limit()
+    }
 }
