@@ -76,6 +76,12 @@ impl ShardIndexCache {
         }
     }
 
+    /// Whether the state of `key` is held (fresh or not) or being fetched; not a use of it.
+    pub fn is_known(&self, key: &str) -> bool {
+        let inner = self.lock();
+        inner.entries.peek(key).is_some() || inner.inflight.contains_key(key)
+    }
+
     /// The state of the shard at `key` (a full store key) of the array in directory `array`.
     pub async fn get(&self, array: &str, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);

@@ -47,13 +47,15 @@ struct ShardedArray {
 const LIST_CONCURRENCY: usize = 32;
 const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
+/// How many shards a scan in C order fetches ahead of the one it reads.
+const SHARD_READ_AHEAD: usize = 4;
 
 pub struct UnshardedNamespace {
     raw: RawNamespace,
     store: Arc<dyn Store>,
     ttl: Duration,
     kinds: Mutex<LruCache<String, (DirKind, Instant)>>,
-    indexes: ShardIndexCache,
+    indexes: Arc<ShardIndexCache>,
     writer: ShardWriter,
 }
 
@@ -69,7 +71,7 @@ impl UnshardedNamespace {
     pub fn new(raw: RawNamespace, ttl: Duration) -> Self {
         let store = raw.store().clone();
         UnshardedNamespace {
-            indexes: ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES),
+            indexes: Arc::new(ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES)),
             writer: ShardWriter::new(store.clone()),
             raw,
             store,
@@ -128,7 +130,40 @@ impl UnshardedNamespace {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
         let state = self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
+        self.read_shards_ahead(array, &loc.shard_coords);
         Ok(Some((key, state, loc.local_index)))
+    }
+
+    /// A scan in C order (the shard before this one was read) over a store that keeps small
+    /// objects whole: start fetching the indexes of the next shards now, in the background.
+    /// When the array's shards are small, each of those fetches brings the whole shard into
+    /// the store's cache (see `ShardIndexCache::window`), so the scan finds its chunks there
+    /// instead of waiting for one request after another.
+    fn read_shards_ahead(&self, array: &ShardedArray, shard: &[u64]) {
+        if self.store.whole_object_limit() == 0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let key_of = |c: &[u64]| join_key(&array.dir, &array.array.shard_key(c));
+        match array.array.shard_beside(shard, -1) {
+            Some(before) if self.indexes.is_known(&key_of(&before)) => {}
+            _ => return,
+        }
+        let mut next = shard.to_vec();
+        for _ in 0..SHARD_READ_AHEAD {
+            let Some(after) = array.array.shard_beside(&next, 1) else { break };
+            next = after;
+            let key = key_of(&next);
+            if self.indexes.is_known(&key) {
+                continue;
+            }
+            let (indexes, dir, layout) = (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
+            runtime.spawn(async move {
+                if let Err(e) = indexes.get(&dir, &key, &layout).await {
+                    tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
+                }
+            });
+        }
     }
 
     async fn lookup_in_array(&self, array: &ShardedArray, rel: &str) -> FsResult<Option<Node>> {

@@ -209,6 +209,28 @@ impl UnshardedArray {
         within(&coords, &self.shard_grid).then_some(coords)
     }
 
+    /// The shard next to `shard_coords` in C order (the order a whole-array scan reads them):
+    /// `step` +1 for the one after, -1 for the one before; `None` past either end of the grid.
+    pub fn shard_beside(&self, shard_coords: &[u64], step: i8) -> Option<Vec<u64>> {
+        if !within(shard_coords, &self.shard_grid) {
+            return None;
+        }
+        let mut c = shard_coords.to_vec();
+        for d in (0..c.len()).rev() {
+            if step > 0 && c[d] + 1 < self.shard_grid[d] {
+                c[d] += 1;
+                return Some(c);
+            }
+            if step < 0 && c[d] > 0 {
+                c[d] -= 1;
+                return Some(c);
+            }
+            // carry into the dimension before: this one wraps to its other end
+            c[d] = if step > 0 { 0 } else { self.shard_grid[d] - 1 };
+        }
+        None
+    }
+
     /// Every shard position of the grid, in C order (lazily: grids can be huge).
     pub fn all_shard_coords(&self) -> GridBoxIter {
         GridBoxIter::new(self.shard_grid.iter().map(|&n| 0..n).collect())
@@ -425,6 +447,20 @@ mod tests {
 
     fn fixture_array() -> UnshardedArray {
         UnshardedArray::new(fixture()).unwrap()
+    }
+
+    #[test]
+    fn shards_beside_follow_c_order_across_rows() {
+        // 3 x 2 shards (shape 30 x 20, shards 10 x 10).
+        let a = array(&[30, 20], &[10, 10], &[5, 5], json!({"name": "default"}));
+        let order: Vec<Vec<u64>> = a.all_shard_coords().collect();
+        for (i, c) in order.iter().enumerate() {
+            assert_eq!(a.shard_beside(c, 1).as_ref(), order.get(i + 1), "after {c:?}");
+            assert_eq!(a.shard_beside(c, -1).as_ref(), i.checked_sub(1).and_then(|j| order.get(j)), "before {c:?}");
+        }
+        assert_eq!(a.shard_beside(&[0, 1], 1), Some(vec![1, 0]));
+        assert_eq!(a.shard_beside(&[3, 0], 1), None, "outside the grid");
+        assert_eq!(a.shard_beside(&[0], 1), None, "wrong rank");
     }
 
     /// A sharded array with the given geometry and key encoding.
