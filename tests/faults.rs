@@ -241,6 +241,56 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     assert!(calls.iter().any(|c| c.contains(&format!("a/c/0/0 Suffix({index_len})"))), "{calls:?}");
 }
 
+/// The requests for `keys` the recording has seen so far (sorted, deduplicated).
+fn fetched_of(b: &Backend, keys: &[String]) -> Vec<String> {
+    let calls = b.recording.calls();
+    let mut seen: Vec<String> = keys.iter().filter(|k| calls.iter().any(|c| c.contains(&format!(" {k} ")))).cloned().collect();
+    seen.dedup();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
+    let b = backend();
+    let keys: Vec<String> = (0..20).map(|i| format!("d/{i:02}")).collect();
+    for k in &keys {
+        b.memory.put(k, Bytes::from(format!("content of {k}"))).await.unwrap();
+    }
+    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let fs = raw_fs(Arc::new(CachingStore::new(b.store(), cfg)), true);
+    assert_eq!(list(&fs, "d").await.unwrap(), keys.iter().map(|k| k[2..].to_string()).collect::<Vec<_>>());
+
+    // Jumping around is not a scan: nothing is fetched but what is read.
+    for k in ["d/07", "d/03", "d/12"] {
+        read_file(&fs, k).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fetched_of(&b, &keys), ["d/03", "d/07", "d/12"]);
+
+    // Two files in order: the next 8 are fetched before they are read.
+    read_file(&fs, "d/00").await.unwrap();
+    read_file(&fs, "d/01").await.unwrap();
+    let ahead: Vec<String> = keys[2..10].to_vec();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ahead.iter().all(|k| fetched_of(&b, &keys).contains(k)) {
+        assert!(std::time::Instant::now() < deadline, "not fetched ahead: {:?}", b.recording.calls());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!fetched_of(&b, &keys).contains(&"d/10".to_string()), "only 8 ahead: {:?}", b.recording.calls());
+    // Each file fetched ahead costs one request, and reading it none more; the scan goes on
+    // one file ahead per file read.
+    b.recording.take();
+    for k in &keys[2..10] {
+        assert_eq!(read_file(&fs, k).await.unwrap(), format!("content of {k}").as_bytes());
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fetched_of(&b, &keys) != keys[10..18].iter().filter(|k| *k != "d/12").cloned().collect::<Vec<_>>() {
+        assert!(std::time::Instant::now() < deadline, "{:?}", b.recording.calls());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(b.recording.calls().len(), 7, "one request per file fetched ahead (d/12 was cached): {:?}", b.recording.calls());
+}
+
 #[tokio::test]
 async fn a_failed_shard_rewrite_leaves_the_old_shard_intact() {
     let (b, chunks) = sharded_backend().await;

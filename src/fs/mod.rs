@@ -15,6 +15,7 @@ pub mod inode;
 pub mod namespace;
 pub mod presented;
 pub mod readahead;
+pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
 pub mod unsharded;
@@ -155,6 +156,8 @@ pub struct OpenedDir {
 const METADATA_CACHE_ENTRIES: usize = 500_000;
 /// Read-ahead states kept per inode when the kernel sends no OPEN (and so no RELEASE to end them).
 const INODE_READAHEADS: usize = 64;
+/// Files fetched ahead of a reader that reads a directory's files in listing order.
+const SCAN_AHEAD_FILES: usize = 8;
 const MAX_NAME_LEN: usize = 255;
 
 pub struct ZarrFs {
@@ -182,6 +185,8 @@ pub struct ZarrFs {
     dirs_listed: Mutex<HashMap<u64, Instant>>,
     /// Paths changed through the mount, for lookups and listings that overlapped the change.
     changes: Arc<ChangeLog>,
+    /// Which files to fetch ahead of a reader scanning a directory.
+    scans: scan_ahead::ScanAhead,
 }
 
 /// What a write buffer shows as a file.
@@ -238,6 +243,7 @@ impl ZarrFs {
             invalidator: OnceLock::new(),
             dirs_listed: Mutex::new(HashMap::new()),
             changes: Arc::new(ChangeLog::default()),
+            scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
         }
     }
 
@@ -566,6 +572,7 @@ impl ZarrFs {
             buffered.insert(name);
         }
 
+        self.scans.listed(path, listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect());
         let mut entries = Vec::with_capacity(listing.len() + 2);
         let parent_ino = if path.is_empty() {
             ROOT_INO
@@ -821,6 +828,9 @@ impl ZarrFs {
             return Ok(Bytes::copy_from_slice(&b.data[start..end]));
         }
         let node = node.ok_or(FsError::BadHandle)?;
+        if offset == 0 {
+            self.fetch_next_files(&path);
+        }
         let Some(ra) = self.read_ahead_of(fh) else { return self.read_node(ino, &path, &node, offset, size).await };
         self.read_ahead(ino, &ra, &path, &node, offset, size).await
     }
@@ -840,6 +850,25 @@ impl ZarrFs {
         r
     }
 
+    /// `path` is being read from its start: when that continues a scan of its directory in
+    /// listing order, start fetching the next files (those whose node the listing cached).
+    fn fetch_next_files(&self, path: &str) {
+        let (dir, name) = split_key(path);
+        let next = self.scans.reading(dir, name);
+        if next.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        for name in next {
+            let Some(Some(node)) = self.cached_node(&join_key(dir, &name)) else { continue };
+            if node.is_dir() {
+                continue;
+            }
+            let ns = self.ns.clone();
+            rt.spawn(async move { ns.prefetch(&node).await });
+        }
+    }
+
     /// A read without a handle (the kernel sends no OPEN, see `serve_without_open`): by inode,
     /// from its current node.
     pub async fn read_inode(&self, ino: u64, offset: u64, size: u32) -> FsResult<Bytes> {
@@ -849,6 +878,9 @@ impl ZarrFs {
             return Err(FsError::IsADirectory);
         }
         self.note_version(ino, &node);
+        if offset == 0 {
+            self.fetch_next_files(&path);
+        }
         let ra = lock(&self.inode_readaheads).get_or_insert(ino, || self.new_readahead()).clone();
         self.read_ahead(ino, &ra, &path, &node, offset, size).await
     }

@@ -30,6 +30,9 @@ pub trait Namespace: Send + Sync + 'static {
     async fn rmdir(&self, path: &str) -> FsResult<()>;
     /// (total bytes, free bytes) for statfs, when the backend knows.
     fn capacity(&self) -> Option<(u64, u64)>;
+    /// The file resolved to `node` will likely be read soon (see `scan_ahead`): start
+    /// fetching what backs it. Nothing by default.
+    async fn prefetch(&self, _node: &Node) {}
 }
 
 /// Slice `data` (the bytes of a whole file) to a read request.
@@ -226,6 +229,12 @@ impl Namespace for RawNamespace {
 
     fn capacity(&self) -> Option<(u64, u64)> {
         self.store.capacity()
+    }
+
+    async fn prefetch(&self, node: &Node) {
+        if let Backing::Object { key, .. } = &node.backing {
+            self.store.prefetch(key, node.size).await;
+        }
     }
 }
 

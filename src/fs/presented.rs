@@ -383,4 +383,12 @@ impl Namespace for PresentedNamespace {
     fn capacity(&self) -> Option<(u64, u64)> {
         self.below.capacity()
     }
+
+    /// A decoded chunk is fetched ahead in its stored form; decoding waits for its read.
+    async fn prefetch(&self, node: &Node) {
+        match &node.backing {
+            Backing::Decoded { encoded, .. } => self.below.prefetch(encoded).await,
+            _ => self.below.prefetch(node).await,
+        }
+    }
 }

@@ -602,4 +602,10 @@ impl Namespace for UnshardedNamespace {
     fn capacity(&self) -> Option<(u64, u64)> {
         self.raw.capacity()
     }
+
+    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
+    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
+    async fn prefetch(&self, node: &Node) {
+        self.raw.prefetch(node).await
+    }
 }

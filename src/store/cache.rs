@@ -412,6 +412,17 @@ impl Store for CachingStore {
     fn whole_object_limit(&self) -> u64 {
         if self.cfg.capacity > 0 { self.cfg.object_limit.min(self.cfg.capacity) } else { 0 }
     }
+
+    /// Small objects are fetched whole into the cache (sharing a fetch already under way);
+    /// larger ones are left to their reads.
+    async fn prefetch(&self, key: &str, _size: u64) {
+        if !self.wants_whole(key) || self.state().entries.contains(key) {
+            return;
+        }
+        if let Err(e) = self.fetch_whole(key).await {
+            tracing::debug!(key = ?key, error = %e, "prefetch failed");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -234,6 +234,10 @@ impl Store for FaultStore {
     fn whole_object_limit(&self) -> u64 {
         self.inner.whole_object_limit()
     }
+
+    async fn prefetch(&self, key: &str, size: u64) {
+        self.inner.prefetch(key, size).await
+    }
 }
 
 #[cfg(test)]

@@ -190,6 +190,10 @@ pub trait Store: Send + Sync + 'static {
     fn whole_object_limit(&self) -> u64 {
         0
     }
+
+    /// A hint that `key` (of `size` bytes) will likely be read soon: a store may start
+    /// fetching it now. Errors are not reported; the read itself will meet them.
+    async fn prefetch(&self, _key: &str, _size: u64) {}
 }
 
 /// Join a directory key and a child name.

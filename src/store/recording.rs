@@ -124,4 +124,8 @@ impl Store for RecordingStore {
     fn whole_object_limit(&self) -> u64 {
         self.inner.whole_object_limit()
     }
+
+    async fn prefetch(&self, key: &str, size: u64) {
+        self.inner.prefetch(key, size).await
+    }
 }
