@@ -122,14 +122,17 @@ impl Args {
     pub fn validate(self) -> Result<MountConfig, UsageError> {
         let options = parse_options(&self.options)?;
         let cache_size = match &self.cache_size {
-            Some(s) => crate::store::cache::parse_size(s).map_err(|e| usage(format!("--cache-size {e}")))?,
+            Some(s) => crate::store::cache::parse_size(s)
+                .map_err(|e| usage(format!("--cache-size {e}")))?,
             None => crate::store::cache::default_cache_bytes(),
         };
-        let mut source = Source::parse(&self.source).map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
+        let mut source = Source::parse(&self.source)
+            .map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
         match &source {
             Source::Directory(Location::Local(p)) => {
                 check_local_dir(p, self.read_only)?;
-                let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                let abs = std::fs::canonicalize(p)
+                    .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
                 source = Source::Directory(Location::Local(abs));
             }
             Source::Directory(Location::Remote { cloud, .. }) => {
@@ -137,7 +140,8 @@ impl Args {
             }
             Source::Zip(Location::Local(p)) => {
                 check_local_zip(p)?;
-                let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                let abs = std::fs::canonicalize(p)
+                    .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
                 source = Source::Zip(Location::Local(abs));
             }
             Source::Zip(Location::Remote { cloud, .. }) => {
@@ -162,7 +166,8 @@ impl Args {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
         // too): there is no exact way back from what they show to stored bytes.
-        let read_only = self.read_only || matches!(source, Source::Zip(_)) || self.view.is_read_only();
+        let read_only =
+            self.read_only || matches!(source, Source::Zip(_)) || self.view.is_read_only();
         Ok(MountConfig {
             source,
             mountpoint,
@@ -187,9 +192,13 @@ impl Args {
 fn parse_options(raw: &[String]) -> Result<Vec<(String, String)>, UsageError> {
     raw.iter()
         .map(|o| match o.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_ascii_lowercase(), v.to_string())),
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_ascii_lowercase(), v.to_string()))
+            }
             // The value is not echoed: it may be a secret.
-            _ => Err(usage("-o expects KEY=VALUE (an argument without '=' or without a key was given)")),
+            _ => Err(usage(
+                "-o expects KEY=VALUE (an argument without '=' or without a key was given)",
+            )),
         })
         .collect()
 }
@@ -201,7 +210,8 @@ fn access_ok(path: &Path, mode: i32) -> bool {
 }
 
 fn check_local_zip(p: &Path) -> Result<(), UsageError> {
-    let md = std::fs::metadata(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+    let md = std::fs::metadata(p)
+        .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
     if !md.is_file() {
         return Err(usage(format!("SOURCE {}: not a zip file", p.display())));
     }
@@ -212,7 +222,8 @@ fn check_local_zip(p: &Path) -> Result<(), UsageError> {
 }
 
 fn check_local_dir(p: &Path, read_only: bool) -> Result<(), UsageError> {
-    let md = std::fs::metadata(p).map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+    let md = std::fs::metadata(p)
+        .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
     if !md.is_dir() {
         return Err(usage(format!("SOURCE {}: not a directory", p.display())));
     }
@@ -228,7 +239,11 @@ fn check_local_dir(p: &Path, read_only: bool) -> Result<(), UsageError> {
 fn check_mountpoint(p: &Path) -> Result<PathBuf, UsageError> {
     let md = std::fs::metadata(p).map_err(|e| {
         if e.raw_os_error() == Some(libc::ENOTCONN) {
-            usage(format!("MOUNTPOINT {}: a dead FUSE mount is still there; run `fusermount3 -u {}`", p.display(), p.display()))
+            usage(format!(
+                "MOUNTPOINT {}: a dead FUSE mount is still there; run `fusermount3 -u {}`",
+                p.display(),
+                p.display()
+            ))
         } else {
             usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e)))
         }
@@ -236,11 +251,13 @@ fn check_mountpoint(p: &Path) -> Result<PathBuf, UsageError> {
     if !md.is_dir() {
         return Err(usage(format!("MOUNTPOINT {}: not a directory", p.display())));
     }
-    let abs = std::fs::canonicalize(p).map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
+    let abs = std::fs::canonicalize(p)
+        .map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
     if is_mount_point(&abs, &md) {
         return Err(usage(format!("MOUNTPOINT {}: already a mount point", p.display())));
     }
-    let mut entries = std::fs::read_dir(&abs).map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
+    let mut entries = std::fs::read_dir(&abs)
+        .map_err(|e| usage(format!("MOUNTPOINT {}: {}", p.display(), io_reason(&e))))?;
     if entries.next().is_some() {
         return Err(usage(format!("MOUNTPOINT {}: not empty", p.display())));
     }

@@ -78,7 +78,8 @@ pub fn daemonize() -> Readiness {
 /// the daemon holds no pipe of whoever started it.
 pub fn detach_stdio(log_file: Option<&std::path::Path>) {
     let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null");
-    let log = log_file.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let log =
+        log_file.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
     use std::os::fd::AsRawFd;
     if let Ok(null) = &null {
         // SAFETY: dup2 onto the standard descriptors with valid source fds.

@@ -16,14 +16,43 @@
 /// Options that mount(8), systemd or FUSE's own helpers understand and that mean nothing (or
 /// are already implied) for zarr-mount.
 const DROPPED: &[&str] = &[
-    "_netdev", "noauto", "auto", "nofail", "user", "users", "nouser", "owner", "group", "defaults", "exec",
-    "noexec", "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "norelatime", "strictatime",
-    "nostrictatime", "diratime", "nodiratime", "lazytime", "nolazytime", "sync", "async", "dirsync", "silent",
-    "loud", "default_permissions",
+    "_netdev",
+    "noauto",
+    "auto",
+    "nofail",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "defaults",
+    "exec",
+    "noexec",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "atime",
+    "noatime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "diratime",
+    "nodiratime",
+    "lazytime",
+    "nolazytime",
+    "sync",
+    "async",
+    "dirsync",
+    "silent",
+    "loud",
+    "default_permissions",
 ];
 
 /// Keys (of `key=value`) dropped the same way.
-const DROPPED_KEYS: &[&str] = &["comment", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext"];
+const DROPPED_KEYS: &[&str] =
+    &["comment", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext"];
 
 /// `key=value` options that become `--key-with-dashes value`.
 const VALUE_FLAGS: &[&str] = &[
@@ -118,12 +147,18 @@ mod tests {
         assert_eq!(args("uid=1000,gid=100"), ["--uid", "1000", "--gid", "100"]);
         assert_eq!(args("metadata_ttl=0.5"), ["--metadata-ttl", "0.5"]);
         assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);
-        assert_eq!(args("endpoint_url=http://127.0.0.1:9000"), ["--endpoint-url", "http://127.0.0.1:9000"]);
+        assert_eq!(
+            args("endpoint_url=http://127.0.0.1:9000"),
+            ["--endpoint-url", "http://127.0.0.1:9000"]
+        );
         assert_eq!(args("region=eu-west-1"), ["--region", "eu-west-1"]);
         assert_eq!(args("log_file=/var/log/zm.log"), ["--log-file", "/var/log/zm.log"]);
         assert_eq!(args("fuse_threads=4"), ["--fuse-threads", "4"]);
         assert_eq!(args("stats_interval=60"), ["--stats-interval", "60"]);
-        assert_eq!(args("env_file=/etc/zarr-mount/data.env"), ["--env-file", "/etc/zarr-mount/data.env"]);
+        assert_eq!(
+            args("env_file=/etc/zarr-mount/data.env"),
+            ["--env-file", "/etc/zarr-mount/data.env"]
+        );
         // Only the first '=' splits.
         assert_eq!(args("endpoint_url=http://h/?a=b"), ["--endpoint-url", "http://h/?a=b"]);
     }

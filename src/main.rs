@@ -11,7 +11,11 @@ fn init_logging(verbose: u8) {
         _ => "zarr_mount=trace,fuser=debug,debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
 }
 
 fn usage_exit(msg: &str) -> ! {
@@ -23,7 +27,8 @@ fn usage_exit(msg: &str) -> ! {
 fn expand_fstab_options(args: Args) -> Args {
     let Some(opts) = &args.fstab_options else { return args };
     let extra = zarr_mount::fstab::to_args(opts).unwrap_or_else(|e| usage_exit(&e));
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().chain(extra.into_iter().map(Into::into)).collect();
+    let argv: Vec<std::ffi::OsString> =
+        std::env::args_os().chain(extra.into_iter().map(Into::into)).collect();
     match Args::try_parse_from(argv) {
         Ok(mut a) => {
             a.fstab_options = None;
@@ -36,7 +41,8 @@ fn expand_fstab_options(args: Args) -> Args {
 /// `--env-file PATH`: KEY=VALUE lines (blank lines, `#` comments and `export ` allowed; values
 /// may be quoted) into the environment. Runs before any thread exists.
 fn load_env_file(path: &std::path::Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--env-file {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--env-file {}: {e}", path.display()))?;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {

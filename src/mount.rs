@@ -23,7 +23,8 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             // The archive is one object in a directory store (local or remote).
             let (parent, name) = split_archive_location(location)?;
             let backing = open_directory(&parent, cfg)?;
-            let zip = ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
+            let zip =
+                ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
             Ok(Arc::new(zip))
         }
@@ -37,8 +38,9 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
             .map(|s| Arc::new(s) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
-            let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote)
-                .map_err(|e| SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url))))?;
+            let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote).map_err(|e| {
+                SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
+            })?;
             let backend: Arc<dyn Store> = Arc::new(backend);
             if cfg.cache_size == 0 {
                 return Ok(backend);
@@ -57,15 +59,22 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
 fn split_archive_location(location: &Location) -> Result<(Location, String), SessionError> {
     match location {
         Location::Local(p) => {
-            let name = p.file_name().and_then(|n| n.to_str()).ok_or_else(|| SessionError(format!("{}: not a file name", p.display())))?;
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| SessionError(format!("{}: not a file name", p.display())))?;
             let parent = p.parent().map(|d| d.to_path_buf()).unwrap_or_else(|| ".".into());
             Ok((Location::Local(parent), name.to_string()))
         }
         Location::Remote { cloud, url } => {
             let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/');
-            let (parent, name) = clean.rsplit_once('/').ok_or_else(|| SessionError(format!("{url}: no archive name")))?;
+            let (parent, name) = clean
+                .rsplit_once('/')
+                .ok_or_else(|| SessionError(format!("{url}: no archive name")))?;
             if parent.ends_with(':') || parent.ends_with(":/") {
-                return Err(SessionError(format!("{url}: the archive must be an object inside a bucket")));
+                return Err(SessionError(format!(
+                    "{url}: the archive must be an object inside a bucket"
+                )));
             }
             Ok((Location::Remote { cloud: *cloud, url: parent.to_string() }, name.to_string()))
         }
@@ -82,7 +91,8 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
     let ttl = cfg.metadata_ttl;
     let raw = RawNamespace::new(store);
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        let unsharded = Arc::new(UnshardedNamespace::new(RawNamespace::new(raw.store().clone()), ttl));
+        let unsharded =
+            Arc::new(UnshardedNamespace::new(RawNamespace::new(raw.store().clone()), ttl));
         let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
         Arc::new(PresentedNamespace::new(unsharded, presenter, ttl, cache))
     };
@@ -112,7 +122,10 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         let _guard = rt.enter();
         build_namespace(&cfg, store)
     };
-    let fs = Arc::new(ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only }));
+    let fs = Arc::new(ZarrFs::new(
+        ns,
+        FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only },
+    ));
     let opts = SessionOptions {
         mountpoint: cfg.mountpoint.clone(),
         fs_name,

@@ -55,7 +55,9 @@ impl Source {
         let loc = parse_location(s)?;
         let path_part = match &loc {
             Location::Local(p) => p.to_string_lossy().to_lowercase(),
-            Location::Remote { url, .. } => url.split(['?', '#']).next().unwrap_or("").to_lowercase(),
+            Location::Remote { url, .. } => {
+                url.split(['?', '#']).next().unwrap_or("").to_lowercase()
+            }
         };
         let path_part = path_part.trim_end_matches('/');
         if ZIP_SUFFIXES.iter().any(|z| path_part.ends_with(z)) {
@@ -121,21 +123,36 @@ mod tests {
 
     #[test]
     fn parses_every_kind_of_source() {
-        assert_eq!(Source::parse("data.zarr").unwrap(), Source::Directory(Location::Local("data.zarr".into())));
-        assert_eq!(Source::parse("file:///a/b%20c").unwrap(), Source::Directory(Location::Local("/a/b c".into())));
+        assert_eq!(
+            Source::parse("data.zarr").unwrap(),
+            Source::Directory(Location::Local("data.zarr".into()))
+        );
+        assert_eq!(
+            Source::parse("file:///a/b%20c").unwrap(),
+            Source::Directory(Location::Local("/a/b c".into()))
+        );
         assert_eq!(Source::parse("file://rel"), Err(SourceError::RelativeFileUrl));
-        assert_eq!(Source::parse("/x/y.zarr.zip").unwrap(), Source::Zip(Location::Local("/x/y.zarr.zip".into())));
+        assert_eq!(
+            Source::parse("/x/y.zarr.zip").unwrap(),
+            Source::Zip(Location::Local("/x/y.zarr.zip".into()))
+        );
         assert_eq!(Source::parse("a.OZX").unwrap(), Source::Zip(Location::Local("a.OZX".into())));
         assert!(matches!(
             Source::parse("s3://b/p.zarr").unwrap(),
             Source::Directory(Location::Remote { cloud: Cloud::S3, .. })
         ));
-        assert!(matches!(Source::parse("gs://b/x.zip").unwrap(), Source::Zip(Location::Remote { cloud: Cloud::Gcs, .. })));
+        assert!(matches!(
+            Source::parse("gs://b/x.zip").unwrap(),
+            Source::Zip(Location::Remote { cloud: Cloud::Gcs, .. })
+        ));
         assert!(matches!(
             Source::parse("zip+https://h/data").unwrap(),
             Source::Zip(Location::Remote { cloud: Cloud::Http, .. })
         ));
-        assert!(matches!(Source::parse("az://c/p").unwrap(), Source::Directory(Location::Remote { cloud: Cloud::Azure, .. })));
+        assert!(matches!(
+            Source::parse("az://c/p").unwrap(),
+            Source::Directory(Location::Remote { cloud: Cloud::Azure, .. })
+        ));
         assert_eq!(Source::parse("ftp://h/x"), Err(SourceError::UnknownScheme("ftp".into())));
         assert!(matches!(Source::parse("s3:///x"), Err(SourceError::NoBucket(_))));
         assert_eq!(Source::parse(""), Err(SourceError::Empty));

@@ -7,8 +7,25 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The operations counted, in the order they are printed. Anything else counts as "other".
 pub const OPS: &[&str] = &[
-    "lookup", "getattr", "setattr", "open", "read", "write", "flush", "release", "fsync", "create", "mkdir",
-    "unlink", "rmdir", "rename", "opendir", "readdir", "readdirplus", "ioctl", "other",
+    "lookup",
+    "getattr",
+    "setattr",
+    "open",
+    "read",
+    "write",
+    "flush",
+    "release",
+    "fsync",
+    "create",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "rename",
+    "opendir",
+    "readdir",
+    "readdirplus",
+    "ioctl",
+    "other",
 ];
 
 pub struct Stats {

@@ -8,7 +8,10 @@ use std::io::Read;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::zfs::{ino_of, local_of, put_sharded_array, raw_fs, read_file, remove_file, rename, stored_chunks, unsharded_fs, write_file};
+use common::zfs::{
+    ino_of, local_of, put_sharded_array, raw_fs, read_file, remove_file, rename, stored_chunks,
+    unsharded_fs, write_file,
+};
 use common::{dirs, Mount};
 use zarr_mount::fs::inode::ROOT_INO;
 use zarr_mount::store::local::LocalStore;
@@ -27,7 +30,10 @@ async fn a_reader_closing_does_not_store_a_writers_unfinished_data() {
     fs.flush(r.fh).await.unwrap();
     fs.fsync(r.fh).await.unwrap();
     fs.release(r.fh).await.unwrap();
-    assert!(store.head("f").await.unwrap().is_none(), "a reader's close stored the writer's half-written file");
+    assert!(
+        store.head("f").await.unwrap().is_none(),
+        "a reader's close stored the writer's half-written file"
+    );
     fs.write(w.fh, 12, b"second half").await.unwrap();
     fs.flush(w.fh).await.unwrap();
     fs.release(w.fh).await.unwrap();
@@ -84,7 +90,11 @@ fn reading_through_a_mount_while_the_file_is_renamed_over_gives_a_whole_value_or
         std::fs::rename(&tmp, m.path(path)).unwrap();
         let mut got = Vec::new();
         match reader.read_to_end(&mut got) {
-            Ok(_) => assert!(got == old || got == new, "{path}: read {:?}", String::from_utf8_lossy(&got)),
+            Ok(_) => assert!(
+                got == old || got == new,
+                "{path}: read {:?}",
+                String::from_utf8_lossy(&got)
+            ),
             Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{path}: {e}"),
         }
         assert_eq!(std::fs::read(m.path(path)).unwrap(), new, "{path}: reopened");
@@ -182,7 +192,10 @@ async fn create_of_a_name_that_exists_does_not_truncate_unless_asked() {
     assert_eq!(attr.size, 12);
     fs.release(h.fh).await.unwrap();
     assert_eq!(store.get("f").await.unwrap(), Bytes::from_static(b"kept content"));
-    assert_eq!(fs.create(ROOT_INO, "f", libc::O_WRONLY | libc::O_EXCL).await.unwrap_err().errno(), libc::EEXIST);
+    assert_eq!(
+        fs.create(ROOT_INO, "f", libc::O_WRONLY | libc::O_EXCL).await.unwrap_err().errno(),
+        libc::EEXIST
+    );
     let (_, h) = fs.create(ROOT_INO, "f", libc::O_WRONLY | libc::O_TRUNC).await.unwrap();
     fs.release(h.fh).await.unwrap();
     assert_eq!(store.get("f").await.unwrap(), Bytes::new());

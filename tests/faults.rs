@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::zfs::{
-    ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, sharded_layout, stored_chunks,
-    unsharded_fs, write_file, write_file_in,
+    ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, sharded_layout,
+    stored_chunks, unsharded_fs, write_file, write_file_in,
 };
 use zarr_mount::fs::FsError;
 use zarr_mount::store::cache::{CacheConfig, CachingStore};
@@ -89,7 +89,10 @@ async fn a_failed_write_back_reaches_the_writer_and_keeps_the_old_content() {
 
     // close() reports the flush: the disk is full.
     b.plan.fail_matching(&[Op::Put], "k", Fault::NoSpace);
-    assert_eq!(errno(write_file_in(&fs, "k", b"new content, longer than before", 7).await), libc::ENOSPC);
+    assert_eq!(
+        errno(write_file_in(&fs, "k", b"new content, longer than before", 7).await),
+        libc::ENOSPC
+    );
     assert_eq!(b.memory.get("k").await.unwrap(), Bytes::from_static(b"old content"));
     // fsync reports it as well.
     let ino = ino_of(&fs, "k").await.unwrap();
@@ -102,7 +105,10 @@ async fn a_failed_write_back_reaches_the_writer_and_keeps_the_old_content() {
     // write-back at unmount stores it.
     b.plan.clear();
     assert_eq!(fs.flush_all().await, 0);
-    assert_eq!(b.memory.get("k").await.unwrap(), Bytes::from_static(b"new content, longer than before"));
+    assert_eq!(
+        b.memory.get("k").await.unwrap(),
+        Bytes::from_static(b"new content, longer than before")
+    );
 
     // A new file whose first write-back fails does not appear in the store at all.
     let injected = b.plan.injected();
@@ -117,7 +123,8 @@ async fn latency_keeps_one_fetch_per_object_and_errors_are_not_cached() {
     let b = backend();
     let data = Bytes::from(vec![7u8; 4096]);
     b.memory.put("obj", data.clone()).await.unwrap();
-    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let cfg =
+        CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
     let cache = Arc::new(CachingStore::new(b.store(), cfg));
     cache.head("obj").await.unwrap(); // the size is known: reads fetch the whole object
     b.recording.take();
@@ -184,7 +191,8 @@ async fn shard_index_fetch_under_latency_is_shared_and_its_error_not_kept() {
         let (_, _, got) = r.await.unwrap();
         assert_eq!(errno(got), libc::EIO);
     }
-    let index_fetches = |calls: Vec<String>| calls.iter().filter(|c| c.contains("a/c/0/0 Suffix")).count();
+    let index_fetches =
+        |calls: Vec<String>| calls.iter().filter(|c| c.contains("a/c/0/0 Suffix")).count();
     assert_eq!(index_fetches(b.recording.calls()), 1, "{:?}", b.recording.calls());
     for r in readers() {
         let (y, x, got) = r.await.unwrap();
@@ -204,7 +212,8 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     for k in ["a/c/0/1", "a/c/1/0", "a/c/1/1"] {
         b.memory.put(k, shard.clone()).await.unwrap();
     }
-    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let cfg =
+        CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
     let fs = unsharded_fs(Arc::new(CachingStore::new(b.store(), cfg)));
     read_file(&fs, "a/zarr.json").await.unwrap();
     b.recording.take();
@@ -228,7 +237,10 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     }
     let mut calls = b.recording.take();
     calls.sort();
-    let shards: Vec<&str> = calls.iter().filter_map(|c| ["a/c/0/1 ", "a/c/1/0 ", "a/c/1/1 "].into_iter().find(|k| c.contains(k))).collect();
+    let shards: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| ["a/c/0/1 ", "a/c/1/0 ", "a/c/1/1 "].into_iter().find(|k| c.contains(k)))
+        .collect();
     assert_eq!(shards, ["a/c/0/1 ", "a/c/1/0 ", "a/c/1/1 "], "one request per shard: {calls:?}");
     assert_eq!(calls.len(), 3, "{calls:?}");
 
@@ -244,7 +256,11 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
 /// The requests for `keys` the recording has seen so far (sorted, deduplicated).
 fn fetched_of(b: &Backend, keys: &[String]) -> Vec<String> {
     let calls = b.recording.calls();
-    let mut seen: Vec<String> = keys.iter().filter(|k| calls.iter().any(|c| c.contains(&format!(" {k} ")))).cloned().collect();
+    let mut seen: Vec<String> = keys
+        .iter()
+        .filter(|k| calls.iter().any(|c| c.contains(&format!(" {k} "))))
+        .cloned()
+        .collect();
     seen.dedup();
     seen
 }
@@ -256,9 +272,13 @@ async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
     for k in &keys {
         b.memory.put(k, Bytes::from(format!("content of {k}"))).await.unwrap();
     }
-    let cfg = CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let cfg =
+        CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
     let fs = raw_fs(Arc::new(CachingStore::new(b.store(), cfg)), true);
-    assert_eq!(list(&fs, "d").await.unwrap(), keys.iter().map(|k| k[2..].to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        list(&fs, "d").await.unwrap(),
+        keys.iter().map(|k| k[2..].to_string()).collect::<Vec<_>>()
+    );
 
     // Jumping around is not a scan: nothing is fetched but what is read.
     for k in ["d/07", "d/03", "d/12"] {
@@ -273,10 +293,18 @@ async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
     let ahead: Vec<String> = keys[2..10].to_vec();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !ahead.iter().all(|k| fetched_of(&b, &keys).contains(k)) {
-        assert!(std::time::Instant::now() < deadline, "not fetched ahead: {:?}", b.recording.calls());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not fetched ahead: {:?}",
+            b.recording.calls()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(!fetched_of(&b, &keys).contains(&"d/10".to_string()), "only 8 ahead: {:?}", b.recording.calls());
+    assert!(
+        !fetched_of(&b, &keys).contains(&"d/10".to_string()),
+        "only 8 ahead: {:?}",
+        b.recording.calls()
+    );
     // Each file fetched ahead costs one request, and reading it none more; the scan goes on
     // one file ahead per file read.
     b.recording.take();
@@ -284,11 +312,18 @@ async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
         assert_eq!(read_file(&fs, k).await.unwrap(), format!("content of {k}").as_bytes());
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while fetched_of(&b, &keys) != keys[10..18].iter().filter(|k| *k != "d/12").cloned().collect::<Vec<_>>() {
+    while fetched_of(&b, &keys)
+        != keys[10..18].iter().filter(|k| *k != "d/12").cloned().collect::<Vec<_>>()
+    {
         assert!(std::time::Instant::now() < deadline, "{:?}", b.recording.calls());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(b.recording.calls().len(), 7, "one request per file fetched ahead (d/12 was cached): {:?}", b.recording.calls());
+    assert_eq!(
+        b.recording.calls().len(),
+        7,
+        "one request per file fetched ahead (d/12 was cached): {:?}",
+        b.recording.calls()
+    );
 }
 
 #[tokio::test]
@@ -309,7 +344,11 @@ async fn a_failed_shard_rewrite_leaves_the_old_shard_intact() {
     assert_eq!(errno(write_file(&fs, "a/c/3/3", b"new chunk").await), libc::ENOSPC);
     // 3. Deleting an inner chunk also rewrites the shard: it fails the same way.
     assert_eq!(errno(remove_file(&fs, "a/c/2/2").await), libc::ENOSPC);
-    assert_eq!(b.memory.get("a/c/0/0").await.unwrap(), before, "the shard is byte for byte the old one");
+    assert_eq!(
+        b.memory.get("a/c/0/0").await.unwrap(),
+        before,
+        "the shard is byte for byte the old one"
+    );
     assert_eq!(stored_chunks(&*b.memory, "a/c/0/0").await.unwrap(), chunks);
 
     // Reads through the view still show the stored chunks; nothing half-written shows.

@@ -25,11 +25,17 @@ impl Tmpfs {
     /// None (with a message saying why the test is skipped) when tmpfs cannot be mounted.
     fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
         fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"]).arg(dir).output();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"])
+            .arg(dir)
+            .output();
         match out {
             Ok(o) if o.status.success() => Some(Tmpfs { dir: dir.canonicalize().unwrap() }),
             Ok(o) => {
-                eprintln!("SKIPPED: cannot mount a tmpfs (needs root): {}", String::from_utf8_lossy(&o.stderr).trim());
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs (needs root): {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
                 None
             }
             Err(e) => {
@@ -56,8 +62,10 @@ impl Tmpfs {
 
     /// The names in the backing directory, hidden temp files included.
     fn names(&self, sub: &str) -> Vec<String> {
-        let mut v: Vec<String> =
-            fs::read_dir(self.dir.join(sub)).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut v: Vec<String> = fs::read_dir(self.dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         v.sort();
         v
     }
@@ -65,7 +73,9 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        if is_mounted(&self.dir) && !Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success()) {
+        if is_mounted(&self.dir)
+            && !Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success())
+        {
             let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
         }
     }
@@ -86,7 +96,10 @@ fn write_and_close(path: &Path, data: &[u8]) -> Option<i32> {
 }
 
 fn assert_disk_full_error(got: Option<i32>, what: &str) {
-    assert!(matches!(got, Some(libc::ENOSPC) | Some(libc::EIO)), "{what}: expected ENOSPC or EIO, got {got:?}");
+    assert!(
+        matches!(got, Some(libc::ENOSPC) | Some(libc::EIO)),
+        "{what}: expected ENOSPC or EIO, got {got:?}"
+    );
 }
 
 #[test]
@@ -117,18 +130,27 @@ fn a_full_disk_fails_the_writer_and_keeps_the_previous_content() {
 fn a_full_disk_during_a_shard_rewrite_keeps_the_old_shard() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "2m") else { return };
-    let chunks: BTreeMap<u64, Vec<u8>> = (0..4).map(|x| (local_of(0, x), vec![x as u8; 100])).collect();
+    let chunks: BTreeMap<u64, Vec<u8>> =
+        (0..4).map(|x| (local_of(0, x), vec![x as u8; 100])).collect();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = LocalStore::open(&disk.dir).unwrap();
     fs::create_dir_all(disk.dir.join("a/c/0")).unwrap(); // a local store has real directories
     rt.block_on(put_sharded_array(&store, "a", &chunks));
     let shard_before = fs::read(disk.dir.join("a/c/0/0")).unwrap();
     let m = Mount::start(&disk.dir, &tmp.path().join("mnt"), &[]);
-    assert_eq!(fs::read(m.path("a/c/0/2")).unwrap(), vec![2u8; 100], "the unsharded view shows the chunk");
+    assert_eq!(
+        fs::read(m.path("a/c/0/2")).unwrap(),
+        vec![2u8; 100],
+        "the unsharded view shows the chunk"
+    );
     disk.fill("filler");
 
     assert_disk_full_error(write_and_close(&m.path("a/c/1/1"), &[9u8; 64 << 10]), "an inner chunk");
-    assert_eq!(fs::read(disk.dir.join("a/c/0/0")).unwrap(), shard_before, "the shard is byte for byte the old one");
+    assert_eq!(
+        fs::read(disk.dir.join("a/c/0/0")).unwrap(),
+        shard_before,
+        "the shard is byte for byte the old one"
+    );
     assert_eq!(rt.block_on(stored_chunks(&store, "a/c/0/0")).unwrap(), chunks);
     assert_eq!(disk.names("a/c/0"), ["0"], "no temp file beside the shard");
     assert_eq!(fs::read(m.path("a/c/0/3")).unwrap(), vec![3u8; 100], "the other chunks still read");

@@ -26,8 +26,11 @@ use common::Mount;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
 const BUCKET: &str = "bkt";
-const ENV: &[(&str, &str)] =
-    &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")];
+const ENV: &[(&str, &str)] = &[
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", "test"),
+    ("AWS_REGION", "us-east-1"),
+];
 
 /// A moto server on 127.0.0.1:port, stopped on drop.
 struct Moto {
@@ -38,7 +41,8 @@ struct Moto {
 impl Moto {
     /// None (after printing why) when moto cannot be installed.
     fn start() -> Option<Moto> {
-        let status = Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
+        let status =
+            Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
         if status.code() == Some(3) {
             eprintln!("SKIPPED: moto[server] could not be installed (no network?); S3 hostile-key test not run");
             return None;
@@ -46,7 +50,12 @@ impl Moto {
         assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let m = Moto { dir: tempfile::tempdir().unwrap(), port };
-        let status = Command::new(SCRIPT).arg("start").arg(m.dir.path()).arg(port.to_string()).status().unwrap();
+        let status = Command::new(SCRIPT)
+            .arg("start")
+            .arg(m.dir.path())
+            .arg(port.to_string())
+            .status()
+            .unwrap();
         assert!(status.success(), "moto did not start");
         m.request("PUT", &format!("/{BUCKET}"), b"");
         Some(m)
@@ -66,7 +75,10 @@ impl Moto {
         s.write_all(body).unwrap();
         let mut resp = String::new();
         s.read_to_string(&mut resp).unwrap();
-        assert!(resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"), "{method} {path}: {resp}");
+        assert!(
+            resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"),
+            "{method} {path}: {resp}"
+        );
     }
 
     /// PUT an object under exactly `key`: every byte but letters, digits and '/' is
@@ -96,8 +108,10 @@ impl Drop for Moto {
 
 /// The names in `dir`, sorted (lossy only for names that are not UTF-8; none should be).
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -123,7 +137,10 @@ fn errno(path: &Path) -> Option<i32> {
 /// How often the daemon logged that `key` is not shown.
 fn hidden_lines(m: &Mount, key: &str) -> usize {
     let needle = format!("key={key:?} ");
-    m.log_text().lines().filter(|l| l.contains("key not shown in the mount") && l.contains(&needle)).count()
+    m.log_text()
+        .lines()
+        .filter(|l| l.contains("key not shown in the mount") && l.contains(&needle))
+        .count()
 }
 
 fn body(key: &str) -> Vec<u8> {
@@ -179,7 +196,12 @@ fn s3_bucket_with_hostile_keys() {
     let endpoint = moto.endpoint();
     let args = ["--endpoint-url", endpoint.as_str(), "--metadata-ttl", "0", "--view", "raw"];
     let mut raw = Mount::start_with(&format!("s3://{BUCKET}"), &tmp.path().join("raw"), &args, ENV);
-    let mut unsharded = Mount::start_with(&format!("s3://{BUCKET}"), &tmp.path().join("unsharded"), &args[..4], ENV);
+    let mut unsharded = Mount::start_with(
+        &format!("s3://{BUCKET}"),
+        &tmp.path().join("unsharded"),
+        &args[..4],
+        ENV,
+    );
 
     let want_d = vec![
         "N".repeat(255),
@@ -224,7 +246,12 @@ fn s3_bucket_with_hostile_keys() {
 
     // One log line per hidden key, however often it was listed.
     for (key, logged) in &hostile {
-        assert_eq!(hidden_lines(&raw, logged), 1, "{key:?} logged as {logged:?}:\n{}", raw.log_text());
+        assert_eq!(
+            hidden_lines(&raw, logged),
+            1,
+            "{key:?} logged as {logged:?}:\n{}",
+            raw.log_text()
+        );
     }
     assert!(raw.stop().success(), "{}", raw.log_text());
     assert!(unsharded.stop().success(), "{}", unsharded.log_text());
@@ -297,7 +324,8 @@ fn local_directory_with_symlinks_fifos_and_odd_names() {
     let _socket = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
     let dev = CString::new(src.join("null").as_os_str().as_bytes()).unwrap();
     // SAFETY: mknod of a NUL-terminated path (needs CAP_MKNOD; left out without it).
-    let have_dev = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
+    let have_dev =
+        unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
 
     let mut hidden = vec![
         "link_out",
@@ -392,9 +420,12 @@ fn zip_entries_with_overlong_names_are_skipped() {
     {
         let mut w = zip::ZipWriter::new(std::fs::File::create(&archive).unwrap());
         let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-        for (name, data) in
-            [("ok", "ok body"), (long_file.as_str(), "long"), (long_dir.as_str(), "deep"), ("a/b", "b body")]
-        {
+        for (name, data) in [
+            ("ok", "ok body"),
+            (long_file.as_str(), "long"),
+            (long_dir.as_str(), "deep"),
+            ("a/b", "b body"),
+        ] {
             w.start_file(name, opts).unwrap();
             w.write_all(data.as_bytes()).unwrap();
         }
@@ -407,7 +438,8 @@ fn zip_entries_with_overlong_names_are_skipped() {
     let log = m.log_text();
     for name in [&long_file, &long_dir] {
         assert!(
-            log.lines().any(|l| l.contains("hostile or invalid name") && l.contains(&format!("{name:?}"))),
+            log.lines()
+                .any(|l| l.contains("hostile or invalid name") && l.contains(&format!("{name:?}"))),
             "{name}:\n{log}"
         );
     }

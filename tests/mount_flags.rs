@@ -37,7 +37,15 @@ fn mount_options(mnt: &Path) -> (Vec<String>, Vec<String>) {
 /// The errno (or 0) of reading and of writing `file` as the user `nobody`.
 fn as_nobody(file: &Path) -> (i32, i32) {
     let run = |script: &str| {
-        let out = Command::new("sh").arg("-c").arg(script).arg("sh").arg(file).uid(65534).gid(65534).output().unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(file)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         match () {
             _ if out.status.success() => 0,
@@ -69,8 +77,15 @@ fn other_users_are_kept_out_unless_allow_other() {
     for opt in ["nosuid", "nodev"] {
         assert!(per_mount.contains(&opt.to_string()), "{opt} missing: {per_mount:?}");
     }
-    assert!(!sb.iter().any(|o| o == "allow_other" || o == "allow_root"), "allow_other by default: {sb:?}");
-    assert_eq!(as_nobody(&m.path("f")), (libc::EACCES, libc::EACCES), "another user reached the mount");
+    assert!(
+        !sb.iter().any(|o| o == "allow_other" || o == "allow_root"),
+        "allow_other by default: {sb:?}"
+    );
+    assert_eq!(
+        as_nobody(&m.path("f")),
+        (libc::EACCES, libc::EACCES),
+        "another user reached the mount"
+    );
     drop(m);
 
     let m = Mount::start(&src, &mnt, &["--view", "raw", "--allow-other"]);
@@ -103,7 +118,8 @@ async fn a_read_only_daemon_refuses_every_write_itself() {
     let fs = raw_fs(store.clone(), true);
     let d = ino_of(&fs, "d").await.unwrap();
     let f = ino_of(&fs, "d/f").await.unwrap();
-    let erofs = |r: Result<(), zarr_mount::fs::FsError>| assert_eq!(r.unwrap_err().errno(), libc::EROFS);
+    let erofs =
+        |r: Result<(), zarr_mount::fs::FsError>| assert_eq!(r.unwrap_err().errno(), libc::EROFS);
     erofs(write_file(&fs, "d/new", b"x").await);
     erofs(write_file(&fs, "d/f", b"x").await);
     erofs(fs.open(f, libc::O_WRONLY).await.map(drop));

@@ -113,8 +113,10 @@ fn readdir_with_thousands_of_entries() {
         fs::write(src.join("c").join(i.to_string()), i.to_string()).unwrap();
     }
     let m = Mount::start(&src, &mnt, &["--view", "raw"]);
-    let mut names: Vec<u32> =
-        fs::read_dir(m.path("c")).unwrap().map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap()).collect();
+    let mut names: Vec<u32> = fs::read_dir(m.path("c"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, (0..5000).collect::<Vec<_>>());
     assert_eq!(fs::read_to_string(m.path("c/4321")).unwrap(), "4321");
@@ -128,7 +130,10 @@ fn unsupported_operations_get_documented_errors() {
     assert_eq!(errno_of(std::os::unix::fs::symlink("f", m.path("l"))), libc::EPERM);
     assert_eq!(errno_of(fs::hard_link(m.path("f"), m.path("h"))), libc::EPERM);
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(errno_of(fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o600))), libc::EPERM);
+    assert_eq!(
+        errno_of(fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o600))),
+        libc::EPERM
+    );
     let out = Command::new("setfattr").args(["-n", "user.x", "-v", "1"]).arg(m.path("f")).output();
     if let Ok(out) = out {
         assert!(!out.status.success(), "setxattr must fail");
@@ -226,7 +231,8 @@ fn bad_arguments_are_refused_before_mounting() {
     fs::write(full.join("x"), b"").unwrap();
     assert!(refused(&[&os(&src), &os(&full)]).contains("not empty"));
     assert!(refused(&[std::ffi::OsStr::new("ftp://x/y"), &os(&mnt)]).contains("scheme"));
-    let unknown_view = Command::new(BIN).arg(&src).arg(&mnt).args(["--view", "v3"]).output().unwrap();
+    let unknown_view =
+        Command::new(BIN).arg(&src).arg(&mnt).args(["--view", "v3"]).output().unwrap();
     assert_eq!(unknown_view.status.code(), Some(2));
     assert!(!is_mounted(&mnt));
     // Already a mount point.

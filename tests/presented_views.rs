@@ -64,8 +64,10 @@ async fn store() -> Arc<dyn Store> {
     let NodeMetadata::Array(meta) = parse_zarr_json(SHARDED.as_bytes()).unwrap() else { panic!() };
     let layout = shard_layout(&meta).unwrap();
     for shard in 0..2u64 {
-        let chunks: Vec<(u64, Vec<u8>)> =
-            (0..2u64).filter(|&l| (shard, l) != (1, 1)).map(|l| (l, zstd(&[(shard * 4 + l * 2) as u8 + 10, (shard * 4 + l * 2) as u8 + 11]))).collect();
+        let chunks: Vec<(u64, Vec<u8>)> = (0..2u64)
+            .filter(|&l| (shard, l) != (1, 1))
+            .map(|l| (l, zstd(&[(shard * 4 + l * 2) as u8 + 10, (shard * 4 + l * 2) as u8 + 11])))
+            .collect();
         let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
         put(&format!("sharded/c.{shard}"), build_shard(&layout, &refs).unwrap().unwrap()).await;
     }
@@ -126,7 +128,11 @@ async fn decoded_view() {
     assert_eq!(err.errno(), libc::EIO);
     assert_eq!(read(&ns, "plain/c/0/0").await, le16(&plain_values(0)));
     // Read-only.
-    for e in [ns.write_file("plain/x", Bytes::new()).await.unwrap_err(), ns.mkdir("d").await.unwrap_err(), ns.remove_file("plain/notes.txt").await.unwrap_err()] {
+    for e in [
+        ns.write_file("plain/x", Bytes::new()).await.unwrap_err(),
+        ns.mkdir("d").await.unwrap_err(),
+        ns.remove_file("plain/notes.txt").await.unwrap_err(),
+    ] {
         assert_eq!(e.errno(), libc::EROFS);
     }
 }
@@ -134,7 +140,10 @@ async fn decoded_view() {
 #[tokio::test]
 async fn v2_view() {
     let ns = view(Box::new(V2Presenter)).await;
-    assert_eq!(names(&ns, "").await, [".zattrs", ".zgroup", ".zmetadata", "broken", "plain", "sharded"]);
+    assert_eq!(
+        names(&ns, "").await,
+        [".zattrs", ".zgroup", ".zmetadata", "broken", "plain", "sharded"]
+    );
     assert_eq!(read_json(&ns, ".zattrs").await, json!({"title": "t"}));
     assert!(ns.lookup("zarr.json").await.unwrap().is_none());
     let zarray = read_json(&ns, "plain/.zarray").await;
@@ -142,7 +151,10 @@ async fn v2_view() {
     assert_eq!(zarray["compressor"], json!({"id": "zstd", "level": 1, "checksum": false}));
     assert_eq!(zarray["fill_value"], -1);
     assert_eq!(zarray["dimension_separator"], "/");
-    assert_eq!(read_json(&ns, "plain/.zattrs").await, json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}));
+    assert_eq!(
+        read_json(&ns, "plain/.zattrs").await,
+        json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]})
+    );
     let zm = read_json(&ns, ".zmetadata").await;
     assert_eq!(zm["metadata"]["plain/.zarray"], zarray);
     // Chunks keep their stored bytes under v2 keys; the v3 chunk tree is gone.

@@ -22,8 +22,11 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
 const BUCKET: &str = "bkt";
 const SECRET: &str = "test-secret-do-not-log";
-const ENV: &[(&str, &str)] =
-    &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", SECRET), ("AWS_REGION", "us-east-1")];
+const ENV: &[(&str, &str)] = &[
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", SECRET),
+    ("AWS_REGION", "us-east-1"),
+];
 
 /// A moto server on 127.0.0.1:port, stopped on drop.
 struct Moto {
@@ -57,9 +60,12 @@ fn free_port() -> u16 {
 impl Moto {
     /// None (after printing why) when moto cannot be installed.
     fn start() -> Option<Moto> {
-        let status = Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
+        let status =
+            Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
         if status.code() == Some(3) {
-            eprintln!("SKIPPED: moto[server] could not be installed (no network?); S3 tests not run");
+            eprintln!(
+                "SKIPPED: moto[server] could not be installed (no network?); S3 tests not run"
+            );
             return None;
         }
         assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
@@ -69,8 +75,12 @@ impl Moto {
     }
 
     fn up(&mut self) {
-        let status =
-            Command::new(SCRIPT).arg("start").arg(self.dir.path()).arg(self.port.to_string()).status().unwrap();
+        let status = Command::new(SCRIPT)
+            .arg("start")
+            .arg(self.dir.path())
+            .arg(self.port.to_string())
+            .status()
+            .unwrap();
         assert!(status.success(), "moto did not start:\n{}", self.log());
         self.running = true;
         create_bucket(self.port);
@@ -131,7 +141,10 @@ fn create_bucket(port: u16) {
         .unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"), "create bucket: {resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"),
+        "create bucket: {resp}"
+    );
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -141,7 +154,10 @@ fn rt() -> tokio::runtime::Runtime {
 fn put_all(store: &Arc<dyn ObjectStore>, objects: &[(String, Vec<u8>)]) {
     rt().block_on(async {
         for (k, v) in objects {
-            store.put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone()))).await.unwrap();
+            store
+                .put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone())))
+                .await
+                .unwrap();
         }
     });
 }
@@ -159,8 +175,12 @@ fn get(store: &Arc<dyn ObjectStore>, key: &str) -> Option<Vec<u8>> {
 fn keys(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
     use futures::TryStreamExt;
     rt().block_on(async {
-        let mut v: Vec<String> =
-            store.list(Some(&OPath::from(prefix))).map_ok(|m| m.location.to_string()).try_collect().await.unwrap();
+        let mut v: Vec<String> = store
+            .list(Some(&OPath::from(prefix)))
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
         v.sort();
         v
     })
@@ -174,8 +194,10 @@ fn mount(moto: &Moto, tmp: &Path, extra: &[&str]) -> Mount {
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -211,7 +233,10 @@ fn reads_writes_renames_and_directories() {
     assert_eq!(std::fs::metadata(m.path("a/c/0/0")).unwrap().len(), 1000);
     assert_eq!(std::fs::metadata(m.path("big")).unwrap().len(), big.len() as u64);
     assert!(!m.path("outside").exists());
-    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), br#"{"zarr_format":3,"node_type":"group"}"#);
+    assert_eq!(
+        std::fs::read(m.path("zarr.json")).unwrap(),
+        br#"{"zarr_format":3,"node_type":"group"}"#
+    );
 
     // Reads at offsets, of a small (cached whole) and a large (ranged) object.
     let mut f = std::fs::File::open(m.path("a/c/0/0")).unwrap();
@@ -240,7 +265,8 @@ fn reads_writes_renames_and_directories() {
     }
     let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 1000]).collect();
     assert_eq!(get(&client, "pre/a/new.bin").unwrap(), want);
-    let puts: Vec<String> = moto.requests_since(mark).into_iter().filter(|r| r.starts_with("PUT ")).collect();
+    let puts: Vec<String> =
+        moto.requests_since(mark).into_iter().filter(|r| r.starts_with("PUT ")).collect();
     assert_eq!(puts.len(), 1, "{puts:?}");
     assert_eq!(std::fs::read(m.path("a/new.bin")).unwrap(), want);
 
@@ -257,7 +283,9 @@ fn reads_writes_renames_and_directories() {
     assert_eq!(get(&client, "pre/a/zarr.json").unwrap(), b"{\"v\":2}");
     let reqs = moto.requests_since(mark);
     assert!(
-        !reqs.iter().any(|r| r.contains(".partial") && !r.starts_with("HEAD") && !r.starts_with("GET")),
+        !reqs
+            .iter()
+            .any(|r| r.contains(".partial") && !r.starts_with("HEAD") && !r.starts_with("GET")),
         "{reqs:?}"
     );
     assert!(!keys(&client, "pre").iter().any(|k| k.contains(".partial")));
@@ -272,7 +300,10 @@ fn reads_writes_renames_and_directories() {
     std::fs::remove_file(m.path("moved.bin")).unwrap();
     assert!(get(&client, "pre/moved.bin").is_none());
     assert!(!m.path("moved.bin").exists());
-    assert_eq!(std::fs::remove_file(m.path("moved.bin")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(
+        std::fs::remove_file(m.path("moved.bin")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
 
     // mkdir of an empty directory: visible, no object written, removable; a file inside
     // makes it a real prefix.
@@ -299,15 +330,19 @@ fn reads_writes_renames_and_directories() {
 fn a_directory_of_2000_keys_lists_fully() {
     let Some(moto) = Moto::start() else { return };
     let client = moto.client();
-    let objects: Vec<(String, Vec<u8>)> =
-        (0..2000).map(|i| (format!("pre/many/k{i:05}"), format!("value {i}").into_bytes())).collect();
+    let objects: Vec<(String, Vec<u8>)> = (0..2000)
+        .map(|i| (format!("pre/many/k{i:05}"), format!("value {i}").into_bytes()))
+        .collect();
     rt().block_on(async {
         use futures::StreamExt;
         futures::stream::iter(objects.iter())
             .for_each_concurrent(16, |(k, v)| {
                 let client = client.clone();
                 async move {
-                    client.put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone()))).await.unwrap();
+                    client
+                        .put(&OPath::from(k.as_str()), PutPayload::from(Bytes::from(v.clone())))
+                        .await
+                        .unwrap();
                 }
             })
             .await;
@@ -334,7 +369,10 @@ fn a_directory_of_2000_keys_lists_fully() {
         "ls -l of 2000 keys: {took:?}, {} requests: {lists} LIST, {heads} HEAD, {gets} GET: {reqs:?}",
         reqs.len()
     );
-    assert!(reqs.len() <= 10, "ls -l should cost a few LIST pages, not a request per key: {reqs:?}");
+    assert!(
+        reqs.len() <= 10,
+        "ls -l should cost a few LIST pages, not a request per key: {reqs:?}"
+    );
     assert_eq!(std::fs::read(m.path("many/k01999")).unwrap(), b"value 1999");
 }
 
@@ -342,8 +380,10 @@ fn a_directory_of_2000_keys_lists_fully() {
 fn server_outage_gives_eio_then_recovers_without_remount() {
     let Some(mut moto) = Moto::start() else { return };
     let client = moto.client();
-    let objects: Vec<(String, Vec<u8>)> =
-        vec![("pre/one".into(), b"first object".to_vec()), ("pre/two".into(), b"second object".to_vec())];
+    let objects: Vec<(String, Vec<u8>)> = vec![
+        ("pre/one".into(), b"first object".to_vec()),
+        ("pre/two".into(), b"second object".to_vec()),
+    ];
     put_all(&client, &objects);
     let tmp = tempfile::tempdir().unwrap();
     let m = mount(&moto, tmp.path(), &["--metadata-ttl", "1"]);
@@ -407,8 +447,18 @@ fn venv_python() -> std::path::PathBuf {
 }
 
 fn run_python(script: &str, args: &[&Path]) {
-    let out = std::process::Command::new(venv_python()).arg("-c").arg(script).args(args).output().unwrap();
-    assert!(out.status.success(), "python failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(venv_python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
@@ -445,7 +495,8 @@ fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
          a[:] = np.arange(1200, dtype='int32').reshape(40, 30)\n",
         &[&local],
     );
-    let objects: Vec<(String, Vec<u8>)> = files_under(&local).into_iter().map(|(k, v)| (format!("pre/{k}"), v)).collect();
+    let objects: Vec<(String, Vec<u8>)> =
+        files_under(&local).into_iter().map(|(k, v)| (format!("pre/{k}"), v)).collect();
     put_all(&client, &objects);
     assert!(get(&client, "pre/a/c/1/0").is_some());
 
@@ -458,7 +509,10 @@ fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
          a[20:40, 0:16] = 0\n",
         &[&m.mnt],
     );
-    assert!(get(&client, "pre/a/c/1/0").is_none(), "the all-fill shard must be deleted from the bucket");
+    assert!(
+        get(&client, "pre/a/c/1/0").is_none(),
+        "the all-fill shard must be deleted from the bucket"
+    );
 
     let back = tmp.path().join("back");
     for key in keys(&client, "pre/a") {
@@ -500,7 +554,8 @@ impl CountingRelay {
             for client in listener.incoming() {
                 let Ok(client) = client else { break };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)) else { continue };
-                let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
                 std::thread::spawn(move || {
                     let _ = std::io::copy(&mut c_read, &mut s_write);
                     let _ = s_write.shutdown(std::net::Shutdown::Write);
@@ -574,7 +629,10 @@ fn a_zip_in_s3_is_read_by_ranges_not_downloaded() {
     let fetched = relay.bytes();
     eprintln!("archive {size} bytes, fetched {fetched} bytes through the mount");
     assert!(size > 8 << 20, "the archive must be big enough to tell ({size} bytes)");
-    assert!(fetched < size / 10, "fetched {fetched} of {size} bytes: the zip was not read by ranges");
+    assert!(
+        fetched < size / 10,
+        "fetched {fetched} of {size} bytes: the zip was not read by ranges"
+    );
     drop(m);
 }
 
@@ -601,7 +659,10 @@ fn zarr_python_v2_and_v3_round_trip_through_an_s3_mount() {
     run_python(script, &[&m.mnt, Path::new("write")]);
     run_python(script, &[&m.mnt, Path::new("read")]);
     let keys = keys(&client, "pre");
-    assert!(keys.iter().all(|k| !k.ends_with(".partial")), "temp files reached the bucket: {keys:?}");
+    assert!(
+        keys.iter().all(|k| !k.ends_with(".partial")),
+        "temp files reached the bucket: {keys:?}"
+    );
     let back = tmp.path().join("back");
     for key in &keys {
         let path = back.join(key.strip_prefix("pre/").unwrap());
@@ -618,7 +679,10 @@ fn zarr_python_v2_and_v3_round_trip_through_an_s3_mount() {
 fn decoded_and_v2_views_over_s3() {
     let Some(moto) = Moto::start() else { return };
     let zarr2 = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-zarr2/bin/python");
-    assert!(venv_python().exists() && zarr2.exists(), "the venvs are missing: run scripts/setup.sh");
+    assert!(
+        venv_python().exists() && zarr2.exists(),
+        "the venvs are missing: run scripts/setup.sh"
+    );
     let client = moto.client();
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("local");
@@ -631,7 +695,8 @@ fn decoded_and_v2_views_over_s3() {
          a[20:30, 10:20] = -1\n",
         &[&local],
     );
-    let objects: Vec<(String, Vec<u8>)> = files_under(&local).into_iter().map(|(k, v)| (format!("pre/{k}"), v)).collect();
+    let objects: Vec<(String, Vec<u8>)> =
+        files_under(&local).into_iter().map(|(k, v)| (format!("pre/{k}"), v)).collect();
     put_all(&client, &objects);
     let expected = "exp = np.arange(600).reshape(30, 20) / 4\nexp[20:30, 10:20] = -1\n";
 

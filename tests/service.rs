@@ -43,7 +43,12 @@ fn systemd_unit_verifies() {
             "{bad}= implies a private mount namespace"
         );
     }
-    for want in ["Type=notify", "EnvironmentFile=/etc/zarr-mount/%i.env", "DeviceAllow=/dev/fuse rw", "--foreground"] {
+    for want in [
+        "Type=notify",
+        "EnvironmentFile=/etc/zarr-mount/%i.env",
+        "DeviceAllow=/dev/fuse rw",
+        "--foreground",
+    ] {
         assert!(unit.contains(want), "unit lacks {want}");
     }
     // Credentials come from the env file, never from the command line.
@@ -68,7 +73,8 @@ fn systemd_unit_verifies() {
     assert!(out.status.success(), "systemd-analyze verify failed:\n{stderr}");
     // Unknown keys and bad values are warnings with exit 0: treat any line about our unit as
     // a failure.
-    let ours: Vec<&str> = stderr.lines().filter(|l| l.contains("zarr-mount@test.service")).collect();
+    let ours: Vec<&str> =
+        stderr.lines().filter(|l| l.contains("zarr-mount@test.service")).collect();
     assert!(ours.is_empty(), "systemd-analyze verify complained:\n{}", ours.join("\n"));
 }
 
@@ -85,7 +91,13 @@ impl Daemon {
         Self::start_env(src, mnt, args, notify_socket, &[])
     }
 
-    fn start_env(src: &Path, mnt: &Path, args: &[&str], notify_socket: &str, envs: &[(&str, &str)]) -> Daemon {
+    fn start_env(
+        src: &Path,
+        mnt: &Path,
+        args: &[&str],
+        notify_socket: &str,
+        envs: &[(&str, &str)],
+    ) -> Daemon {
         let mnt = mnt.canonicalize().unwrap();
         let log = mnt.with_extension("log");
         let log_file = std::fs::File::create(&log).unwrap();
@@ -177,7 +189,11 @@ fn recv_until_msg(
                     return;
                 }
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => panic!("recv: {e}"),
         }
         assert!(Instant::now() < deadline, "no {want} among {got:?}");
@@ -212,7 +228,11 @@ fn notify_ready_after_mount_status_sighup_and_stopping() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(d.running(), "SIGHUP killed the daemon:\n{}", d.log_text());
     assert!(is_mounted(&mnt));
-    assert!(d.log_text().contains("SIGHUP ignored: restart the service to change settings"), "{}", d.log_text());
+    assert!(
+        d.log_text().contains("SIGHUP ignored: restart the service to change settings"),
+        "{}",
+        d.log_text()
+    );
 
     // A write pending at SIGTERM is flushed; STOPPING=1 goes out; the mount goes; exit 0.
     use std::io::Write;
@@ -236,7 +256,8 @@ fn notify_abstract_socket_and_stopping_on_external_unmount() {
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let sock = UnixDatagram::bind_addr(&addr).unwrap();
     // WatchdogSec=: WATCHDOG=1 at half the interval.
-    let mut d = Daemon::start_env(&src, &mnt, &[], &format!("@{name}"), &[("WATCHDOG_USEC", "400000")]);
+    let mut d =
+        Daemon::start_env(&src, &mnt, &[], &format!("@{name}"), &[("WATCHDOG_USEC", "400000")]);
     let mnt = d.mnt.clone();
     let mut got = Vec::new();
     let mut ok = None;
@@ -271,7 +292,12 @@ fn stats_interval_logs_counters() {
     std::fs::write(src.join("data.bin"), vec![1u8; 5000]).unwrap();
     let sock_path = tmp.path().join("n.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
-    let mut d = Daemon::start(&src, &mnt, &["--view", "raw", "--stats-interval", "1"], sock_path.to_str().unwrap());
+    let mut d = Daemon::start(
+        &src,
+        &mnt,
+        &["--view", "raw", "--stats-interval", "1"],
+        sock_path.to_str().unwrap(),
+    );
     let mut got = Vec::new();
     recv_until(&sock, "READY=1", &mut got, |_| {});
     assert_eq!(std::fs::read(d.mnt.join("data.bin")).unwrap().len(), 5000);
@@ -280,7 +306,9 @@ fn stats_interval_logs_counters() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let line = loop {
         let log = d.log_text();
-        if let Some(l) = log.lines().rev().find(|l| l.contains(" stats ") && l.contains("bytes_written=300")) {
+        if let Some(l) =
+            log.lines().rev().find(|l| l.contains(" stats ") && l.contains("bytes_written=300"))
+        {
             break l.to_string();
         }
         assert!(Instant::now() < deadline, "no stats line:\n{log}");
@@ -288,10 +316,22 @@ fn stats_interval_logs_counters() {
     };
     assert!(line.contains("INFO"), "{line}");
     assert!(line.contains("bytes_read=5000"), "{line}");
-    assert!(line.contains("ops=\"lookup=") && line.contains(" read=") && line.contains(" write="), "{line}");
-    assert!(line.contains("errors=0") && !line.contains("not_found=0"), "ENOENT is counted apart: {line}");
+    assert!(
+        line.contains("ops=\"lookup=") && line.contains(" read=") && line.contains(" write="),
+        "{line}"
+    );
+    assert!(
+        line.contains("errors=0") && !line.contains("not_found=0"),
+        "ENOENT is counted apart: {line}"
+    );
     // The same summary goes to systemd's STATUS=.
-    recv_until_msg(&sock, |m| m.contains("STATUS=") && m.contains("300 bytes written"), "a stats STATUS=", &mut got, |_| {});
+    recv_until_msg(
+        &sock,
+        |m| m.contains("STATUS=") && m.contains("300 bytes written"),
+        "a stats STATUS=",
+        &mut got,
+        |_| {},
+    );
     d.signal(libc::SIGTERM);
     assert!(d.wait(Duration::from_secs(15)).success());
 }
@@ -402,16 +442,28 @@ fn install_and_uninstall_into_destdir() {
     let dest = tmp.path();
     let run = |script: &str, args: &[&str]| {
         let out = Command::new(root(script)).args(args).env("DESTDIR", dest).output().unwrap();
-        assert!(out.status.success(), "{script}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{script}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     run("scripts/install.sh", &["--prefix", "/opt/zm", "--binary", BIN]);
     let bin = dest.join("opt/zm/bin/zarr-mount");
     let helper = dest.join("opt/zm/sbin/mount.fuse.zarr-mount");
     let unit = dest.join("opt/zm/lib/systemd/system/zarr-mount@.service");
     assert!(bin.is_file() && helper.is_file() && unit.is_file());
-    assert_eq!(std::fs::read_link(dest.join("sbin/mount.fuse.zarr-mount")).unwrap(), Path::new("/opt/zm/sbin/mount.fuse.zarr-mount"));
-    assert!(std::fs::read_to_string(&unit).unwrap().contains("ExecStart=/opt/zm/bin/zarr-mount --foreground"));
-    assert!(std::fs::read_to_string(&helper).unwrap().contains("DEFAULT_BIN=/opt/zm/bin/zarr-mount\n"));
+    assert_eq!(
+        std::fs::read_link(dest.join("sbin/mount.fuse.zarr-mount")).unwrap(),
+        Path::new("/opt/zm/sbin/mount.fuse.zarr-mount")
+    );
+    assert!(std::fs::read_to_string(&unit)
+        .unwrap()
+        .contains("ExecStart=/opt/zm/bin/zarr-mount --foreground"));
+    assert!(std::fs::read_to_string(&helper)
+        .unwrap()
+        .contains("DEFAULT_BIN=/opt/zm/bin/zarr-mount\n"));
     assert!(dest.join("etc/zarr-mount").is_dir());
     std::fs::write(dest.join("etc/zarr-mount/data.env"), "ZARR_MOUNT_SOURCE=/x\n").unwrap();
 

@@ -37,10 +37,18 @@ const RANGED: [&str; 2] = ["get_range", "get_ranged"];
 /// that lie past the array edge (global row 5 and column 4+), as some writers do.
 async fn fixture() -> Fixture {
     let store = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
-    store.put("zarr.json", Bytes::from_static(br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#)).await.unwrap();
+    store
+        .put(
+            "zarr.json",
+            Bytes::from_static(br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#),
+        )
+        .await
+        .unwrap();
     store.put("a/zarr.json", Bytes::from_static(ARRAY_JSON.as_bytes())).await.unwrap();
     store.put("a/notes.txt", Bytes::from_static(b"not a chunk")).await.unwrap();
-    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else {
+        panic!()
+    };
     let layout = shard_layout(&meta).unwrap();
     for sy in 0..3u64 {
         for sx in 0..3u64 {
@@ -62,7 +70,10 @@ async fn fixture() -> Fixture {
     }
     let raw = RawNamespace::new(store.clone() as Arc<dyn Store>);
     let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
-    let fs = ZarrFs::new(Arc::new(ns), FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false });
+    let fs = ZarrFs::new(
+        Arc::new(ns),
+        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+    );
     store.take();
     Fixture { fs, store }
 }
@@ -95,7 +106,8 @@ async fn list(fs: &ZarrFs, path: &str) -> Vec<String> {
 #[tokio::test]
 async fn metadata_is_rewritten_to_the_inner_chunks() {
     let f = fixture().await;
-    let json: serde_json::Value = serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
     assert_eq!(json["chunk_grid"]["configuration"]["chunk_shape"], serde_json::json!([5, 4]));
     assert_eq!(json["codecs"][0]["name"], "bytes");
     assert_eq!(json["codecs"][1]["name"], "zstd");
@@ -109,7 +121,10 @@ async fn metadata_is_rewritten_to_the_inner_chunks() {
     assert_eq!(keys, orig.as_object().unwrap().keys().collect::<Vec<_>>());
     // The size the mount reports is the rewritten document's size.
     let ino = ino_of(&f.fs, "a/zarr.json").await.unwrap();
-    assert_eq!(f.fs.getattr(ino).await.unwrap().size, read_file(&f.fs, "a/zarr.json").await.unwrap().len() as u64);
+    assert_eq!(
+        f.fs.getattr(ino).await.unwrap().size,
+        read_file(&f.fs, "a/zarr.json").await.unwrap().len() as u64
+    );
 }
 
 #[tokio::test]
@@ -122,7 +137,10 @@ async fn chunk_files_are_exactly_the_inner_chunks() {
             let got = read_file(&f.fs, &path).await;
             let absent = (y < 2 && x < 2) || (y == 3 && x == 3);
             if absent {
-                assert!(matches!(got, Err(FsError::NotFound)), "{path} should be absent, got {got:?}");
+                assert!(
+                    matches!(got, Err(FsError::NotFound)),
+                    "{path} should be absent, got {got:?}"
+                );
             } else {
                 assert_eq!(got.unwrap(), chunk_bytes(y, x), "{path}");
             }
@@ -177,11 +195,15 @@ async fn corrupt_index_fails_only_its_own_shard() {
 #[tokio::test]
 async fn index_pointing_past_the_shard_end_is_corrupt() {
     let f = fixture().await;
-    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else {
+        panic!()
+    };
     let layout = shard_layout(&meta).unwrap();
     // A shard whose only entry claims 1000 bytes of a 40-byte body.
     let mut index = zarr_mount::zarr::shard_index::ShardIndex::new_empty(&layout).unwrap();
-    index.set(0, Some(zarr_mount::zarr::shard_index::ChunkEntry { offset: 0, nbytes: 1000 })).unwrap();
+    index
+        .set(0, Some(zarr_mount::zarr::shard_index::ChunkEntry { offset: 0, nbytes: 1000 }))
+        .unwrap();
     let mut shard = vec![0u8; 40];
     shard.extend(index.encode(&layout));
     f.store.put("a/c/2/1", Bytes::from(shard)).await.unwrap();
@@ -192,7 +214,8 @@ async fn index_pointing_past_the_shard_end_is_corrupt() {
 async fn arrays_that_cannot_be_unpacked_pass_through() {
     let f = fixture().await;
     // crc32c after sharding wraps the whole shard: not unpackable.
-    let json = ARRAY_JSON.replace(r#""index_location":"end"}}]"#, r#""index_location":"end"}},{"name":"crc32c"}]"#);
+    let json = ARRAY_JSON
+        .replace(r#""index_location":"end"}}]"#, r#""index_location":"end"}},{"name":"crc32c"}]"#);
     f.store.put("b/zarr.json", Bytes::from(json.clone())).await.unwrap();
     f.store.put("b/c/0/0", Bytes::from_static(b"raw shard bytes")).await.unwrap();
     assert_eq!(read_file(&f.fs, "b/zarr.json").await.unwrap(), json.as_bytes());
@@ -204,7 +227,11 @@ async fn names_outside_the_chunk_grid_are_refused_inside_the_chunk_tree() {
     let f = fixture().await;
     let dir = ino_of(&f.fs, "a/c/2").await.unwrap();
     assert_eq!(f.fs.create(dir, "junk", libc::O_WRONLY).await.unwrap_err().errno(), libc::EPERM);
-    assert_eq!(f.fs.create(dir, "9", libc::O_WRONLY).await.unwrap_err().errno(), libc::EPERM, "past the grid");
+    assert_eq!(
+        f.fs.create(dir, "9", libc::O_WRONLY).await.unwrap_err().errno(),
+        libc::EPERM,
+        "past the grid"
+    );
     assert_eq!(f.fs.mkdir(dir, "7").await.unwrap_err().errno(), libc::EPERM);
     // Writing elsewhere still works.
     let (_, h) = f.fs.create(ROOT_INO, "free.txt", libc::O_WRONLY).await.unwrap();
@@ -229,13 +256,15 @@ async fn consolidated_metadata_of_groups_is_rewritten() {
             FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
         )
     };
-    let json: serde_json::Value = serde_json::from_slice(&read_file(&fs2, "zarr.json").await.unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&read_file(&fs2, "zarr.json").await.unwrap()).unwrap();
     let entry = &json["consolidated_metadata"]["metadata"]["a"];
     assert_eq!(entry["chunk_grid"]["configuration"]["chunk_shape"], serde_json::json!([5, 4]));
     assert_eq!(entry["codecs"][0]["name"], "bytes");
     assert_eq!(json["attributes"]["g"], true);
     // And it equals what the array's own zarr.json says.
-    let own: serde_json::Value = serde_json::from_slice(&read_file(&fs2, "a/zarr.json").await.unwrap()).unwrap();
+    let own: serde_json::Value =
+        serde_json::from_slice(&read_file(&fs2, "a/zarr.json").await.unwrap()).unwrap();
     assert_eq!(entry, &own);
 }
 
@@ -251,12 +280,24 @@ async fn write_file(fs: &ZarrFs, dir: &str, name: &str, data: &[u8]) -> Result<(
 /// The chunks stored in shard `key`, decoded independently of the view.
 async fn stored_chunks(store: &RecordingStore, key: &str) -> Option<Vec<(u64, Vec<u8>)>> {
     let shard = store.get(key).await.ok()?;
-    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else { panic!() };
+    let NodeMetadata::Array(meta) = parse_zarr_json(ARRAY_JSON.as_bytes()).unwrap() else {
+        panic!()
+    };
     let layout = shard_layout(&meta).unwrap();
     let size = shard.len() as u64;
     let r = zarr_mount::zarr::shard_index::ShardIndex::index_byte_range(&layout, size).unwrap();
-    let index = zarr_mount::zarr::shard_index::ShardIndex::decode(&layout, &shard[r.start as usize..r.end as usize], size).unwrap();
-    Some(index.present().map(|(l, e)| (l, shard[e.offset as usize..(e.offset + e.nbytes) as usize].to_vec())).collect())
+    let index = zarr_mount::zarr::shard_index::ShardIndex::decode(
+        &layout,
+        &shard[r.start as usize..r.end as usize],
+        size,
+    )
+    .unwrap();
+    Some(
+        index
+            .present()
+            .map(|(l, e)| (l, shard[e.offset as usize..(e.offset + e.nbytes) as usize].to_vec()))
+            .collect(),
+    )
 }
 
 #[tokio::test]
@@ -265,7 +306,10 @@ async fn writing_a_chunk_file_rewrites_its_shard() {
     write_file(&f.fs, "a/c/2", "3", b"NEW BYTES").await.unwrap();
     // Shard (1,1) local 1 = global (2,3); its other chunks are untouched, the index is valid.
     let chunks = stored_chunks(&f.store, "a/c/1/1").await.unwrap();
-    assert_eq!(chunks, vec![(0, chunk_bytes(2, 2)), (1, b"NEW BYTES".to_vec()), (2, chunk_bytes(3, 2))]);
+    assert_eq!(
+        chunks,
+        vec![(0, chunk_bytes(2, 2)), (1, b"NEW BYTES".to_vec()), (2, chunk_bytes(3, 2))]
+    );
     // Read-after-write through the view, including a neighbour whose offset moved.
     assert_eq!(read_file(&f.fs, "a/c/2/3").await.unwrap(), b"NEW BYTES");
     assert_eq!(read_file(&f.fs, "a/c/3/2").await.unwrap(), chunk_bytes(3, 2));
@@ -279,7 +323,10 @@ async fn a_new_shard_is_created_and_an_emptied_one_deleted() {
     let f = fixture().await;
     assert!(f.store.get("a/c/0/0").await.is_err());
     write_file(&f.fs, "a/c/1", "0", b"first chunk of shard 0,0").await.unwrap();
-    assert_eq!(stored_chunks(&f.store, "a/c/0/0").await.unwrap(), vec![(2, b"first chunk of shard 0,0".to_vec())]);
+    assert_eq!(
+        stored_chunks(&f.store, "a/c/0/0").await.unwrap(),
+        vec![(2, b"first chunk of shard 0,0".to_vec())]
+    );
     assert_eq!(list(&f.fs, "a/c/1").await, vec!["0", "2", "3", "4"]);
     // Delete every chunk of shard (2,2) (global rows 4, cols 4): the shard object goes away.
     let c4 = ino_of(&f.fs, "a/c/4").await.unwrap();
@@ -299,7 +346,9 @@ async fn concurrent_writers_of_one_shard_lose_nothing() {
             let f = f.clone();
             tasks.push(tokio::spawn(async move {
                 let data = format!("round {round} chunk {y},{x}");
-                write_file(&f.fs, &format!("a/c/{y}"), &x.to_string(), data.as_bytes()).await.unwrap();
+                write_file(&f.fs, &format!("a/c/{y}"), &x.to_string(), data.as_bytes())
+                    .await
+                    .unwrap();
             }));
         }
     }
@@ -318,17 +367,22 @@ async fn concurrent_writers_of_one_shard_lose_nothing() {
 #[tokio::test]
 async fn zarr_json_of_a_sharded_array_accepts_only_attribute_changes() {
     let f = fixture().await;
-    let mut shown: serde_json::Value = serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
+    let mut shown: serde_json::Value =
+        serde_json::from_slice(&read_file(&f.fs, "a/zarr.json").await.unwrap()).unwrap();
     shown["attributes"] = serde_json::json!({"a": 2, "new": "yes"});
     write_file(&f.fs, "a", "zarr.json", &serde_json::to_vec(&shown).unwrap()).await.unwrap();
-    let real: serde_json::Value = serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
+    let real: serde_json::Value =
+        serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
     assert_eq!(real["attributes"], serde_json::json!({"a": 2, "new": "yes"}));
     assert_eq!(real["codecs"][0]["name"], "sharding_indexed", "the real document stays sharded");
     // Changing anything else (here the shape) is refused and changes nothing.
     shown["shape"] = serde_json::json!([30, 18]);
-    let err = write_file(&f.fs, "a", "zarr.json", &serde_json::to_vec(&shown).unwrap()).await.unwrap_err();
+    let err = write_file(&f.fs, "a", "zarr.json", &serde_json::to_vec(&shown).unwrap())
+        .await
+        .unwrap_err();
     assert_eq!(err.errno(), libc::EPERM);
-    let after: serde_json::Value = serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
+    let after: serde_json::Value =
+        serde_json::from_slice(&f.store.get("a/zarr.json").await.unwrap()).unwrap();
     assert_eq!(after["shape"], serde_json::json!([25, 18]));
 }
 
@@ -341,5 +395,9 @@ async fn a_shard_with_a_corrupt_index_is_never_rewritten() {
     f.store.put("a/c/1/1", Bytes::from(shard.clone())).await.unwrap();
     let err = write_file(&f.fs, "a/c/2", "2", b"x").await.unwrap_err();
     assert_eq!(err.errno(), libc::EIO);
-    assert_eq!(f.store.get("a/c/1/1").await.unwrap().to_vec(), shard, "the corrupt shard is left as it was");
+    assert_eq!(
+        f.store.get("a/c/1/1").await.unwrap().to_vec(),
+        shard,
+        "the corrupt shard is left as it was"
+    );
 }

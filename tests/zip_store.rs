@@ -21,11 +21,16 @@ fn fixtures() -> PathBuf {
 }
 
 fn manifest() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap())
+        .unwrap()
 }
 
 fn sha256(b: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, b).as_ref().iter().map(|x| format!("{x:02x}")).collect()
+    ring::digest::digest(&ring::digest::SHA256, b)
+        .as_ref()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
 }
 
 fn recording(inner: Arc<dyn Store>) -> Arc<RecordingStore> {
@@ -88,11 +93,17 @@ async fn every_fixture_matches_what_python_reads() {
             .as_object()
             .unwrap()
             .iter()
-            .map(|(k, v)| (k.clone(), (v["sha256"].as_str().unwrap().to_string(), v["size"].as_u64().unwrap())))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (v["sha256"].as_str().unwrap().to_string(), v["size"].as_u64().unwrap()),
+                )
+            })
             .collect();
         assert_eq!(z.len(), entries.len(), "{name}: entry count");
         for (key, (sha, size)) in &entries {
-            let meta = z.head(key).await.unwrap().unwrap_or_else(|| panic!("{name}: {key} missing"));
+            let meta =
+                z.head(key).await.unwrap().unwrap_or_else(|| panic!("{name}: {key} missing"));
             assert_eq!(meta.size, *size, "{name}:{key} size");
             let all = z.get(key).await.unwrap();
             assert_eq!(&sha256(&all), sha, "{name}:{key} content");
@@ -120,7 +131,8 @@ async fn every_fixture_matches_what_python_reads() {
         }
         // Listings of every directory.
         let names: Vec<String> = entries.keys().cloned().collect();
-        let dirs: Vec<String> = m["dirs"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+        let dirs: Vec<String> =
+            m["dirs"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
         for (dir, (files, subdirs)) in expected_tree(&names, &dirs) {
             let l = z.list(&dir).await.unwrap();
             let got_files: BTreeSet<String> = l.files.iter().map(|f| f.0.clone()).collect();
@@ -151,16 +163,19 @@ async fn zarr_python_fixtures_have_the_expected_layout() {
     assert_eq!(root.dirs, vec!["plain", "sharded"]);
     assert_eq!(root.files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), vec!["zarr.json"]);
     // zarr.json was written three times; the last one (with the attributes) wins.
-    let group: serde_json::Value = serde_json::from_slice(&v3.get("zarr.json").await.unwrap()).unwrap();
+    let group: serde_json::Value =
+        serde_json::from_slice(&v3.get("zarr.json").await.unwrap()).unwrap();
     assert_eq!(group["attributes"]["title"], "v3 fixture");
     assert_eq!(group["attributes"]["nested"]["a"][2], 3);
-    let sharded: serde_json::Value = serde_json::from_slice(&v3.get("sharded/zarr.json").await.unwrap()).unwrap();
+    let sharded: serde_json::Value =
+        serde_json::from_slice(&v3.get("sharded/zarr.json").await.unwrap()).unwrap();
     assert_eq!(sharded["codecs"][0]["name"], "sharding_indexed");
     assert_eq!(sharded["attributes"]["units"], "m");
     assert_eq!(v3.list("sharded/c").await.unwrap().dirs, vec!["0", "1"]);
 
     let v2 = open_fixture("v2.zip").await;
-    let attrs: serde_json::Value = serde_json::from_slice(&v2.get(".zattrs").await.unwrap()).unwrap();
+    let attrs: serde_json::Value =
+        serde_json::from_slice(&v2.get(".zattrs").await.unwrap()).unwrap();
     assert_eq!(attrs["answer"], 42);
     assert!(v2.lookup("nested/counts").await.unwrap().dir);
     assert_eq!(v2.list("nested/counts").await.unwrap().files.len(), 7); // .zarray .zattrs 0..4
@@ -172,7 +187,10 @@ async fn deflated_entries_inflate_and_explicit_dirs_exist() {
     let big = z.get("explicit/big.bin").await.unwrap();
     let want: Vec<u8> = (0..=255u8).cycle().take(256 * 1024).collect();
     assert_eq!(big, Bytes::from(want.clone()));
-    assert_eq!(z.get_range("explicit/big.bin", 1000..1010).await.unwrap(), Bytes::from(want[1000..1010].to_vec()));
+    assert_eq!(
+        z.get_range("explicit/big.bin", 1000..1010).await.unwrap(),
+        Bytes::from(want[1000..1010].to_vec())
+    );
     assert_eq!(z.head("explicit/big.bin").await.unwrap().unwrap().size, 256 * 1024);
     let empty = z.lookup("explicit/empty_dir").await.unwrap();
     assert!(empty.dir && empty.file.is_none());
@@ -186,7 +204,11 @@ async fn zip64_fixture_really_is_zip64() {
     let raw = std::fs::read(fixtures().join("zip64.zip")).unwrap();
     let eocd = raw.len() - 22;
     assert_eq!(&raw[eocd..eocd + 4], b"PK\x05\x06");
-    assert_eq!(&raw[eocd + 10..eocd + 12], &[0xff, 0xff], "entry count deferred to the ZIP64 record");
+    assert_eq!(
+        &raw[eocd + 10..eocd + 12],
+        &[0xff, 0xff],
+        "entry count deferred to the ZIP64 record"
+    );
     assert_eq!(&raw[eocd - 20..eocd - 16], b"PK\x06\x07");
     let z = open_fixture("zip64.zip").await;
     assert_eq!(z.len(), 5);
@@ -291,7 +313,8 @@ async fn absurd_entry_counts_fail_at_open_without_reading_the_directory() {
 /// open, with one big entry and many small ones.
 fn big_zip() -> Vec<u8> {
     let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
     w.start_file("big/chunk", opts).unwrap();
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     w.write_all(&big).unwrap();

@@ -25,12 +25,8 @@ macro_rules! v3 {
         (
             true,
             $name,
-            include_bytes!(concat!(
-                "../../src/zarr/codecs/testdata/",
-                $name,
-                "/zarr.json"
-            ))
-            .as_slice(),
+            include_bytes!(concat!("../../src/zarr/codecs/testdata/", $name, "/zarr.json"))
+                .as_slice(),
         )
     };
 }
@@ -39,12 +35,8 @@ macro_rules! v2 {
         (
             false,
             $name,
-            include_bytes!(concat!(
-                "../../src/zarr/codecs/testdata/v2/",
-                $name,
-                "/.zarray"
-            ))
-            .as_slice(),
+            include_bytes!(concat!("../../src/zarr/codecs/testdata/v2/", $name, "/.zarray"))
+                .as_slice(),
         )
     };
 }

@@ -115,8 +115,5 @@ fn check(layout: &ShardLayout, index: &ShardIndex, bytes: &[u8], shard_size: u64
         );
     }
     assert_eq!(index.encode(layout), bytes, "encode(decode(x)) != x");
-    assert_eq!(
-        ShardIndex::decode(layout, bytes, shard_size).as_ref(),
-        Ok(index)
-    );
+    assert_eq!(ShardIndex::decode(layout, bytes, shard_size).as_ref(), Ok(index));
 }

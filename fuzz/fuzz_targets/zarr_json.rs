@@ -60,10 +60,7 @@ fn array(meta: ArrayMetadata) {
     if let Ok(spec) = ChunkSpec::from_v3(&meta) {
         let size = spec.decoded_size().expect("checked spec has a size");
         if size <= 1 << 20 {
-            assert_eq!(
-                spec.fill_chunk().expect("checked spec fills").len() as u64,
-                size
-            );
+            assert_eq!(spec.fill_chunk().expect("checked spec fills").len() as u64, size);
         }
         let (doc, _) = decoded_v3_array(&meta).expect("decodable array has a decoded form");
         let doc = serde_json::to_vec(&doc).unwrap();
@@ -124,33 +121,22 @@ fn unsharded(a: &UnshardedArray) {
         assert_eq!(a.parse_inner_key(&key), Some(c.clone()), "key {key}");
         let loc = a.locate(&c).expect("inside the grid");
         assert!(loc.local_index < layout.n_entries);
-        assert_eq!(
-            a.inner_coords(&loc.shard_coords, loc.local_index),
-            Some(c.clone())
-        );
-        assert_eq!(
-            a.shard_coords_of_key(&loc.shard_key),
-            Some(loc.shard_coords.clone())
-        );
+        assert_eq!(a.inner_coords(&loc.shard_coords, loc.local_index), Some(c.clone()));
+        assert_eq!(a.shard_coords_of_key(&loc.shard_key), Some(loc.shard_coords.clone()));
         // Listing: from the array directory down, each directory's plan names the next
         // component of the key and consults the chunk's shard.
         let comps: Vec<&str> = key.split('/').collect();
         for depth in 0..comps.len() {
             let dir = comps[..depth].join("/");
-            let plan = a
-                .dir_plan(&dir)
-                .unwrap_or_else(|| panic!("no plan for {dir:?} above {key}"));
+            let plan =
+                a.dir_plan(&dir).unwrap_or_else(|| panic!("no plan for {dir:?} above {key}"));
             assert!(
-                plan.shards
-                    .iter()
-                    .zip(&loc.shard_coords)
-                    .all(|(r, s)| r.contains(s)),
+                plan.shards.iter().zip(&loc.shard_coords).all(|(r, s)| r.contains(s)),
                 "plan of {dir:?} misses shard {:?}",
                 loc.shard_coords
             );
-            let child = a
-                .child_in_dir(&plan, &c)
-                .unwrap_or_else(|| panic!("{key} not a child of {dir:?}"));
+            let child =
+                a.child_in_dir(&plan, &c).unwrap_or_else(|| panic!("{key} not a child of {dir:?}"));
             let rest = comps[depth..].join("/");
             if child.is_dir {
                 assert_eq!(child.name, comps[depth]);
@@ -165,24 +151,15 @@ fn unsharded(a: &UnshardedArray) {
 /// The decoded and v2 presenters over the document as a directory's `zarr.json`: whatever
 /// they generate is JSON.
 fn presenters(data: &[u8]) {
-    let docs = DirDocs {
-        zarr_json: Some(Bytes::copy_from_slice(data)),
-        ..Default::default()
-    };
-    for show in [
-        DecodedPresenter.present("fuzz", &docs),
-        V2Presenter.present("fuzz", &docs),
-    ] {
+    let docs = DirDocs { zarr_json: Some(Bytes::copy_from_slice(data)), ..Default::default() };
+    for show in [DecodedPresenter.present("fuzz", &docs), V2Presenter.present("fuzz", &docs)] {
         let files = match &show {
             DirShow::Group(f) => f,
             DirShow::Array(a) => &a.files,
             DirShow::PassThrough | DirShow::Hidden => continue,
         };
         for (name, content) in &files.generated {
-            assert!(
-                serde_json::from_slice::<Value>(content).is_ok(),
-                "{name} is not JSON"
-            );
+            assert!(serde_json::from_slice::<Value>(content).is_ok(), "{name} is not JSON");
         }
     }
 }

@@ -47,12 +47,8 @@ fn array(a: &V2Array, data: &[u8]) {
     assert!(!a.chunks.contains(&0));
     // Chunk keys round-trip.
     let enc = a.key_encoding();
-    let last: Vec<u64> = a
-        .shape
-        .iter()
-        .zip(&a.chunks)
-        .map(|(s, c)| s.div_ceil(*c).saturating_sub(1))
-        .collect();
+    let last: Vec<u64> =
+        a.shape.iter().zip(&a.chunks).map(|(s, c)| s.div_ceil(*c).saturating_sub(1)).collect();
     assert_eq!(enc.decode(&enc.encode(&last), last.len()), Some(last));
 
     let Ok(spec) = a.chunk_spec() else { return };
@@ -60,10 +56,7 @@ fn array(a: &V2Array, data: &[u8]) {
     assert_eq!(spec.decoded_size().unwrap(), size);
     assert_eq!(spec.fill_value.len(), a.data_type.itemsize);
 
-    let docs = DirDocs {
-        zarray: Some(Bytes::copy_from_slice(data)),
-        ..Default::default()
-    };
+    let docs = DirDocs { zarray: Some(Bytes::copy_from_slice(data)), ..Default::default() };
     let DirShow::Array(show) = DecodedPresenter.present("fuzz", &docs) else {
         panic!("a decodable .zarray is not shown decoded")
     };
@@ -74,9 +67,7 @@ fn array(a: &V2Array, data: &[u8]) {
         (&shown.shape, &shown.chunks, &shown.data_type),
         (&a.shape, &a.chunks, &a.data_type)
     );
-    let shown_spec = shown
-        .chunk_spec()
-        .expect("decoded .zarray has a chunk spec");
+    let shown_spec = shown.chunk_spec().expect("decoded .zarray has a chunk spec");
     assert_eq!(
         shown_spec.codecs.len(),
         1,
@@ -84,8 +75,5 @@ fn array(a: &V2Array, data: &[u8]) {
         shown_spec.codecs
     );
     assert_eq!(shown_spec.decoded_size().unwrap(), size);
-    assert_eq!(
-        show.decode.as_ref().map(|s| s.decoded_size().unwrap()),
-        Some(size)
-    );
+    assert_eq!(show.decode.as_ref().map(|s| s.decoded_size().unwrap()), Some(size));
 }

@@ -22,11 +22,7 @@ const MAX_VISITS: usize = 512;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime")
-    })
+    RT.get_or_init(|| tokio::runtime::Builder::new_current_thread().build().expect("runtime"))
 }
 
 fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
@@ -49,10 +45,7 @@ async fn check(archive: Bytes) {
             return;
         }
         let lookup = zip.lookup(&dir).await.expect("lookup");
-        assert!(
-            lookup.dir || dir.is_empty(),
-            "listed directory {dir:?} not found"
-        );
+        assert!(lookup.dir || dir.is_empty(), "listed directory {dir:?} not found");
         let listing = zip.list(&dir).await.expect("list");
         for sub in listing.dirs {
             dirs.push(join(&dir, &sub));
@@ -61,11 +54,7 @@ async fn check(archive: Bytes) {
             visits += 1;
             files_seen += 1;
             let key = join(&dir, &leaf);
-            let head = zip
-                .head(&key)
-                .await
-                .expect("head")
-                .expect("listed file has metadata");
+            let head = zip.head(&key).await.expect("head").expect("listed file has metadata");
             assert_eq!(head.size, meta.size);
             let Ok(whole) = zip.get(&key).await else {
                 continue;
@@ -78,16 +67,11 @@ async fn check(archive: Bytes) {
                 meta.size
             );
             let len = whole.len() as u64;
-            for (start, end) in [
-                (0, 1),
-                (1, len.saturating_sub(1)),
-                (len / 2, len + 10),
-                (len + 1, len + 2),
-            ] {
-                let part = zip
-                    .get_range(&key, start..end)
-                    .await
-                    .expect("range of a readable entry");
+            for (start, end) in
+                [(0, 1), (1, len.saturating_sub(1)), (len / 2, len + 10), (len + 1, len + 2)]
+            {
+                let part =
+                    zip.get_range(&key, start..end).await.expect("range of a readable entry");
                 let (s, e) = (start.min(len) as usize, end.min(len) as usize);
                 let want = if s < e { &whole[s..e] } else { &[][..] };
                 assert_eq!(&part[..], want, "{key} {start}..{end}");

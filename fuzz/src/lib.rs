@@ -52,9 +52,8 @@ static GLOBAL: Guard = Guard;
 
 /// Call once from each target's `init`: reads `FUZZ_ALLOC_LIMIT_MB`.
 pub fn init() {
-    if let Some(mb) = std::env::var("FUZZ_ALLOC_LIMIT_MB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
+    if let Some(mb) =
+        std::env::var("FUZZ_ALLOC_LIMIT_MB").ok().and_then(|v| v.parse::<usize>().ok())
     {
         if mb > 0 {
             LIMIT.store(mb << 20, Ordering::Relaxed);

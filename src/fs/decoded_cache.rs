@@ -28,7 +28,11 @@ impl DecodedCache {
     pub fn new(budget_bytes: usize) -> Self {
         DecodedCache {
             budget_bytes,
-            inner: Mutex::new(Inner { entries: LruCache::unbounded(), bytes: 0, inflight: HashMap::new() }),
+            inner: Mutex::new(Inner {
+                entries: LruCache::unbounded(),
+                bytes: 0,
+                inflight: HashMap::new(),
+            }),
         }
     }
 
@@ -115,7 +119,13 @@ mod tests {
         }
         assert!(cache.cached_bytes() <= 100, "{}", cache.cached_bytes());
         // "a" was evicted (least recently used): loading again calls the loader.
-        cache.get_or_load("a", || async { loads.fetch_add(1, Ordering::SeqCst); Ok(Bytes::new()) }).await.unwrap();
+        cache
+            .get_or_load("a", || async {
+                loads.fetch_add(1, Ordering::SeqCst);
+                Ok(Bytes::new())
+            })
+            .await
+            .unwrap();
         assert_eq!(loads.load(Ordering::SeqCst), 2);
         // Too big to keep at all.
         cache.get_or_load("huge", || async { Ok(Bytes::from(vec![0u8; 500])) }).await.unwrap();

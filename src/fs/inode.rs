@@ -18,7 +18,8 @@ pub struct InodeTable {
 
 impl Default for InodeTable {
     fn default() -> Self {
-        let mut t = InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
+        let mut t =
+            InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
         t.by_ino.insert(ROOT_INO, Entry { path: String::new(), lookups: 1 });
         t.by_path.insert(String::new(), ROOT_INO);
         t

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use lru::LruCache;
 
-pub use error::{FsError, FsResult};
 use changes::{ChangeLog, Watch};
+pub use error::{FsError, FsResult};
 use inode::{InodeTable, ROOT_INO};
 use namespace::Namespace;
 
@@ -232,14 +232,18 @@ impl ZarrFs {
             ns,
             cfg,
             inodes: Mutex::new(InodeTable::default()),
-            nodes: Mutex::new(LruCache::new(NonZeroUsize::new(METADATA_CACHE_ENTRIES).expect("nonzero"))),
+            nodes: Mutex::new(LruCache::new(
+                NonZeroUsize::new(METADATA_CACHE_ENTRIES).expect("nonzero"),
+            )),
             bufs: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             versions: Mutex::new(HashMap::new()),
             readahead_budget: readahead::Budget::new(readahead::DEFAULT_BUDGET),
             openless: AtomicBool::new(false),
-            inode_readaheads: Mutex::new(LruCache::new(NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"))),
+            inode_readaheads: Mutex::new(LruCache::new(
+                NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"),
+            )),
             invalidator: OnceLock::new(),
             dirs_listed: Mutex::new(HashMap::new()),
             changes: Arc::new(ChangeLog::default()),
@@ -360,8 +364,11 @@ impl ZarrFs {
         self.changes.note(path);
         let prefix = format!("{path}/");
         let mut nodes = lock(&self.nodes);
-        let stale: Vec<String> =
-            nodes.iter().filter(|(k, _)| *k == path || k.starts_with(&prefix)).map(|(k, _)| k.clone()).collect();
+        let stale: Vec<String> = nodes
+            .iter()
+            .filter(|(k, _)| *k == path || k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in stale {
             nodes.pop(&k);
         }
@@ -408,7 +415,8 @@ impl ZarrFs {
     }
 
     fn attr_of(&self, ino: u64, node: &Node) -> Attr {
-        let (kind, perm) = if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
+        let (kind, perm) =
+            if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
         let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
         let nlink = if kind == FileKind::Dir { 2 } else { 1 };
         Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
@@ -506,7 +514,9 @@ impl ZarrFs {
     /// first readdir, which never comes when the kernel still has the listing cached.
     pub fn opendir_lazy(&self, ino: u64) -> FsResult<OpenedDir> {
         let path = self.path_of(ino)?;
-        let keep_cache = lock(&self.dirs_listed).get(&ino).is_some_and(|at| at.elapsed() < self.cfg.metadata_ttl);
+        let keep_cache = lock(&self.dirs_listed)
+            .get(&ino)
+            .is_some_and(|at| at.elapsed() < self.cfg.metadata_ttl);
         let fh = self.new_handle(Handle::Dir { ino, path, entries: None });
         Ok(OpenedDir { fh, keep_cache })
     }
@@ -554,7 +564,11 @@ impl ZarrFs {
         let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
         let pending: Vec<(String, SharedBuf)> = lock(&self.bufs)
             .iter()
-            .filter_map(|(p, b)| p.strip_prefix(&prefix).filter(|n| !n.contains('/')).map(|n| (n.to_string(), b.clone())))
+            .filter_map(|(p, b)| {
+                p.strip_prefix(&prefix)
+                    .filter(|n| !n.contains('/'))
+                    .map(|n| (n.to_string(), b.clone()))
+            })
             .collect();
         let mut buffered = std::collections::HashSet::new();
         for (name, buf) in pending {
@@ -572,16 +586,31 @@ impl ZarrFs {
             buffered.insert(name);
         }
 
-        self.scans.listed(path, listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect());
+        self.scans.listed(
+            path,
+            listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect(),
+        );
         let mut entries = Vec::with_capacity(listing.len() + 2);
         let parent_ino = if path.is_empty() {
             ROOT_INO
         } else {
             lock(&self.inodes).get_or_insert(split_key(path).0, false)
         };
-        let dir_attr = |ino| Attr { ino, kind: FileKind::Dir, size: 0, mtime: SystemTime::UNIX_EPOCH, perm: 0o755, nlink: 2 };
+        let dir_attr = |ino| Attr {
+            ino,
+            kind: FileKind::Dir,
+            size: 0,
+            mtime: SystemTime::UNIX_EPOCH,
+            perm: 0o755,
+            nlink: 2,
+        };
         entries.push(DirEntry { ino, name: ".".into(), kind: FileKind::Dir, attr: dir_attr(ino) });
-        entries.push(DirEntry { ino: parent_ino, name: "..".into(), kind: FileKind::Dir, attr: dir_attr(parent_ino) });
+        entries.push(DirEntry {
+            ino: parent_ino,
+            name: "..".into(),
+            kind: FileKind::Dir,
+            attr: dir_attr(parent_ino),
+        });
         let now = Instant::now();
         let mut inodes = lock(&self.inodes);
         let mut nodes = lock(&self.nodes);
@@ -691,9 +720,14 @@ impl ZarrFs {
                 if node.is_dir() {
                     return Err(FsError::IsADirectory);
                 }
-                let data = if truncating { Vec::new() } else { namespace::read_all(&*self.ns, &path, &node).await? };
+                let data = if truncating {
+                    Vec::new()
+                } else {
+                    namespace::read_all(&*self.ns, &path, &node).await?
+                };
                 let mine = WriteBuf::shared(&path, data, truncating);
-                let buf = lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
+                let buf =
+                    lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
                 if Arc::ptr_eq(&buf, &mine) {
                     buf
                 } else {
@@ -702,7 +736,15 @@ impl ZarrFs {
             }
         };
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), writes: true, dirty: truncating, ra: None });
+        let fh = self.new_handle(Handle::File {
+            ino,
+            path,
+            node: None,
+            buf: Some(buf),
+            writes: true,
+            dirty: truncating,
+            ra: None,
+        });
         Ok(Opened { fh, keep_cache: false, read_only: false })
     }
 
@@ -713,7 +755,15 @@ impl ZarrFs {
         let buf = lock(&self.bufs).get(&path).cloned();
         let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
         let ra = Some(self.new_readahead());
-        let fh = self.new_handle(Handle::File { ino, path, node: Some(node), buf, writes: false, dirty: false, ra });
+        let fh = self.new_handle(Handle::File {
+            ino,
+            path,
+            node: Some(node),
+            buf,
+            writes: false,
+            dirty: false,
+            ra,
+        });
         Ok(Opened { fh, keep_cache, read_only: true })
     }
 
@@ -800,14 +850,31 @@ impl ZarrFs {
         self.invalidate(&path);
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File { ino, path, node: None, buf: Some(buf), writes: true, dirty: true, ra: None });
-        let attr = Attr { ino, kind: FileKind::File, size: 0, mtime: SystemTime::now(), perm: 0o644, nlink: 1 };
+        let fh = self.new_handle(Handle::File {
+            ino,
+            path,
+            node: None,
+            buf: Some(buf),
+            writes: true,
+            dirty: true,
+            ra: None,
+        });
+        let attr = Attr {
+            ino,
+            kind: FileKind::File,
+            size: 0,
+            mtime: SystemTime::now(),
+            perm: 0o644,
+            nlink: 1,
+        };
         Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
     }
 
     fn file_handle(&self, fh: u64) -> FsResult<(u64, String, Option<Node>, Option<SharedBuf>)> {
         match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ino, path, node, buf, .. }) => Ok((*ino, path.clone(), node.clone(), buf.clone())),
+            Some(Handle::File { ino, path, node, buf, .. }) => {
+                Ok((*ino, path.clone(), node.clone(), buf.clone()))
+            }
             _ => Err(FsError::BadHandle),
         }
     }
@@ -831,13 +898,22 @@ impl ZarrFs {
         if offset == 0 {
             self.fetch_next_files(&path);
         }
-        let Some(ra) = self.read_ahead_of(fh) else { return self.read_node(ino, &path, &node, offset, size).await };
+        let Some(ra) = self.read_ahead_of(fh) else {
+            return self.read_node(ino, &path, &node, offset, size).await;
+        };
         self.read_ahead(ino, &ra, &path, &node, offset, size).await
     }
 
     /// A read from the namespace. When the file changed since `node` was resolved (ESTALE),
     /// what this mount and the kernel know of it is dropped, so the next open sees the change.
-    async fn read_node(&self, ino: u64, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+    async fn read_node(
+        &self,
+        ino: u64,
+        path: &str,
+        node: &Node,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
         let r = self.ns.read(path, node, offset, size).await;
         if matches!(r, Err(FsError::Stale)) {
             tracing::debug!(path, "changed since it was opened: ESTALE");
@@ -885,7 +961,15 @@ impl ZarrFs {
         self.read_ahead(ino, &ra, &path, &node, offset, size).await
     }
 
-    async fn read_ahead(&self, ino: u64, ra: &SharedReadAhead, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
+    async fn read_ahead(
+        &self,
+        ino: u64,
+        ra: &SharedReadAhead,
+        path: &str,
+        node: &Node,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
         let mut ra = ra.lock().await;
         if let Some(data) = ra.take(offset, size, node.size) {
             return Ok(data);
@@ -963,7 +1047,9 @@ impl ZarrFs {
     /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
     fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
         match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => Ok(Some((buf.clone(), std::mem::take(dirty)))),
+            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => {
+                Ok(Some((buf.clone(), std::mem::take(dirty))))
+            }
             Some(Handle::File { .. }) => Ok(None),
             _ => Err(FsError::BadHandle),
         }
@@ -982,7 +1068,9 @@ impl ZarrFs {
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let Some(handle) = lock(&self.handles).remove(&fh) else { return Err(FsError::BadHandle) };
-        let Handle::File { buf: Some(buf), writes: true, dirty, .. } = handle else { return Ok(()) };
+        let Handle::File { buf: Some(buf), writes: true, dirty, .. } = handle else {
+            return Ok(());
+        };
         let retry = buf.lock().await.failed;
         let result = if dirty || retry { self.write_back(&buf).await } else { Ok(()) };
         let mut b = buf.lock().await;
@@ -1027,7 +1115,14 @@ impl ZarrFs {
         Ok(())
     }
 
-    pub async fn rename(&self, parent: u64, name: &str, newparent: u64, newname: &str, flags: u32) -> FsResult<()> {
+    pub async fn rename(
+        &self,
+        parent: u64,
+        name: &str,
+        newparent: u64,
+        newname: &str,
+        flags: u32,
+    ) -> FsResult<()> {
         self.check_rw()?;
         if flags & libc::RENAME_EXCHANGE != 0 {
             return Err(FsError::NotSupported("RENAME_EXCHANGE"));
@@ -1191,7 +1286,8 @@ mod tests {
         let first = fs.opendir_lazy(d.ino).unwrap();
         assert!(!first.keep_cache);
         assert!(fs.readdir_listed(first.fh).unwrap().is_none());
-        let names: Vec<String> = fs.list_dir(first.fh).await.unwrap().iter().map(|e| e.name.clone()).collect();
+        let names: Vec<String> =
+            fs.list_dir(first.fh).await.unwrap().iter().map(|e| e.name.clone()).collect();
         assert_eq!(names, [".", "..", "one"]);
         fs.releasedir(first.fh);
         let again = fs.opendir_lazy(d.ino).unwrap();

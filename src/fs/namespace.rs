@@ -112,7 +112,8 @@ impl Namespace for RawNamespace {
 
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
         let listing = self.store.list(dir).await?;
-        let mut out: Vec<(String, Node)> = Vec::with_capacity(listing.files.len() + listing.dirs.len());
+        let mut out: Vec<(String, Node)> =
+            Vec::with_capacity(listing.files.len() + listing.dirs.len());
         let dirs: HashSet<&str> = listing.dirs.iter().map(String::as_str).collect();
         for name in &listing.dirs {
             out.push((name.clone(), self.dir_node()));
@@ -124,7 +125,11 @@ impl Namespace for RawNamespace {
             let key = join_key(dir, &name);
             out.push((
                 name,
-                Node { size: meta.size, modified: meta.modified, backing: Backing::Object { key, version: meta.version } },
+                Node {
+                    size: meta.size,
+                    modified: meta.modified,
+                    backing: Backing::Object { key, version: meta.version },
+                },
             ));
         }
         let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
@@ -165,7 +170,9 @@ impl Namespace for RawNamespace {
                 Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
             // Only the presenting view that made a decoded node can read it.
-            Backing::Decoded { .. } => Err(FsError::NotSupported("a decoded chunk read below its view")),
+            Backing::Decoded { .. } => {
+                Err(FsError::NotSupported("a decoded chunk read below its view"))
+            }
         }
     }
 

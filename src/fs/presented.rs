@@ -49,7 +49,12 @@ enum Place {
 }
 
 impl PresentedNamespace {
-    pub fn new(below: Arc<dyn Namespace>, presenter: Box<dyn Presenter>, ttl: Duration, cache_bytes: usize) -> Self {
+    pub fn new(
+        below: Arc<dyn Namespace>,
+        presenter: Box<dyn Presenter>,
+        ttl: Duration,
+        cache_bytes: usize,
+    ) -> Self {
         PresentedNamespace {
             below,
             presenter,
@@ -99,7 +104,10 @@ impl PresentedNamespace {
             }
         }
         let shown = Shown { show: self.presenter.present(dir, &docs), modified };
-        self.shows.lock().unwrap_or_else(|p| p.into_inner()).put(dir.to_string(), (shown.clone(), Instant::now()));
+        self.shows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(dir.to_string(), (shown.clone(), Instant::now()));
         Ok(shown)
     }
 
@@ -111,7 +119,11 @@ impl PresentedNamespace {
         for (i, comp) in comps.iter().enumerate() {
             match &shown.show {
                 DirShow::Array(show) => {
-                    return Ok(Place::InArray { dir, show: show.clone(), rel: comps[i..].join("/") });
+                    return Ok(Place::InArray {
+                        dir,
+                        show: show.clone(),
+                        rel: comps[i..].join("/"),
+                    });
                 }
                 DirShow::Hidden => return Err(FsError::NotFound),
                 _ => {}
@@ -145,18 +157,34 @@ impl PresentedNamespace {
     fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
         let Some(spec) = &show.decode else { return Ok(node) };
         let size = spec.decoded_size().map_err(|e| FsError::Corrupt(format!("{below}: {e}")))?;
-        Ok(Node { size, modified: node.modified, backing: Backing::Decoded { below, encoded: Box::new(node), spec: spec.clone() } })
+        Ok(Node {
+            size,
+            modified: node.modified,
+            backing: Backing::Decoded { below, encoded: Box::new(node), spec: spec.clone() },
+        })
     }
 
     /// An entry of a listing inside an array: chunk files get the chunk treatment.
-    fn array_entry(&self, show: &ArrayShow, shown_rel: &str, below: String, node: Node) -> FsResult<Node> {
+    fn array_entry(
+        &self,
+        show: &ArrayShow,
+        shown_rel: &str,
+        below: String,
+        node: Node,
+    ) -> FsResult<Node> {
         if !node.is_dir() && show.keys.chunk_coords(shown_rel).is_some() {
             return self.chunk_node(show, below, node);
         }
         Ok(node)
     }
 
-    async fn lookup_in_array(&self, dir: &str, show: &ArrayShow, rel: &str, modified: SystemTime) -> FsResult<Option<Node>> {
+    async fn lookup_in_array(
+        &self,
+        dir: &str,
+        show: &ArrayShow,
+        rel: &str,
+        modified: SystemTime,
+    ) -> FsResult<Option<Node>> {
         if let Some(bytes) = show.files.get(rel) {
             return Ok(Some(generated(bytes, modified)));
         }
@@ -179,7 +207,12 @@ impl PresentedNamespace {
 
     /// The array directory itself: its own entries (chunk keys renamed, replaced names
     /// dropped), the chunk tree's top level, and the generated metadata.
-    async fn list_array_dir(&self, dir: &str, show: &ArrayShow, modified: SystemTime) -> FsResult<Vec<(String, Node)>> {
+    async fn list_array_dir(
+        &self,
+        dir: &str,
+        show: &ArrayShow,
+        modified: SystemTime,
+    ) -> FsResult<Vec<(String, Node)>> {
         let mut out = Vec::new();
         for (name, node) in self.below.list(dir).await? {
             if show.files.hides(&name) || show.files.get(&name).is_some() {
@@ -228,8 +261,12 @@ impl PresentedNamespace {
         }
     }
 
-
-    async fn list_in_array(&self, dir: &str, show: &ArrayShow, rel: &str) -> FsResult<Vec<(String, Node)>> {
+    async fn list_in_array(
+        &self,
+        dir: &str,
+        show: &ArrayShow,
+        rel: &str,
+    ) -> FsResult<Vec<(String, Node)>> {
         let below_dir = match show.keys.resolve(rel) {
             ArrayPath::ChunkDir(below) => join_key(dir, &below),
             ArrayPath::Chunk(_) => return Err(FsError::NotADirectory),
@@ -238,17 +275,24 @@ impl PresentedNamespace {
         };
         let mut out = Vec::new();
         for (name, node) in self.below.list(&below_dir).await? {
-            let node = self.array_entry(show, &join_key(rel, &name), join_key(&below_dir, &name), node)?;
+            let node =
+                self.array_entry(show, &join_key(rel, &name), join_key(&below_dir, &name), node)?;
             out.push((name, node));
         }
         Ok(out)
     }
 
     /// Drop child directories that this view leaves out.
-    async fn drop_hidden(&self, dir: &str, entries: Vec<(String, Node)>) -> FsResult<Vec<(String, Node)>> {
+    async fn drop_hidden(
+        &self,
+        dir: &str,
+        entries: Vec<(String, Node)>,
+    ) -> FsResult<Vec<(String, Node)>> {
         let checked: Vec<FsResult<Option<(String, Node)>>> = stream::iter(entries)
             .map(|(name, node)| async move {
-                if node.is_dir() && self.dir_show(&join_key(dir, &name)).await?.show == DirShow::Hidden {
+                if node.is_dir()
+                    && self.dir_show(&join_key(dir, &name)).await?.show == DirShow::Hidden
+                {
                     return Ok(None);
                 }
                 Ok(Some((name, node)))
@@ -326,7 +370,10 @@ impl Namespace for PresentedNamespace {
                 }
                 let node = self.below.lookup(path).await?;
                 if let Some(n) = &node {
-                    if n.is_dir() && self.presenter.may_hide() && self.dir_show(path).await?.show == DirShow::Hidden {
+                    if n.is_dir()
+                        && self.presenter.may_hide()
+                        && self.dir_show(path).await?.show == DirShow::Hidden
+                    {
                         return Ok(None);
                     }
                 }

@@ -35,7 +35,11 @@ impl Budget {
     }
 
     fn try_reserve(&self, n: u64) -> bool {
-        self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| (u + n <= self.limit).then_some(u + n)).is_ok()
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                (u + n <= self.limit).then_some(u + n)
+            })
+            .is_ok()
     }
 
     fn release(&self, n: u64) {
@@ -147,13 +151,18 @@ mod tests {
         let mut fetches = Vec::new();
         let total = file.len() as u64;
         for &off in offsets {
-            let expect = file.slice(off.min(total) as usize..(off + size as u64).min(total) as usize);
+            let expect =
+                file.slice(off.min(total) as usize..(off + size as u64).min(total) as usize);
             let got = match ra.take(off, size, total) {
                 Some(b) => b,
                 None => {
                     let (o, l) = ra.plan(off, size, total);
                     fetches.push((o, l));
-                    ra.fill(off, size, file.slice(o.min(total) as usize..(o + l).min(total) as usize))
+                    ra.fill(
+                        off,
+                        size,
+                        file.slice(o.min(total) as usize..(o + l).min(total) as usize),
+                    )
                 }
             };
             assert_eq!(got, expect, "read at {off}");

@@ -63,7 +63,9 @@ impl ScanAhead {
     pub fn reading(&self, dir: &str, name: &str) -> Vec<String> {
         let mut dirs = self.dirs.lock().expect("lock");
         let Some(scan) = dirs.scans.get_mut(dir) else { return Vec::new() };
-        let Ok(i) = scan.files.binary_search_by(|n| n.as_str().cmp(name)) else { return Vec::new() };
+        let Ok(i) = scan.files.binary_search_by(|n| n.as_str().cmp(name)) else {
+            return Vec::new();
+        };
         let in_order = scan.last.is_some_and(|last| last + 1 == i);
         scan.last = Some(i);
         if !in_order {
@@ -104,7 +106,11 @@ mod tests {
         for n in ["004", "005", "006"] {
             s.reading("c", n);
         }
-        assert_eq!(s.reading("c", "007"), Vec::<String>::new(), "008 and 009 were handed out already");
+        assert_eq!(
+            s.reading("c", "007"),
+            Vec::<String>::new(),
+            "008 and 009 were handed out already"
+        );
         assert!(s.reading("c", "008").is_empty() && s.reading("c", "009").is_empty());
     }
 

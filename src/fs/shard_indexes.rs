@@ -7,8 +7,8 @@
 //! chunk reads that follow are then served from memory instead of costing a second request.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
@@ -22,7 +22,11 @@ use crate::zarr::sharding::{IndexLocation, ShardLayout};
 pub enum ShardState {
     /// No shard: every inner chunk is absent (fill value).
     Missing,
-    Present { index: ShardIndex, version: String, modified: std::time::SystemTime },
+    Present {
+        index: ShardIndex,
+        version: String,
+        modified: std::time::SystemTime,
+    },
     /// The index failed its checks: reads of this shard's chunks give EIO.
     Corrupt(String),
 }
@@ -55,9 +59,15 @@ impl ShardIndexCache {
             store,
             ttl,
             budget_bytes,
-            inner: Mutex::new(CacheInner { entries: LruCache::unbounded(), bytes: 0, inflight: HashMap::new() }),
+            inner: Mutex::new(CacheInner {
+                entries: LruCache::unbounded(),
+                bytes: 0,
+                inflight: HashMap::new(),
+            }),
             epoch: std::sync::atomic::AtomicU64::new(0),
-            shard_sizes: Mutex::new(LruCache::new(NonZeroUsize::new(ARRAYS_SIZED).expect("nonzero"))),
+            shard_sizes: Mutex::new(LruCache::new(
+                NonZeroUsize::new(ARRAYS_SIZED).expect("nonzero"),
+            )),
         }
     }
 
@@ -83,7 +93,12 @@ impl ShardIndexCache {
     }
 
     /// The state of the shard at `key` (a full store key) of the array in directory `array`.
-    pub async fn get(&self, array: &str, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
+    pub async fn get(
+        &self,
+        array: &str,
+        key: &str,
+        layout: &ShardLayout,
+    ) -> Result<Arc<ShardState>, Arc<StoreError>> {
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let slot = {
             let mut inner = self.lock();
@@ -106,7 +121,9 @@ impl ShardIndexCache {
                     ShardState::Present { index, .. } => (index.len() as usize) * 16 + 64,
                     _ => 64,
                 } + key.len();
-                if let Some((_, _, old)) = inner.entries.put(key.to_string(), (state.clone(), Instant::now(), size)) {
+                if let Some((_, _, old)) =
+                    inner.entries.put(key.to_string(), (state.clone(), Instant::now(), size))
+                {
                     inner.bytes -= old;
                 }
                 inner.bytes += size;
@@ -129,7 +146,9 @@ impl ShardIndexCache {
         let limit = self.store.whole_object_limit();
         let seen = self.shard_sizes.lock().unwrap_or_else(|p| p.into_inner()).get(array).copied();
         match seen {
-            Some(size) if limit > 0 && size <= limit => size.saturating_mul(2).min(limit).max(index_size),
+            Some(size) if limit > 0 && size <= limit => {
+                size.saturating_mul(2).min(limit).max(index_size)
+            }
             _ => index_size,
         }
     }
@@ -140,7 +159,12 @@ impl ShardIndexCache {
         sizes.put(array.to_string(), largest);
     }
 
-    async fn fetch(&self, array: &str, key: &str, layout: &ShardLayout) -> Result<Arc<ShardState>, Arc<StoreError>> {
+    async fn fetch(
+        &self,
+        array: &str,
+        key: &str,
+        layout: &ShardLayout,
+    ) -> Result<Arc<ShardState>, Arc<StoreError>> {
         let n = layout.index_size();
         let window = self.window(array, n);
         let range = match layout.index_location {
@@ -162,7 +186,9 @@ impl ShardIndexCache {
             IndexLocation::End => bytes.slice(bytes.len() - keep..),
         };
         let state = match ShardIndex::decode(layout, &bytes, meta.size) {
-            Ok(index) => ShardState::Present { index, version: meta.version, modified: meta.modified },
+            Ok(index) => {
+                ShardState::Present { index, version: meta.version, modified: meta.modified }
+            }
             Err(e) => {
                 tracing::error!(shard = ?key, error = %e, "corrupt shard index: its chunks will read as EIO");
                 ShardState::Corrupt(e.to_string())

@@ -54,7 +54,13 @@ impl ShardWriter {
         op: ChunkOp,
         stop_dir: &str,
     ) -> FsResult<()> {
-        let queue = self.queues.lock().unwrap_or_else(|p| p.into_inner()).entry(shard_key.to_string()).or_default().clone();
+        let queue = self
+            .queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(shard_key.to_string())
+            .or_default()
+            .clone();
         let (tx, mut rx) = oneshot::channel();
         queue.pending.lock().unwrap_or_else(|p| p.into_inner()).push((op, tx));
         let running = queue.running.lock().await;
@@ -66,7 +72,8 @@ impl ShardWriter {
         if ops.len() > 1 {
             tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
         }
-        let outcome: Outcome = self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await.map_err(Arc::new);
+        let outcome: Outcome =
+            self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await.map_err(Arc::new);
         for tx in senders {
             let _ = tx.send(outcome.clone());
         }
@@ -77,7 +84,8 @@ impl ShardWriter {
 
     fn forget_idle_queue(&self, shard_key: &str, queue: &Arc<Queue>) {
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let idle = queue.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty() && Arc::strong_count(queue) <= 2;
+        let idle = queue.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+            && Arc::strong_count(queue) <= 2;
         if idle && queues.get(shard_key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
             queues.remove(shard_key);
         }
@@ -104,7 +112,10 @@ impl ShardWriter {
                     FsError::Corrupt(format!("shard {key}: {e}"))
                 })?;
             for (local, entry) in index.present().filter(|(local, _)| in_grid(*local)) {
-                chunks.insert(local, shard.slice(entry.offset as usize..(entry.offset + entry.nbytes) as usize));
+                chunks.insert(
+                    local,
+                    shard.slice(entry.offset as usize..(entry.offset + entry.nbytes) as usize),
+                );
             }
         }
         for op in ops {
@@ -114,7 +125,8 @@ impl ShardWriter {
             };
         }
         let parts: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_ref())).collect();
-        let built = build_shard(layout, &parts).map_err(|e| FsError::Corrupt(format!("cannot build shard {key}: {e}")))?;
+        let built = build_shard(layout, &parts)
+            .map_err(|e| FsError::Corrupt(format!("cannot build shard {key}: {e}")))?;
         match built {
             Some(shard) => self.store.put(key, Bytes::from(shard)).await?,
             None if current.is_some() => {

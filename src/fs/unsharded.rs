@@ -13,10 +13,10 @@ use futures::stream::{self, StreamExt};
 use lru::LruCache;
 
 use super::error::{FsError, FsResult};
+use super::is_staged_name;
 use super::namespace::{read_all, read_range, Namespace, RawNamespace};
 use super::shard_indexes::{ShardIndexCache, ShardState};
 use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
-use super::is_staged_name;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
@@ -31,7 +31,10 @@ enum DirKind {
     /// An array we do not unpack: nothing below it can be a sharded array.
     PlainArray,
     /// A group whose `zarr.json` is presented rewritten (consolidated metadata of sharded arrays).
-    Group { rewritten: Option<Bytes>, modified: SystemTime },
+    Group {
+        rewritten: Option<Bytes>,
+        modified: SystemTime,
+    },
     Sharded(Arc<ShardedArray>),
 }
 
@@ -92,13 +95,21 @@ impl UnshardedNamespace {
             }
         }
         let key = join_key(dir, "zarr.json");
-        let kind = match self.store.get_ranged(&key, crate::store::ByteRange::Range(0..u64::MAX)).await {
-            Ok(Some((bytes, meta))) => classify(dir, &bytes, meta.modified),
-            Ok(None) | Err(StoreError::NotFound(_)) | Err(StoreError::IsADirectory(_)) => DirKind::Other,
-            Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => DirKind::Other,
-            Err(e) => return Err(e.into()),
-        };
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).put(dir.to_string(), (kind.clone(), Instant::now()));
+        let kind =
+            match self.store.get_ranged(&key, crate::store::ByteRange::Range(0..u64::MAX)).await {
+                Ok(Some((bytes, meta))) => classify(dir, &bytes, meta.modified),
+                Ok(None) | Err(StoreError::NotFound(_)) | Err(StoreError::IsADirectory(_)) => {
+                    DirKind::Other
+                }
+                Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => {
+                    DirKind::Other
+                }
+                Err(e) => return Err(e.into()),
+            };
+        self.kinds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(dir.to_string(), (kind.clone(), Instant::now()));
         Ok(kind)
     }
 
@@ -113,7 +124,9 @@ impl UnshardedNamespace {
                     let rel = comps[i..].join("/");
                     return Ok(Place::InArray { array: array.clone(), rel });
                 }
-                DirKind::PlainArray => return Ok(Place::Outside { parent_kind: DirKind::PlainArray }),
+                DirKind::PlainArray => {
+                    return Ok(Place::Outside { parent_kind: DirKind::PlainArray })
+                }
                 _ => {}
             }
             if i + 1 == comps.len() {
@@ -126,10 +139,15 @@ impl UnshardedNamespace {
     }
 
     /// The state of the shard holding inner chunk `coords`, and the local entry index.
-    async fn shard_of(&self, array: &ShardedArray, coords: &[u64]) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
+    async fn shard_of(
+        &self,
+        array: &ShardedArray,
+        coords: &[u64],
+    ) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
-        let state = self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
+        let state =
+            self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
         self.read_shards_ahead(array, &loc.shard_coords);
         Ok(Some((key, state, loc.local_index)))
     }
@@ -157,7 +175,8 @@ impl UnshardedNamespace {
             if self.indexes.is_known(&key) {
                 continue;
             }
-            let (indexes, dir, layout) = (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
+            let (indexes, dir, layout) =
+                (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
             runtime.spawn(async move {
                 if let Err(e) = indexes.get(&dir, &key, &layout).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
@@ -171,15 +190,24 @@ impl UnshardedNamespace {
             return Ok(Some(generated(&array.zarr_json, array.modified)));
         }
         if let Some(coords) = array.array.parse_inner_key(rel) {
-            let Some((key, state, local)) = self.shard_of(array, &coords).await? else { return Ok(None) };
+            let Some((key, state, local)) = self.shard_of(array, &coords).await? else {
+                return Ok(None);
+            };
             return match &*state {
                 ShardState::Missing => Ok(None),
                 ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
-                ShardState::Present { index, version, modified } => Ok(index.entry(local).map(|e| Node {
-                    size: e.nbytes,
-                    modified: *modified,
-                    backing: Backing::Slice { key, offset: e.offset, len: e.nbytes, version: version.clone() },
-                })),
+                ShardState::Present { index, version, modified } => {
+                    Ok(index.entry(local).map(|e| Node {
+                        size: e.nbytes,
+                        modified: *modified,
+                        backing: Backing::Slice {
+                            key,
+                            offset: e.offset,
+                            len: e.nbytes,
+                            version: version.clone(),
+                        },
+                    }))
+                }
             };
         }
         if array.array.dir_plan(rel).is_some() {
@@ -194,7 +222,11 @@ impl UnshardedNamespace {
     }
 
     /// The virtual entries of chunk-tree directory `rel` of `array`, from shard indexes only.
-    async fn list_chunk_dir(&self, array: &ShardedArray, rel: &str) -> FsResult<Option<Vec<(String, Node)>>> {
+    async fn list_chunk_dir(
+        &self,
+        array: &ShardedArray,
+        rel: &str,
+    ) -> FsResult<Option<Vec<(String, Node)>>> {
         let Some(plan) = array.array.dir_plan(rel) else { return Ok(None) };
         let layout = &array.array.layout;
         let shards: Vec<Vec<u64>> = plan.shard_coords().collect();
@@ -207,7 +239,8 @@ impl UnshardedNamespace {
             .buffer_unordered(LIST_CONCURRENCY)
             .collect()
             .await;
-        let mut children: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
+        let mut children: std::collections::BTreeMap<String, Node> =
+            std::collections::BTreeMap::new();
         for item in fetched {
             let (sc, key, state) = item?;
             let ShardState::Present { index, version, modified } = &*state else {
@@ -218,7 +251,10 @@ impl UnshardedNamespace {
             };
             for (local, entry) in index.present() {
                 let Some(coords) = array.array.inner_coords(&sc, local) else { continue };
-                let Some(DirChild { name, is_dir }) = array.array.child_in_dir(&plan, &coords) else { continue };
+                let Some(DirChild { name, is_dir }) = array.array.child_in_dir(&plan, &coords)
+                else {
+                    continue;
+                };
                 let node = if is_dir {
                     Node::dir(array.modified)
                 } else {
@@ -246,7 +282,13 @@ impl UnshardedNamespace {
             .await?
             .into_iter()
             .filter(|(name, _)| !is_chunk_tree_name(&array.array, name))
-            .map(|(name, node)| if name == "zarr.json" { (name, generated(&array.zarr_json, array.modified)) } else { (name, node) })
+            .map(|(name, node)| {
+                if name == "zarr.json" {
+                    (name, generated(&array.zarr_json, array.modified))
+                } else {
+                    (name, node)
+                }
+            })
             .collect();
         if let Some(virtual_entries) = self.list_chunk_dir(array, "").await? {
             out.extend(virtual_entries);
@@ -260,7 +302,8 @@ impl UnshardedNamespace {
     async fn check_mutable(&self, path: &str) -> FsResult<()> {
         let Place::InArray { array, rel } = self.place(path).await? else { return Ok(()) };
         let name = split_key(&rel).1;
-        if rel == "zarr.json" || is_staged_name(name) || array.array.parse_inner_key(&rel).is_some() {
+        if rel == "zarr.json" || is_staged_name(name) || array.array.parse_inner_key(&rel).is_some()
+        {
             return Ok(());
         }
         if array.array.dir_plan(&rel).is_some() || !is_chunk_tree_name(&array.array, &rel) {
@@ -278,12 +321,18 @@ impl UnshardedNamespace {
     }
 
     /// Replace (`Some`) or remove (`None`) inner chunk `coords` in its shard.
-    async fn write_chunk(&self, array: &Arc<ShardedArray>, coords: &[u64], data: Option<Bytes>) -> FsResult<()> {
+    async fn write_chunk(
+        &self,
+        array: &Arc<ShardedArray>,
+        coords: &[u64],
+        data: Option<Bytes>,
+    ) -> FsResult<()> {
         let loc = array.array.locate(coords).ok_or(FsError::NotFound)?;
         let key = join_key(&array.dir, &loc.shard_key);
         let op = ChunkOp { local: loc.local_index, data };
         let (grid_array, shard_coords) = (array.clone(), loc.shard_coords.clone());
-        let in_grid: InGrid = Arc::new(move |local| grid_array.array.inner_coords(&shard_coords, local).is_some());
+        let in_grid: InGrid =
+            Arc::new(move |local| grid_array.array.inner_coords(&shard_coords, local).is_some());
         let result = self.writer.apply(&key, &array.array.layout, in_grid, op, &array.dir).await;
         self.indexes.invalidate(&key);
         result
@@ -294,7 +343,13 @@ impl UnshardedNamespace {
     /// checks that the shard it read is the version that index describes; if not, the index is
     /// fetched again. A chunk whose size changed since it was opened (`opened_len`) is stale:
     /// bytes of the new chunk cut to the old size would be neither the old chunk nor the new.
-    async fn read_slice(&self, path: &str, opened_len: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+    async fn read_slice(
+        &self,
+        path: &str,
+        opened_len: u64,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
         const ATTEMPTS: usize = 4;
         for _ in 0..ATTEMPTS {
             let node = self.lookup(path).await?.ok_or(FsError::NotFound)?;
@@ -320,8 +375,16 @@ impl UnshardedNamespace {
         self.read_slice_from_whole_shard(path, opened_len, offset, size).await
     }
 
-    async fn read_slice_from_whole_shard(&self, path: &str, opened_len: u64, offset: u64, size: u32) -> FsResult<Bytes> {
-        let Place::InArray { array, rel } = self.place(path).await? else { return Err(FsError::Stale) };
+    async fn read_slice_from_whole_shard(
+        &self,
+        path: &str,
+        opened_len: u64,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
+        let Place::InArray { array, rel } = self.place(path).await? else {
+            return Err(FsError::Stale);
+        };
         let coords = array.array.parse_inner_key(&rel).ok_or(FsError::Stale)?;
         let loc = array.array.locate(&coords).ok_or(FsError::NotFound)?;
         let key = join_key(&array.dir, &loc.shard_key);
@@ -346,10 +409,14 @@ impl UnshardedNamespace {
     async fn write_array_metadata(&self, array: &ShardedArray, data: &[u8]) -> FsResult<()> {
         let new: serde_json::Value = serde_json::from_slice(data)
             .map_err(|_| FsError::NotPermitted("zarr.json of a sharded array: not valid JSON"))?;
-        let new = new.as_object().ok_or(FsError::NotPermitted("zarr.json of a sharded array: not an object"))?;
+        let new = new
+            .as_object()
+            .ok_or(FsError::NotPermitted("zarr.json of a sharded array: not an object"))?;
         if !same_except_attributes(new, &array.array.rewritten_metadata()) {
             tracing::warn!(array = ?array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
-            return Err(FsError::NotPermitted("only the attributes of a sharded array's zarr.json can change"));
+            return Err(FsError::NotPermitted(
+                "only the attributes of a sharded array's zarr.json can change",
+            ));
         }
         let mut real = array.array.meta.json.clone();
         match new.get("attributes") {
@@ -360,7 +427,8 @@ impl UnshardedNamespace {
                 real.remove("attributes");
             }
         }
-        let bytes = serde_json::to_vec_pretty(&serde_json::Value::Object(real)).expect("JSON serializes");
+        let bytes =
+            serde_json::to_vec_pretty(&serde_json::Value::Object(real)).expect("JSON serializes");
         self.raw.write_file(&join_key(&array.dir, "zarr.json"), Bytes::from(bytes)).await?;
         self.forget_kind(&array.dir);
         Ok(())
@@ -369,7 +437,10 @@ impl UnshardedNamespace {
 
 /// Equal as Zarr metadata apart from `attributes`: numbers compare by value (0 == 0.0), and a
 /// missing key equals null or an empty list (writers differ in what they spell out).
-fn same_except_attributes(a: &serde_json::Map<String, serde_json::Value>, b: &serde_json::Map<String, serde_json::Value>) -> bool {
+fn same_except_attributes(
+    a: &serde_json::Map<String, serde_json::Value>,
+    b: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
     use serde_json::Value;
     fn empty(v: Option<&Value>) -> bool {
         match v {
@@ -381,16 +452,24 @@ fn same_except_attributes(a: &serde_json::Map<String, serde_json::Value>, b: &se
     fn eq(a: &Value, b: &Value) -> bool {
         match (a, b) {
             (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-            (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq(p, q)),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq(p, q))
+            }
             (Value::Object(x), Value::Object(y)) => maps_eq(x, y, false),
             _ => a == b,
         }
     }
-    fn maps_eq(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>, skip_attrs: bool) -> bool {
+    fn maps_eq(
+        a: &serde_json::Map<String, Value>,
+        b: &serde_json::Map<String, Value>,
+        skip_attrs: bool,
+    ) -> bool {
         let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-        keys.into_iter().filter(|k| !(skip_attrs && k.as_str() == "attributes")).all(|k| match (a.get(k), b.get(k)) {
-            (Some(x), Some(y)) => eq(x, y),
-            (x, y) => empty(x) && empty(y),
+        keys.into_iter().filter(|k| !(skip_attrs && k.as_str() == "attributes")).all(|k| {
+            match (a.get(k), b.get(k)) {
+                (Some(x), Some(y)) => eq(x, y),
+                (x, y) => empty(x) && empty(y),
+            }
         })
     }
     maps_eq(a, b, true)
@@ -399,7 +478,9 @@ fn same_except_attributes(a: &serde_json::Map<String, serde_json::Value>, b: &se
 fn store_err(e: Arc<StoreError>) -> FsError {
     match Arc::try_unwrap(e) {
         Ok(e) => FsError::Store(e),
-        Err(shared) => FsError::Store(StoreError::Backend { key: String::new(), message: shared.to_string() }),
+        Err(shared) => {
+            FsError::Store(StoreError::Backend { key: String::new(), message: shared.to_string() })
+        }
     }
 }
 
@@ -428,7 +509,12 @@ fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
         Ok(NodeMetadata::Array(meta)) => match UnshardedArray::new(meta) {
             Ok(array) => {
                 let zarr_json = Bytes::from(array.rewritten_zarr_json());
-                DirKind::Sharded(Arc::new(ShardedArray { dir: dir.to_string(), array, zarr_json, modified }))
+                DirKind::Sharded(Arc::new(ShardedArray {
+                    dir: dir.to_string(),
+                    array,
+                    zarr_json,
+                    modified,
+                }))
             }
             Err(reason) => {
                 if !matches!(reason, crate::zarr::sharding::NotUnpackable::NotSharded) {
@@ -440,7 +526,8 @@ fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
         Ok(NodeMetadata::Group(group)) => {
             let mut json = group.json.clone();
             let rewritten = rewrite_consolidated_v3(&mut json).then(|| {
-                let mut out = serde_json::to_vec_pretty(&serde_json::Value::Object(json)).expect("JSON serializes");
+                let mut out = serde_json::to_vec_pretty(&serde_json::Value::Object(json))
+                    .expect("JSON serializes");
                 out.shrink_to_fit();
                 Bytes::from(out)
             });
@@ -520,7 +607,9 @@ impl Namespace for UnshardedNamespace {
             if is_chunk_tree_name(&array.array, &rel) {
                 // e.g. a temp file never renamed, written back at unmount: it has no place here.
                 tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
-                return Err(FsError::NotPermitted("not a chunk key of this array's unsharded grid"));
+                return Err(FsError::NotPermitted(
+                    "not a chunk key of this array's unsharded grid",
+                ));
             }
         }
         self.raw.write_file(path, data).await?;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
@@ -121,17 +122,21 @@ impl fuser::Filesystem for FuseAdapter {
         // Bigger requests mean fewer round trips for chunk-sized reads and writes.
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
-        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_MAX_PAGES);
+        let _ =
+            config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_MAX_PAGES);
         // open(O_TRUNC) arrives as one OPEN with O_TRUNC, instead of an OPEN (which reads the
         // old content into the write buffer, only to drop it) followed by a SETATTR.
         let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         // `ls -l` gets the attributes with the names instead of one LOOKUP per entry; AUTO lets
         // the kernel fall back to plain READDIR for listings nobody stats (find).
-        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         // A read-only mount needs no file handles: OPEN answers ENOSYS (see `open`), after which
         // the kernel sends no OPEN, RELEASE or FLUSH for any file, and keeps its page cache
         // across opens. Without this, every open() and close() of a chunk file is a round trip.
-        if config.capabilities().contains(InitFlags::FUSE_NO_OPEN_SUPPORT) && self.fs.serve_without_open() {
+        if config.capabilities().contains(InitFlags::FUSE_NO_OPEN_SUPPORT)
+            && self.fs.serve_without_open()
+        {
             tracing::debug!("read-only: serving reads without OPEN/RELEASE");
         }
         Ok(())
@@ -208,7 +213,15 @@ impl fuser::Filesystem for FuseAdapter {
         );
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         let name = name_of(name);
         self.spawn(
             move |fs| async move { fs.mkdir(parent.0, &name?).await },
@@ -221,12 +234,18 @@ impl fuser::Filesystem for FuseAdapter {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_of(name);
-        self.spawn(move |fs| async move { fs.unlink(parent.0, &name?).await }, move |r, _| empty(r, reply));
+        self.spawn(
+            move |fs| async move { fs.unlink(parent.0, &name?).await },
+            move |r, _| empty(r, reply),
+        );
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_of(name);
-        self.spawn(move |fs| async move { fs.rmdir(parent.0, &name?).await }, move |r, _| empty(r, reply));
+        self.spawn(
+            move |fs| async move { fs.rmdir(parent.0, &name?).await },
+            move |r, _| empty(r, reply),
+        );
     }
 
     fn rename(
@@ -241,16 +260,32 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         let (name, newname) = (name_of(name), name_of(newname));
         self.spawn(
-            move |fs| async move { fs.rename(parent.0, &name?, newparent.0, &newname?, flags.bits()).await },
+            move |fs| async move {
+                fs.rename(parent.0, &name?, newparent.0, &newname?, flags.bits()).await
+            },
             move |r, _| empty(r, reply),
         );
     }
 
-    fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _target: &std::path::Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
         reply.error(Errno::from_i32(libc::EPERM));
     }
 
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         reply.error(Errno::from_i32(libc::EPERM));
     }
 
@@ -304,7 +339,13 @@ impl fuser::Filesystem for FuseAdapter {
         self.spawn(
             move |fs| async move { fs.create(parent.0, &name?, flags).await },
             move |r, m| match r {
-                Ok((a, o)) => reply.created(&m.ttl, &m.attr(&a), Generation(0), FileHandle(o.fh), fopen_flags(&o)),
+                Ok((a, o)) => reply.created(
+                    &m.ttl,
+                    &m.attr(&a),
+                    Generation(0),
+                    FileHandle(o.fh),
+                    fopen_flags(&o),
+                ),
                 Err(e) => reply.error(errno(&e)),
             },
         );
@@ -365,7 +406,14 @@ impl fuser::Filesystem for FuseAdapter {
         );
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         if self.fs.is_openless() {
             // Nothing is ever written: ENOSYS makes the kernel stop sending FLUSH at close().
             crate::stats::global().request("flush");
@@ -391,7 +439,14 @@ impl fuser::Filesystem for FuseAdapter {
         self.spawn(move |fs| async move { fs.release(fh.0).await }, move |r, _| empty(r, reply));
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.spawn(move |fs| async move { fs.fsync(fh.0).await }, move |r, _| empty(r, reply));
     }
 
@@ -412,7 +467,14 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
         match self.fs.readdir_listed(fh.0) {
             Ok(Some(entries)) => {
                 crate::stats::global().request("readdir");
@@ -429,7 +491,14 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn readdirplus(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
         match self.fs.readdir_listed(fh.0) {
             Ok(Some(entries)) => {
                 crate::stats::global().request("readdirplus");
@@ -446,22 +515,52 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.fs.releasedir(fh.0);
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let (total, free) = self.fs.statfs();
         const BSIZE: u64 = 4096;
-        reply.statfs(total / BSIZE, free / BSIZE, free / BSIZE, 1 << 20, 1 << 20, BSIZE as u32, 255, BSIZE as u32);
+        reply.statfs(
+            total / BSIZE,
+            free / BSIZE,
+            free / BSIZE,
+            1 << 20,
+            1 << 20,
+            BSIZE as u32,
+            255,
+            BSIZE as u32,
+        );
     }
 
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
         reply.error(Errno::from_i32(libc::ENOTSUP));
     }
 
@@ -516,7 +615,8 @@ impl fuser::Filesystem for FuseAdapter {
 /// One READDIR reply from a listing, from entry `offset` on.
 fn fill_dir(entries: &[DirEntry], offset: u64, mut reply: ReplyDirectory) {
     for (i, e) in entries.iter().enumerate().skip(offset as usize) {
-        let kind = if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
+        let kind =
+            if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
         if reply.add(INodeNo(e.ino), (i + 1) as u64, kind, &e.name) {
             break;
         }
@@ -541,7 +641,14 @@ fn fill_dir_plus(
     for (i, e) in entries.iter().enumerate().skip(offset as usize) {
         let dot = e.name == "." || e.name == "..";
         let attr = if dot { e.attr } else { fs.readdirplus_entry(&dir, e) };
-        if reply.add(INodeNo(attr.ino), (i + 1) as u64, &e.name, &maker.ttl, &maker.attr(&attr), Generation(0)) {
+        if reply.add(
+            INodeNo(attr.ino),
+            (i + 1) as u64,
+            &e.name,
+            &maker.ttl,
+            &maker.attr(&attr),
+            Generation(0),
+        ) {
             if !dot {
                 fs.forget(attr.ino, 1); // did not fit: the kernel never saw it
             }

@@ -29,7 +29,10 @@ pub fn socket_addr(value: &str) -> std::io::Result<SocketAddr> {
     } else if value.starts_with('/') {
         SocketAddr::from_pathname(value)
     } else {
-        Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "NOTIFY_SOCKET must be an absolute path or @abstract"))
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "NOTIFY_SOCKET must be an absolute path or @abstract",
+        ))
     }
 }
 
@@ -125,7 +128,8 @@ mod tests {
     fn abstract_socket_round_trip() {
         use std::os::linux::net::SocketAddrExt;
         let name = format!("zarr-mount-notify-unit-{}", std::process::id());
-        let rx = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+        let rx = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+            .unwrap();
         let tx = UnixDatagram::unbound().unwrap();
         tx.send_to_addr(b"READY=1", &socket_addr(&format!("@{name}")).unwrap()).unwrap();
         let mut buf = [0u8; 64];

@@ -72,7 +72,8 @@ pub fn serve(
             }
         });
     }));
-    let background = session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
+    let background =
+        session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
     on_ready();
 
@@ -142,7 +143,8 @@ async fn wait_for_end(bg: &fuser::BackgroundSession, mut sig: Signals) -> bool {
 }
 
 fn lazy_unmount(mountpoint: &Path) {
-    let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()).expect("no NUL in mountpoint");
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())
+        .expect("no NUL in mountpoint");
     // SAFETY: umount2 with a valid NUL-terminated path.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
 }

@@ -33,7 +33,8 @@ const SIZE_HINTS: usize = 200_000;
 /// Default cache size: 1/8 of RAM, at most 2 GiB.
 pub fn default_cache_bytes() -> u64 {
     // SAFETY: sysconf has no preconditions.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let (pages, page) =
+        unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
     let ram = if pages > 0 && page > 0 { pages as u64 * page as u64 } else { 1 << 30 };
     (ram / 8).min(2 << 30)
 }
@@ -114,7 +115,9 @@ fn copy_err(e: &StoreError) -> StoreError {
                 None => std::io::Error::new(source.kind(), source.to_string()),
             },
         },
-        StoreError::Backend { key, message } => StoreError::Backend { key: key.clone(), message: message.clone() },
+        StoreError::Backend { key, message } => {
+            StoreError::Backend { key: key.clone(), message: message.clone() }
+        }
     }
 }
 
@@ -188,11 +191,13 @@ impl CachingStore {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         let p = format!("{prefix}/");
         let mut st = self.state();
-        let keys: Vec<String> = st.entries.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        let keys: Vec<String> =
+            st.entries.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
         for k in keys {
             remove_entry(&mut st, &k);
         }
-        let keys: Vec<String> = st.sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        let keys: Vec<String> =
+            st.sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
         for k in keys {
             st.sizes.pop(&k);
         }
@@ -220,7 +225,8 @@ impl CachingStore {
 
     /// Should a read of `key` fetch the whole object? Only when its size is known to be small.
     fn wants_whole(&self, key: &str) -> bool {
-        self.cfg.capacity > 0 && self.state().sizes.peek(key).is_some_and(|(size, _)| *size <= self.cfg.object_limit)
+        self.cfg.capacity > 0
+            && self.state().sizes.peek(key).is_some_and(|(size, _)| *size <= self.cfg.object_limit)
     }
 
     /// Fetch the whole object once, however many callers ask at the same time.
@@ -232,8 +238,10 @@ impl CachingStore {
             } else {
                 let inner = self.inner.clone();
                 let k = key.to_string();
-                let fut: BoxFuture<'static, SharedResult> =
-                    async move { inner.get_ranged(&k, ByteRange::Range(0..u64::MAX)).await.map_err(Arc::new) }.boxed();
+                let fut: BoxFuture<'static, SharedResult> = async move {
+                    inner.get_ranged(&k, ByteRange::Range(0..u64::MAX)).await.map_err(Arc::new)
+                }
+                .boxed();
                 let f = fut.shared();
                 st.inflight.insert(key.to_string(), f.clone());
                 f
@@ -289,7 +297,10 @@ impl CachingStore {
         // that concurrent first readers of one document send one request.
         let everything = matches!(&range, ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX);
         if self.wants_whole(key) || (everything && self.cfg.capacity > 0) {
-            return Ok(self.fetch_whole(key).await?.map(|(data, meta)| (slice(&data, &range), meta)));
+            return Ok(self
+                .fetch_whole(key)
+                .await?
+                .map(|(data, meta)| (slice(&data, &range), meta)));
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
         let r = self.inner.get_ranged(key, range).await?;
@@ -297,7 +308,10 @@ impl CachingStore {
         // A read of an object whose size was not known yet may have returned all of it (a
         // metadata document read whole): keep it, so the next read sends no request.
         if let Some((data, meta)) = &r {
-            if data.len() as u64 == meta.size && self.cfg.capacity > 0 && self.epoch.load(Ordering::SeqCst) == epoch {
+            if data.len() as u64 == meta.size
+                && self.cfg.capacity > 0
+                && self.epoch.load(Ordering::SeqCst) == epoch
+            {
                 self.insert(key, data.clone(), meta.clone());
             }
         }
@@ -335,7 +349,11 @@ impl Store for CachingStore {
         }
     }
 
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.read(key, range).await
     }
 
@@ -410,7 +428,11 @@ impl Store for CachingStore {
     }
 
     fn whole_object_limit(&self) -> u64 {
-        if self.cfg.capacity > 0 { self.cfg.object_limit.min(self.cfg.capacity) } else { 0 }
+        if self.cfg.capacity > 0 {
+            self.cfg.object_limit.min(self.cfg.capacity)
+        } else {
+            0
+        }
     }
 
     /// Small objects are fetched whole into the cache (sharing a fetch already under way);
@@ -432,7 +454,11 @@ mod tests {
     use crate::store::recording::{RecordingStore, READS};
 
     /// A cache over a recording in-memory store whose reads each take `delay`.
-    fn setup(capacity: u64, ttl: Duration, delay: Duration) -> (Arc<RecordingStore>, Arc<CachingStore>) {
+    fn setup(
+        capacity: u64,
+        ttl: Duration,
+        delay: Duration,
+    ) -> (Arc<RecordingStore>, Arc<CachingStore>) {
         let c = Arc::new(RecordingStore::with_read_delay(Arc::new(MemoryStore::new()), delay));
         let cfg = CacheConfig { capacity, object_limit: 1000, ttl };
         (c.clone(), Arc::new(CachingStore::new(c, cfg)))

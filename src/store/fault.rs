@@ -42,7 +42,9 @@ pub enum Fault {
 impl Fault {
     fn error(self, key: &str) -> StoreError {
         match self {
-            Fault::Backend => StoreError::Backend { key: key.to_string(), message: "injected fault".into() },
+            Fault::Backend => {
+                StoreError::Backend { key: key.to_string(), message: "injected fault".into() }
+            }
             Fault::NoSpace => StoreError::NoSpace,
             Fault::Timeout => StoreError::Timeout(format!("injected timeout on {key}")),
             Fault::PermissionDenied => StoreError::PermissionDenied(key.to_string()),
@@ -87,7 +89,13 @@ impl FaultPlan {
 
     /// The next `n` requests of kind `op` fail with `fault`.
     pub fn fail_next(&self, op: Op, n: u64, fault: Fault) {
-        self.add(Rule { ops: vec![op], key_contains: None, fault: Some(fault), delay: Duration::ZERO, remaining: Some(n) });
+        self.add(Rule {
+            ops: vec![op],
+            key_contains: None,
+            fault: Some(fault),
+            delay: Duration::ZERO,
+            remaining: Some(n),
+        });
     }
 
     /// Every request of the given kinds (all kinds when `ops` is empty) on a key containing
@@ -104,7 +112,13 @@ impl FaultPlan {
 
     /// Every request of the given kinds (all kinds when empty) waits `delay` first, until `clear`.
     pub fn delay(&self, ops: &[Op], delay: Duration) {
-        self.add(Rule { ops: ops.to_vec(), key_contains: None, fault: None, delay, remaining: None });
+        self.add(Rule {
+            ops: ops.to_vec(),
+            key_contains: None,
+            fault: None,
+            delay,
+            remaining: None,
+        });
     }
 
     /// Stop injecting anything.
@@ -183,7 +197,11 @@ impl Store for FaultStore {
         self.gate(Op::Read, key).await?;
         self.inner.get_range(key, range).await
     }
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.gate(Op::Read, key).await?;
         self.inner.get_ranged(key, range).await
     }

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError,
+    StoreResult,
 };
 
 /// Names of our own in-flight temp files; hidden from listings.
@@ -45,7 +46,8 @@ impl LocalStore {
         let c = CString::new(root.as_os_str().as_encoded_bytes())
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))?;
         // SAFETY: plain open(2) of a NUL-terminated path; the fd is owned on success.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        let fd =
+            unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -67,9 +69,10 @@ impl LocalStore {
         F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner))
-            .await
-            .map_err(|e| StoreError::Backend { key: String::new(), message: format!("blocking task failed: {e}") })?
+        tokio::task::spawn_blocking(move || f(&inner)).await.map_err(|e| StoreError::Backend {
+            key: String::new(),
+            message: format!("blocking task failed: {e}"),
+        })?
     }
 }
 
@@ -83,7 +86,8 @@ impl LocalStore {
             let md = file.metadata().map_err(|e| StoreError::from_io(&key, e))?;
             let r = range.clip(md.len());
             let mut buf = vec![0u8; (r.end - r.start) as usize];
-            let n = read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
+            let n =
+                read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
             buf.truncate(n);
             Ok((Bytes::from(buf), to_meta(&md)))
         })
@@ -135,7 +139,8 @@ impl Inner {
     /// `/proc/self/fd` link: the same inode, with no second walk of the path to race against.
     fn open_file(&self, key: &str) -> StoreResult<File> {
         validate_key(key)?;
-        let path_fd = self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
+        let path_fd =
+            self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
         let md = File::from(path_fd.try_clone().map_err(|e| StoreError::from_io(key, e))?)
             .metadata()
             .map_err(|e| StoreError::from_io(key, e))?;
@@ -146,9 +151,12 @@ impl Inner {
             // Not shown in listings and absent for lookups: absent here too.
             return Err(StoreError::NotFound(key.into()));
         }
-        let proc_path = CString::new(format!("/proc/self/fd/{}", path_fd.as_raw_fd())).expect("no NUL");
+        let proc_path =
+            CString::new(format!("/proc/self/fd/{}", path_fd.as_raw_fd())).expect("no NUL");
         // SAFETY: open(2) of a NUL-terminated path; the fd is owned on success.
-        let fd = unsafe { libc::open(proc_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) };
+        let fd = unsafe {
+            libc::open(proc_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY)
+        };
         if fd < 0 {
             return Err(StoreError::from_io(key, std::io::Error::last_os_error()));
         }
@@ -166,7 +174,8 @@ impl Inner {
         let fd = self
             .open_beneath(dir, libc::O_RDONLY | libc::O_DIRECTORY)
             .map_err(|e| StoreError::from_io(dir, e))?;
-        let name = CString::new(name).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
+        let name =
+            CString::new(name).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
         Ok((fd, name))
     }
 
@@ -188,7 +197,8 @@ impl Inner {
             let parent = self
                 .open_beneath(&done, libc::O_RDONLY | libc::O_DIRECTORY)
                 .map_err(|e| StoreError::from_io(&done, e))?;
-            let name = CString::new(comp).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
+            let name =
+                CString::new(comp).map_err(|_| StoreError::InvalidKey(key.into(), "NUL byte"))?;
             // SAFETY: mkdirat of a single name in a valid dirfd.
             if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } < 0 {
                 let e = std::io::Error::last_os_error();
@@ -225,15 +235,23 @@ impl Inner {
         }
         // SAFETY: fresh fd from openat.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let result = file.write_all_at(data, 0).map_err(|e| StoreError::from_io(key, e)).and_then(|_| {
-            // SAFETY: renameat between names in the same valid dirfd.
-            let rc = unsafe { libc::renameat(dirfd.as_raw_fd(), tmp.as_ptr(), dirfd.as_raw_fd(), name.as_ptr()) };
-            if rc < 0 {
-                Err(StoreError::from_io(key, std::io::Error::last_os_error()))
-            } else {
-                Ok(())
-            }
-        });
+        let result =
+            file.write_all_at(data, 0).map_err(|e| StoreError::from_io(key, e)).and_then(|_| {
+                // SAFETY: renameat between names in the same valid dirfd.
+                let rc = unsafe {
+                    libc::renameat(
+                        dirfd.as_raw_fd(),
+                        tmp.as_ptr(),
+                        dirfd.as_raw_fd(),
+                        name.as_ptr(),
+                    )
+                };
+                if rc < 0 {
+                    Err(StoreError::from_io(key, std::io::Error::last_os_error()))
+                } else {
+                    Ok(())
+                }
+            });
         if result.is_err() {
             // SAFETY: best-effort removal of our own temp name.
             unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
@@ -274,7 +292,11 @@ impl Store for LocalStore {
         Ok(self.read(key, ByteRange::Range(range)).await?.0)
     }
 
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         match self.read(key, range).await {
             Ok(found) => Ok(Some(found)),
             Err(StoreError::NotFound(_)) => Ok(None),
@@ -291,7 +313,9 @@ impl Store for LocalStore {
             .blocking(move |s| {
                 let file = s.open_file(&key)?;
                 // SAFETY: posix_fadvise on a valid fd; it only schedules reads.
-                let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, len, libc::POSIX_FADV_WILLNEED) };
+                let rc = unsafe {
+                    libc::posix_fadvise(file.as_raw_fd(), 0, len, libc::POSIX_FADV_WILLNEED)
+                };
                 if rc != 0 {
                     return Err(StoreError::from_io(&key, std::io::Error::from_raw_os_error(rc)));
                 }
@@ -347,7 +371,9 @@ impl Store for LocalStore {
             // The fd was resolved safely; reading it through /proc/self/fd follows no user symlink.
             let dir_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
             let mut listing = Listing::default();
-            for entry in std::fs::read_dir(&dir_path).map_err(|e| StoreError::from_io(&prefix, e))? {
+            for entry in
+                std::fs::read_dir(&dir_path).map_err(|e| StoreError::from_io(&prefix, e))?
+            {
                 let entry = entry.map_err(|e| StoreError::from_io(&prefix, e))?;
                 let name = match entry.file_name().into_string() {
                     Ok(name) => name,
@@ -390,7 +416,12 @@ impl Store for LocalStore {
             let (fd1, n1) = s.parent_of(&from)?;
             let (fd2, n2) = s.parent_of(&to)?;
             // SAFETY: renameat between two valid dirfds with single-component names.
-            check_rc(unsafe { libc::renameat(fd1.as_raw_fd(), n1.as_ptr(), fd2.as_raw_fd(), n2.as_ptr()) }, &from)
+            check_rc(
+                unsafe {
+                    libc::renameat(fd1.as_raw_fd(), n1.as_ptr(), fd2.as_raw_fd(), n2.as_ptr())
+                },
+                &from,
+            )
         })
         .await
     }
@@ -414,7 +445,10 @@ impl Store for LocalStore {
         self.blocking(move |s| {
             let (dirfd, name) = s.parent_of(&key)?;
             // SAFETY: unlinkat(AT_REMOVEDIR) of a single name in a valid dirfd.
-            check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }, &key)
+            check_rc(
+                unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) },
+                &key,
+            )
         })
         .await
     }
@@ -470,15 +504,24 @@ mod tests {
         let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
         let dev = CString::new(root.join("null").as_os_str().as_bytes()).unwrap();
         // SAFETY: mknod of a NUL-terminated path (only works as root; skipped otherwise).
-        let have_dev = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
+        let have_dev =
+            unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
 
         let s = LocalStore::open(&root).unwrap();
         let l = s.list("").await.unwrap();
         let files: Vec<&str> = l.files.iter().map(|f| f.0.as_str()).collect();
         assert_eq!(files, vec!["new\nline", "ok"]);
         assert_eq!(l.dirs, vec!["sub"]);
-        let mut hidden =
-            vec!["link_out", "dir_link", "link_in", "loop_a", "loop_b", "zarr.json", "sock", "bad\u{fffd}name"];
+        let mut hidden = vec![
+            "link_out",
+            "dir_link",
+            "link_in",
+            "loop_a",
+            "loop_b",
+            "zarr.json",
+            "sock",
+            "bad\u{fffd}name",
+        ];
         if have_dev {
             hidden.push("null");
         }
@@ -487,20 +530,29 @@ mod tests {
             let Ok(read) = tokio::time::timeout(Duration::from_secs(5), s.get(name)).await else {
                 // Release the blocked reader (or the runtime waits for it forever), then fail.
                 // SAFETY: open(2) of a NUL-terminated path; the fd is closed right away.
-                unsafe { libc::close(libc::open(fifo.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK)) };
+                unsafe {
+                    libc::close(libc::open(fifo.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK))
+                };
                 panic!("reading {name:?} hung");
             };
             assert!(matches!(read, Err(StoreError::NotFound(_))), "{name}: {read:?}");
-            if tokio::time::timeout(Duration::from_secs(5), s.prefetch(name, 1 << 20)).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(5), s.prefetch(name, 1 << 20))
+                .await
+                .is_err()
+            {
                 // SAFETY: as above.
-                unsafe { libc::close(libc::open(fifo.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK)) };
+                unsafe {
+                    libc::close(libc::open(fifo.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK))
+                };
                 panic!("prefetching {name:?} hung");
             }
             assert!(s.head(name).await.unwrap().is_none(), "{name}");
             let found = s.lookup(name).await.unwrap();
             assert!(found.file.is_none() && !found.dir, "{name}");
         }
-        for key in ["dir_link/secret", "link_out/x", "../outside/secret", "sub/../../outside/secret"] {
+        for key in
+            ["dir_link/secret", "link_out/x", "../outside/secret", "sub/../../outside/secret"]
+        {
             assert!(s.get(key).await.is_err(), "{key} readable");
         }
         assert_eq!(s.get("new\nline").await.unwrap().as_ref(), b"nl");
@@ -519,7 +571,10 @@ mod tests {
         // A file where a directory should be is an error, not a replacement.
         s.put("f", Bytes::new()).await.unwrap();
         assert!(matches!(s.put("f/x", Bytes::new()).await, Err(StoreError::NotADirectory(_))));
-        let names: Vec<_> = std::fs::read_dir(tmp.path().join("a/c/0")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join("a/c/0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "{names:?}");
     }
 }

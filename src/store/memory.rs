@@ -23,7 +23,11 @@ impl MemoryStore {
 
     fn meta_for(&self, data: &Bytes) -> ObjectMeta {
         let g = self.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ObjectMeta { size: data.len() as u64, modified: SystemTime::now(), version: format!("m{g}") }
+        ObjectMeta {
+            size: data.len() as u64,
+            modified: SystemTime::now(),
+            version: format!("m{g}"),
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, (Bytes, ObjectMeta)>) -> T) -> T {
@@ -51,7 +55,9 @@ impl Store for MemoryStore {
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.with(|m| m.get(key).map(|(b, _)| b.clone()).ok_or_else(|| StoreError::NotFound(key.into())))
+        self.with(|m| {
+            m.get(key).map(|(b, _)| b.clone()).ok_or_else(|| StoreError::NotFound(key.into()))
+        })
     }
 
     async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
@@ -88,7 +94,9 @@ impl Store for MemoryStore {
                             listing.dirs.push(name.to_string());
                         }
                     }
-                    Some((name, false)) if !name.is_empty() => listing.files.push((name.to_string(), meta.clone())),
+                    Some((name, false)) if !name.is_empty() => {
+                        listing.files.push((name.to_string(), meta.clone()))
+                    }
                     _ => {}
                 }
             }
@@ -101,7 +109,11 @@ impl Store for MemoryStore {
         let file = self.head(key).await?;
         let dir_prefix = format!("{key}/");
         let dir = key.is_empty()
-            || self.with(|m| m.range(dir_prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&dir_prefix)));
+            || self.with(|m| {
+                m.range(dir_prefix.clone()..)
+                    .next()
+                    .is_some_and(|(k, _)| k.starts_with(&dir_prefix))
+            });
         Ok(Lookup { file, dir })
     }
 }

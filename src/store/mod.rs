@@ -132,7 +132,11 @@ pub trait Store: Send + Sync + 'static {
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
     /// A range of the object together with the object's metadata (whose size tells where the
     /// object ends), in one request where the backend allows; `Ok(None)` when there is no object.
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(meta) = self.head(key).await? else { return Ok(None) };
         match self.get_range(key, range.clip(meta.size)).await {
             Ok(data) => Ok(Some((data, meta))),
@@ -279,7 +283,10 @@ impl HiddenKeys {
         }
         if seen.len() == HIDDEN_KEYS_REMEMBERED {
             seen.insert(String::new()); // the sentinel that fills the set: nothing more is logged
-            tracing::warn!(store, "more than {HIDDEN_KEYS_REMEMBERED} hidden keys; no more are logged");
+            tracing::warn!(
+                store,
+                "more than {HIDDEN_KEYS_REMEMBERED} hidden keys; no more are logged"
+            );
             return;
         }
         seen.insert(key.to_string());
@@ -323,7 +330,9 @@ mod tests {
             assert!(name_problem(bad).is_some(), "{bad:?} accepted");
         }
         let max = "x".repeat(NAME_MAX);
-        for good in ["a", "...", ".zattrs", "sp ace é 日本", "back\\slash", "pct%2Fenc", "new\nline", &max] {
+        for good in
+            ["a", "...", ".zattrs", "sp ace é 日本", "back\\slash", "pct%2Fenc", "new\nline", &max]
+        {
             assert_eq!(name_problem(good), None, "{good:?} rejected");
         }
     }

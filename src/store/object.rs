@@ -15,12 +15,13 @@ use bytes::Bytes;
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
-    WriteMultipart,
+    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload,
+    RetryConfig, WriteMultipart,
 };
 
 use super::{
-    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store,
+    StoreError, StoreResult,
 };
 use crate::source::Cloud;
 
@@ -58,9 +59,18 @@ const CONNECT_TIMEOUT: &str = "5s";
 /// Option keys whose values are secrets (scrubbed from error text).
 fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["secret", "token", "password", "access_key", "account_key", "sas", "service_account_key", "client_secret"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "secret",
+        "token",
+        "password",
+        "access_key",
+        "account_key",
+        "sas",
+        "service_account_key",
+        "client_secret",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
 }
 
 /// Check `-o` keys for `cloud` without building anything (for the CLI: one-line error, exit 2).
@@ -129,8 +139,12 @@ impl ObjectStoreBackend {
     /// Build the backend for `url` (`s3://`, `gs://`, `az://`, `http(s)://`).
     pub fn open(cloud: Cloud, url: &str, opts: &RemoteOptions) -> StoreResult<Self> {
         let (base, prefix) = split_url(url);
-        let mut secrets: Vec<String> =
-            opts.options.iter().filter(|(k, v)| is_secret_key(k) && !v.is_empty()).map(|(_, v)| v.clone()).collect();
+        let mut secrets: Vec<String> = opts
+            .options
+            .iter()
+            .filter(|(k, v)| is_secret_key(k) && !v.is_empty())
+            .map(|(_, v)| v.clone())
+            .collect();
         for (k, v) in std::env::vars() {
             if (k.starts_with("AWS_") || k.starts_with("AZURE_") || k.starts_with("GOOGLE_"))
                 && is_secret_key(&k)
@@ -139,8 +153,12 @@ impl ObjectStoreBackend {
                 secrets.push(v);
             }
         }
-        let http_endpoint = |e: Option<String>| e.is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
-        let bad_key = |k: &str| StoreError::Backend { key: String::new(), message: format!("-o {k}: unknown option") };
+        let http_endpoint =
+            |e: Option<String>| e.is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
+        let bad_key = |k: &str| StoreError::Backend {
+            key: String::new(),
+            message: format!("-o {k}: unknown option"),
+        };
         let (store, pager, description, read_only): (
             Arc<dyn ObjectStore>,
             Option<Arc<dyn PaginatedListStore>>,
@@ -208,7 +226,8 @@ impl ObjectStoreBackend {
                 (s.clone(), Some(s), describe_url(&base, &prefix), false)
             }
             Cloud::Http => {
-                let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/').to_string();
+                let clean =
+                    url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/').to_string();
                 let mut b = object_store::http::HttpBuilder::new()
                     .with_url(clean.clone())
                     .with_retry(retry_config())
@@ -234,7 +253,15 @@ impl ObjectStoreBackend {
                 });
             }
         };
-        Ok(ObjectStoreBackend { store, pager, prefix, description, read_only, secrets, hidden: HiddenKeys::default() })
+        Ok(ObjectStoreBackend {
+            store,
+            pager,
+            prefix,
+            description,
+            read_only,
+            secrets,
+            hidden: HiddenKeys::default(),
+        })
     }
 
     fn full_key(&self, key: &str) -> String {
@@ -247,7 +274,8 @@ impl ObjectStoreBackend {
 
     fn path(&self, key: &str) -> StoreResult<Path> {
         validate_key(key)?;
-        Path::parse(self.full_key(key)).map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))
+        Path::parse(self.full_key(key))
+            .map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))
     }
 
     fn err(&self, key: &str, e: object_store::Error) -> StoreError {
@@ -274,21 +302,30 @@ impl ObjectStoreBackend {
         let dir = if key.is_empty() { self.prefix.clone() } else { self.full_key(key) };
         if let Some(pager) = &self.pager {
             let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-            let opts = PaginatedListOptions { delimiter: Some("/".into()), max_keys: Some(2), ..Default::default() };
-            let page =
-                match pager.list_paginated(if prefix.is_empty() { None } else { Some(prefix.as_str()) }, opts).await {
-                    Ok(page) => page,
-                    // A key object_store refuses to parse (`dir/../x`, a control character) is
-                    // still a key below `dir/`: the directory exists (its listing hides that key).
-                    Err(e) if unparseable_key(&e).is_some() => return Ok(true),
-                    Err(e) => return Err(self.err(key, e)),
-                };
+            let opts = PaginatedListOptions {
+                delimiter: Some("/".into()),
+                max_keys: Some(2),
+                ..Default::default()
+            };
+            let page = match pager
+                .list_paginated(if prefix.is_empty() { None } else { Some(prefix.as_str()) }, opts)
+                .await
+            {
+                Ok(page) => page,
+                // A key object_store refuses to parse (`dir/../x`, a control character) is
+                // still a key below `dir/`: the directory exists (its listing hides that key).
+                Err(e) if unparseable_key(&e).is_some() => return Ok(true),
+                Err(e) => return Err(self.err(key, e)),
+            };
             return Ok(!page.result.objects.is_empty() || !page.result.common_prefixes.is_empty());
         }
-        let path = Path::parse(&dir).map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))?;
+        let path = Path::parse(&dir)
+            .map_err(|_| StoreError::InvalidKey(key.to_string(), "not a valid object key"))?;
         match self.store.list_with_delimiter(Some(&path)).await {
             Ok(l) => Ok(!l.objects.is_empty() || !l.common_prefixes.is_empty()),
-            Err(object_store::Error::NotFound { .. } | object_store::Error::NotImplemented { .. }) => Ok(false),
+            Err(
+                object_store::Error::NotFound { .. } | object_store::Error::NotImplemented { .. },
+            ) => Ok(false),
             Err(e) => Err(self.err(key, e)),
         }
     }
@@ -315,9 +352,9 @@ const LIST_PAGE: usize = 1000;
 fn unparseable_key(e: &object_store::Error) -> Option<&str> {
     use object_store::path::Error as P;
     match e {
-        object_store::Error::InvalidPath { source: P::EmptySegment { path } | P::BadSegment { path, .. } } => {
-            Some(path)
-        }
+        object_store::Error::InvalidPath {
+            source: P::EmptySegment { path } | P::BadSegment { path, .. },
+        } => Some(path),
         _ => None,
     }
 }
@@ -361,7 +398,8 @@ async fn list_level_tolerant<F, Fut>(
 ) -> object_store::Result<(Vec<object_store::ObjectMeta>, Vec<Path>)>
 where
     F: Fn(PaginatedListOptions) -> Fut,
-    Fut: std::future::Future<Output = object_store::Result<object_store::list::PaginatedListResult>>,
+    Fut:
+        std::future::Future<Output = object_store::Result<object_store::list::PaginatedListResult>>,
 {
     let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
     let mut token: Option<String> = None;
@@ -443,8 +481,8 @@ fn strip_userinfo(url: &str) -> String {
 }
 
 fn to_meta(m: &object_store::ObjectMeta) -> ObjectMeta {
-    let modified =
-        SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0));
+    let modified = SystemTime::UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0));
     let version = m
         .e_tag
         .clone()
@@ -473,7 +511,9 @@ fn map_err_with(key: &str, e: object_store::Error, secrets: &[String]) -> StoreE
         E::Precondition { .. } => {
             StoreError::Backend { key, message: "precondition failed (the object changed)".into() }
         }
-        E::NotSupported { .. } | E::NotImplemented { .. } => StoreError::Unsupported("this operation"),
+        E::NotSupported { .. } | E::NotImplemented { .. } => {
+            StoreError::Unsupported("this operation")
+        }
         E::InvalidPath { .. } => StoreError::InvalidKey(key, "not a valid object key"),
         E::UnknownConfigurationKey { key: k, .. } => {
             StoreError::Backend { key, message: format!("unknown configuration key {k:?}") }
@@ -537,7 +577,11 @@ impl Store for ObjectStoreBackend {
     }
 
     /// One GET with a Range header; the response carries the object's size and ETag.
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let path = self.path(key)?;
         let get_range = match &range {
             ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX => None, // the whole object
@@ -545,7 +589,9 @@ impl Store for ObjectStoreBackend {
                 return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m)));
             }
             ByteRange::Range(r) => Some(GetRange::Bounded(r.clone())),
-            ByteRange::Suffix(0) => return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m))),
+            ByteRange::Suffix(0) => {
+                return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m)))
+            }
             ByteRange::Suffix(n) => Some(GetRange::Suffix(*n)),
         };
         let opts = GetOptions { range: get_range, ..Default::default() };
@@ -586,7 +632,10 @@ impl Store for ObjectStoreBackend {
         }
         let path = self.path(key)?;
         if data.len() <= MULTIPART_THRESHOLD {
-            self.store.put(&path, PutPayload::from_bytes(data)).await.map_err(|e| self.err(key, e))?;
+            self.store
+                .put(&path, PutPayload::from_bytes(data))
+                .await
+                .map_err(|e| self.err(key, e))?;
             return Ok(());
         }
         let upload = self.store.put_multipart(&path).await.map_err(|e| self.err(key, e))?;
@@ -622,7 +671,14 @@ impl Store for ObjectStoreBackend {
             Some(pager) => {
                 let fetch = |opts: PaginatedListOptions| {
                     let (pager, level) = (pager.clone(), level.clone());
-                    async move { pager.list_paginated(if level.is_empty() { None } else { Some(&level) }, opts).await }
+                    async move {
+                        pager
+                            .list_paginated(
+                                if level.is_empty() { None } else { Some(&level) },
+                                opts,
+                            )
+                            .await
+                    }
                 };
                 match list_level_tolerant(fetch, |key| self.hide(key, None)).await {
                     Ok(found) => found,
@@ -636,10 +692,9 @@ impl Store for ObjectStoreBackend {
                 let path = if full.is_empty() {
                     None
                 } else {
-                    Some(
-                        Path::parse(&full)
-                            .map_err(|_| StoreError::InvalidKey(prefix.to_string(), "not a valid object key"))?,
-                    )
+                    Some(Path::parse(&full).map_err(|_| {
+                        StoreError::InvalidKey(prefix.to_string(), "not a valid object key")
+                    })?)
                 };
                 match self.store.list_with_delimiter(path.as_ref()).await {
                     Ok(r) => (r.objects, r.common_prefixes),
@@ -665,7 +720,9 @@ impl Store for ObjectStoreBackend {
                 continue;
             }
             match o.location.as_ref().strip_prefix(level.as_str()) {
-                Some(name) if name_problem(name).is_none() => listing.files.push((name.to_string(), to_meta(o))),
+                Some(name) if name_problem(name).is_none() => {
+                    listing.files.push((name.to_string(), to_meta(o)))
+                }
                 Some(name) => self.hide(o.location.as_ref(), name_problem(name)),
                 None => self.hide(o.location.as_ref(), Some("outside the listed directory")),
             }
@@ -750,7 +807,10 @@ mod tests {
 
     #[test]
     fn secrets_are_scrubbed() {
-        let e = object_store::Error::Generic { store: "S3", source: "bad signature for key SECRETVALUE".into() };
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: "bad signature for key SECRETVALUE".into(),
+        };
         let msg = map_err_with("k", e, &["SECRETVALUE".into()]).to_string();
         assert!(!msg.contains("SECRETVALUE"), "{msg}");
     }
@@ -799,10 +859,18 @@ mod tests {
 
     impl FakeS3 {
         fn new(keys: &[String]) -> Self {
-            FakeS3 { keys: keys.iter().cloned().collect(), requests: Default::default(), ignores_offset: false }
+            FakeS3 {
+                keys: keys.iter().cloned().collect(),
+                requests: Default::default(),
+                ignores_offset: false,
+            }
         }
 
-        fn page(&self, level: &str, opts: &PaginatedListOptions) -> object_store::Result<PaginatedListResult> {
+        fn page(
+            &self,
+            level: &str,
+            opts: &PaginatedListOptions,
+        ) -> object_store::Result<PaginatedListResult> {
             self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let offset = if self.ignores_offset { None } else { opts.offset.as_deref() };
             let token = opts.page_token.as_deref();
@@ -813,7 +881,8 @@ mod tests {
                     continue;
                 }
                 // A token is the last entry returned: continue past every key it covers.
-                if token.is_some_and(|t| k.as_str() <= t || (t.ends_with('/') && k.starts_with(t))) {
+                if token.is_some_and(|t| k.as_str() <= t || (t.ends_with('/') && k.starts_with(t)))
+                {
                     continue;
                 }
                 let entry = match rest.find('/') {
@@ -827,8 +896,11 @@ mod tests {
             let max = opts.max_keys.unwrap_or(1000);
             let page_token = (entries.len() > max).then(|| entries[max - 1].0.clone());
             entries.truncate(max);
-            let common_prefixes =
-                entries.iter().filter(|e| e.1).map(|e| Path::parse(&e.0)).collect::<Result<Vec<_>, _>>()?;
+            let common_prefixes = entries
+                .iter()
+                .filter(|e| e.1)
+                .map(|e| Path::parse(&e.0))
+                .collect::<Result<Vec<_>, _>>()?;
             let objects = entries
                 .iter()
                 .filter(|e| !e.1)
@@ -843,7 +915,11 @@ mod tests {
                 })
                 .collect::<object_store::Result<Vec<_>>>()?;
             Ok(PaginatedListResult {
-                result: object_store::ListResult { common_prefixes, objects, extensions: Default::default() },
+                result: object_store::ListResult {
+                    common_prefixes,
+                    objects,
+                    extensions: Default::default(),
+                },
                 page_token,
             })
         }
@@ -867,7 +943,10 @@ mod tests {
     }
 
     fn names(l: &Listing) -> (Vec<&str>, Vec<&str>) {
-        (l.files.iter().map(|f| f.0.as_str()).collect(), l.dirs.iter().map(String::as_str).collect())
+        (
+            l.files.iter().map(|f| f.0.as_str()).collect(),
+            l.dirs.iter().map(String::as_str).collect(),
+        )
     }
 
     #[tokio::test]
@@ -913,7 +992,17 @@ mod tests {
         assert_eq!(dirs, vec!["trailing", "x"]);
         let requests = fake.requests.load(std::sync::atomic::Ordering::Relaxed);
         assert!(requests < 3 + 10 * 20, "{requests} requests");
-        for hidden in ["d/../", "d/./", "d//", "d/ctl\u{1}x", "d/tab\tx", "d/del\u{7f}x", "d/..", "d/.", "d/x"] {
+        for hidden in [
+            "d/../",
+            "d/./",
+            "d//",
+            "d/ctl\u{1}x",
+            "d/tab\tx",
+            "d/del\u{7f}x",
+            "d/..",
+            "d/.",
+            "d/x",
+        ] {
             assert!(b.hidden.was_reported(hidden), "{hidden:?} not reported");
         }
         assert!(b.hidden.was_reported(&format!("d/{long}")));
@@ -982,6 +1071,9 @@ mod tests {
         let data: Vec<u8> = (0..(MULTIPART_THRESHOLD + 12345)).map(|i| (i % 251) as u8).collect();
         b.put("big", Bytes::from(data.clone())).await.unwrap();
         assert_eq!(b.get("big").await.unwrap().len(), data.len());
-        assert_eq!(b.get_range("big", 8_000_000..8_000_010).await.unwrap().as_ref(), &data[8_000_000..8_000_010]);
+        assert_eq!(
+            b.get_range("big", 8_000_000..8_000_010).await.unwrap().as_ref(),
+            &data[8_000_000..8_000_010]
+        );
     }
 }

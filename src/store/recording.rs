@@ -73,7 +73,11 @@ impl Store for RecordingStore {
         self.record_read(format!("get_range {key} {range:?}")).await;
         self.inner.get_range(key, range).await
     }
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.record_read(format!("get_ranged {key} {range:?}")).await;
         self.inner.get_ranged(key, range).await
     }

@@ -111,7 +111,12 @@ struct InflatedKey {
 
 impl InflatedKey {
     fn of(e: &Entry) -> Self {
-        InflatedKey { header_start: e.header_start, compressed_size: e.compressed_size, size: e.size, crc32: e.crc32 }
+        InflatedKey {
+            header_start: e.header_start,
+            compressed_size: e.compressed_size,
+            size: e.size,
+            crc32: e.crc32,
+        }
     }
 }
 
@@ -191,11 +196,17 @@ fn find_end(tail: &[u8], archive_len: u64) -> Result<CentralDirectoryEnd, String
             }
         }
     }
-    Err(first_error
-        .unwrap_or_else(|| "no end of central directory record (truncated or not a zip archive)".to_string()))
+    Err(first_error.unwrap_or_else(|| {
+        "no end of central directory record (truncated or not a zip archive)".to_string()
+    }))
 }
 
-fn parse_end_at(tail: &[u8], tail_start: u64, archive_len: u64, p: usize) -> Result<CentralDirectoryEnd, String> {
+fn parse_end_at(
+    tail: &[u8],
+    tail_start: u64,
+    archive_len: u64,
+    p: usize,
+) -> Result<CentralDirectoryEnd, String> {
     let eocd_pos = tail_start + p as u64;
     let disk = u16_at(tail, p + 4);
     let cd_disk = u16_at(tail, p + 6);
@@ -217,7 +228,10 @@ fn parse_end_at(tail: &[u8], tail_start: u64, archive_len: u64, p: usize) -> Res
         let recorded = u64_at(tail, loc + 8);
         // The ZIP64 record normally ends right at the locator; also accept its recorded position.
         let mut found = None;
-        for at in [loc.checked_sub(56).map(|x| tail_start + x as u64), Some(recorded)].into_iter().flatten() {
+        for at in [loc.checked_sub(56).map(|x| tail_start + x as u64), Some(recorded)]
+            .into_iter()
+            .flatten()
+        {
             if at < tail_start || at + 56 > tail_start + loc as u64 {
                 continue;
             }
@@ -228,7 +242,9 @@ fn parse_end_at(tail: &[u8], tail_start: u64, archive_len: u64, p: usize) -> Res
             }
         }
         let Some(r) = found else {
-            return Err("ZIP64 end of central directory record not found where its locator points".into());
+            return Err(
+                "ZIP64 end of central directory record not found where its locator points".into()
+            );
         };
         if u32_at(tail, r + 16) != 0 || u32_at(tail, r + 20) != 0 {
             return Err("multi-disk zip archives are not supported".into());
@@ -251,7 +267,9 @@ fn parse_end_at(tail: &[u8], tail_start: u64, archive_len: u64, p: usize) -> Res
         ));
     };
     let Some(archive_offset) = cd_start.checked_sub(cd_offset) else {
-        return Err(format!("central directory offset {cd_offset} lies past the central directory ({cd_start})"));
+        return Err(format!(
+            "central directory offset {cd_offset} lies past the central directory ({cd_start})"
+        ));
     };
     if cd_size > MAX_CENTRAL_DIRECTORY {
         return Err(format!(
@@ -259,7 +277,9 @@ fn parse_end_at(tail: &[u8], tail_start: u64, archive_len: u64, p: usize) -> Res
         ));
     }
     if entries.saturating_mul(CENTRAL_HEADER_MIN) > cd_size {
-        return Err(format!("central directory claims {entries} entries but has only {cd_size} bytes"));
+        return Err(format!(
+            "central directory claims {entries} entries but has only {cd_size} bytes"
+        ));
     }
     Ok(CentralDirectoryEnd { cd_start, cd_size, entries, archive_offset })
 }
@@ -300,7 +320,9 @@ impl Seek for SparseReader<'_> {
             SeekFrom::End(d) => self.len.checked_add_signed(d),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
-        self.pos = new.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before start"))?;
+        self.pos = new.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before start")
+        })?;
         Ok(self.pos)
     }
 }
@@ -319,7 +341,10 @@ fn dos_time(dt: ::zip::DateTime) -> Option<SystemTime> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + i64::from(dt.hour()) * 3600 + i64::from(dt.minute()) * 60 + i64::from(dt.second());
+    let secs = days * 86_400
+        + i64::from(dt.hour()) * 3600
+        + i64::from(dt.minute()) * 60
+        + i64::from(dt.second());
     u64::try_from(secs).ok().map(|s| UNIX_EPOCH + Duration::from_secs(s))
 }
 
@@ -364,7 +389,8 @@ impl ZipStore {
 
         let reader = SparseReader { base, buf: &buf, len: archive_len, pos: 0 };
         let config = Config { archive_offset: ArchiveOffset::Known(end.archive_offset) };
-        let archive = ::zip::ZipArchive::with_config(config, reader).map_err(|e| invalid(e.to_string()))?;
+        let archive =
+            ::zip::ZipArchive::with_config(config, reader).map_err(|e| invalid(e.to_string()))?;
         let parsed = archive.metadata();
 
         let archive_modified = meta.modified;
@@ -378,7 +404,10 @@ impl ZipStore {
             let raw_name = match e.name() {
                 Ok(n) => n.into_owned(),
                 Err(err) => {
-                    tracing::warn!(archive = key, "skipping zip entry with an undecodable name: {err}");
+                    tracing::warn!(
+                        archive = key,
+                        "skipping zip entry with an undecodable name: {err}"
+                    );
                     continue;
                 }
             };
@@ -414,13 +443,20 @@ impl ZipStore {
             // Local headers inside the bytes we already hold are resolved for free.
             if header_start >= base && header_start + LOCAL_HEADER_LEN <= base + buf.len() as u64 {
                 let at = (header_start - base) as usize;
-                if let Ok(ds) = parse_local_header(&buf[at..at + LOCAL_HEADER_LEN as usize], header_start) {
+                if let Ok(ds) =
+                    parse_local_header(&buf[at..at + LOCAL_HEADER_LEN as usize], header_start)
+                {
                     let _ = entry.data_start.set(ds);
                 }
             }
             files.insert(name.to_string(), entry);
         }
-        tracing::debug!(archive = key, entries = files.len(), central_directory = end.cd_size, "opened zip archive");
+        tracing::debug!(
+            archive = key,
+            entries = files.len(),
+            central_directory = end.cd_size,
+            "opened zip archive"
+        );
         Ok(ZipStore {
             backing,
             key: key.to_string(),
@@ -447,7 +483,9 @@ impl ZipStore {
     fn backing_error(&self, e: StoreError) -> StoreError {
         match e {
             // The archive vanished under us: not the entry's absence.
-            StoreError::NotFound(_) => self.entry_error("", "the zip archive is gone from its backing store"),
+            StoreError::NotFound(_) => {
+                self.entry_error("", "the zip archive is gone from its backing store")
+            }
             e => e,
         }
     }
@@ -466,7 +504,8 @@ impl ZipStore {
             return Err(self.entry_error(name, "local header lies beyond the end of the archive"));
         }
         if range.start <= COMBINE_LIMIT {
-            let end = (hs + LOCAL_HEADER_LEN + e.name_len + LOCAL_EXTRA_GUESS + range.end).min(self.archive_len);
+            let end = (hs + LOCAL_HEADER_LEN + e.name_len + LOCAL_EXTRA_GUESS + range.end)
+                .min(self.archive_len);
             let got = self.fetch_any(hs..end).await?;
             let ds = self.resolve(name, e, &got)?;
             let from = (ds - hs + range.start) as usize;
@@ -549,7 +588,10 @@ impl ZipStore {
         let start = range.start.min(end);
         if e.method == CompressionMethod::STORE {
             if e.compressed_size != e.size {
-                return Err(self.entry_error(name, "stored entry whose compressed and uncompressed sizes differ"));
+                return Err(self.entry_error(
+                    name,
+                    "stored entry whose compressed and uncompressed sizes differ",
+                ));
             }
             if start == end {
                 return Ok(Bytes::new());
@@ -562,7 +604,10 @@ impl ZipStore {
         }
         Err(self.entry_error(
             name,
-            format!("compression method {:?} is not supported (only stored and deflated)", e.method),
+            format!(
+                "compression method {:?} is not supported (only stored and deflated)",
+                e.method
+            ),
         ))
     }
 }
@@ -606,7 +651,9 @@ fn inflate(compressed: &[u8], size: u64, crc: u32) -> Result<Bytes, String> {
     }
     let got = crc32fast::hash(&out);
     if got != crc {
-        return Err(format!("CRC-32 mismatch: data has {got:08x}, the central directory says {crc:08x}"));
+        return Err(format!(
+            "CRC-32 mismatch: data has {got:08x}, the central directory says {crc:08x}"
+        ));
     }
     Ok(Bytes::from(out))
 }
@@ -629,7 +676,11 @@ impl Store for ZipStore {
         self.read(key, range).await
     }
 
-    async fn get_ranged(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(e) = self.files.get(key) else { return Ok(None) };
         Ok(Some((self.read(key, range.clip(e.size)).await?, e.meta.clone())))
     }
@@ -660,7 +711,10 @@ impl Store for ZipStore {
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
-        Ok(Lookup { file: self.files.get(key).map(|e| e.meta.clone()), dir: self.dirs.contains_key(key) })
+        Ok(Lookup {
+            file: self.files.get(key).map(|e| e.meta.clone()),
+            dir: self.dirs.contains_key(key),
+        })
     }
 
     async fn rename(&self, _from: &str, _to: &str) -> StoreResult<()> {
@@ -736,9 +790,12 @@ mod tests {
 
     #[tokio::test]
     async fn serves_a_hand_built_zip() {
-        let z = open_bytes(build_zip(&[("g/zarr.json", b"{}"), ("g/c/0", b"0123456789"), ("top", b"t")], b"hi"))
-            .await
-            .unwrap();
+        let z = open_bytes(build_zip(
+            &[("g/zarr.json", b"{}"), ("g/c/0", b"0123456789"), ("top", b"t")],
+            b"hi",
+        ))
+        .await
+        .unwrap();
         assert_eq!(z.len(), 3);
         assert_eq!(z.get("g/c/0").await.unwrap(), Bytes::from_static(b"0123456789"));
         assert_eq!(z.get_range("g/c/0", 3..6).await.unwrap(), Bytes::from_static(b"345"));
@@ -755,12 +812,17 @@ mod tests {
         assert!(matches!(z.delete("top").await, Err(StoreError::ReadOnly)));
         assert_eq!(z.describe(), "zip:memory/a.zip");
         // 1980-01-01 00:00:00 (DOS date 0x21 = day 1 month 1 year 0)
-        assert_eq!(z.head("top").await.unwrap().unwrap().modified, UNIX_EPOCH + Duration::from_secs(315_532_800));
+        assert_eq!(
+            z.head("top").await.unwrap().unwrap().modified,
+            UNIX_EPOCH + Duration::from_secs(315_532_800)
+        );
     }
 
     #[tokio::test]
     async fn deep_paths_imply_every_ancestor() {
-        let z = open_bytes(build_zip(&[("a/b/c/d", b"x"), ("a/b/e", b"y"), ("f/", b"")], b"")).await.unwrap();
+        let z = open_bytes(build_zip(&[("a/b/c/d", b"x"), ("a/b/e", b"y"), ("f/", b"")], b""))
+            .await
+            .unwrap();
         assert_eq!(z.list("").await.unwrap().dirs, vec!["a", "f"]);
         assert_eq!(z.list("a").await.unwrap().dirs, vec!["b"]);
         let ab = z.list("a/b").await.unwrap();
@@ -774,7 +836,14 @@ mod tests {
     #[tokio::test]
     async fn hostile_names_are_skipped() {
         let z = open_bytes(build_zip(
-            &[("../evil", b"x"), ("/abs", b"x"), ("a//b", b"x"), ("a/./b", b"x"), ("nul\0x", b"x"), ("ok", b"y")],
+            &[
+                ("../evil", b"x"),
+                ("/abs", b"x"),
+                ("a//b", b"x"),
+                ("a/./b", b"x"),
+                ("nul\0x", b"x"),
+                ("ok", b"y"),
+            ],
             b"",
         ))
         .await
@@ -859,7 +928,8 @@ mod tests {
     async fn entries_sharing_a_local_header_do_not_share_inflated_data() {
         use std::io::Write;
         let data = b"shared local header ".repeat(8);
-        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut enc =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
         enc.write_all(&data).unwrap();
         let deflated = enc.finish().unwrap();
         let crc = crc32fast::hash(&data);
@@ -877,7 +947,9 @@ mod tests {
         z.push(b'a');
         z.extend_from_slice(&deflated);
         let mut central = Vec::new();
-        for (name, crc, size) in [(b'a', crc, data.len() as u32), (b'b', crc ^ 1, 10 * data.len() as u32)] {
+        for (name, crc, size) in
+            [(b'a', crc, data.len() as u32), (b'b', crc ^ 1, 10 * data.len() as u32)]
+        {
             central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
             central.extend_from_slice(&[20, 3]);
             central.extend_from_slice(&fields(crc, size));
@@ -907,7 +979,8 @@ mod tests {
     fn inflate_checks_size_and_crc() {
         use std::io::Write;
         let data = b"hello hello hello hello".repeat(10);
-        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut enc =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
         enc.write_all(&data).unwrap();
         let c = enc.finish().unwrap();
         let crc = crc32fast::hash(&data);

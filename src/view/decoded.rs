@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
-use crate::zarr::codecs::{ChunkSpec, CodecError};
 use super::unsharded::rewrite_consolidated_arrays;
+use crate::zarr::codecs::{ChunkSpec, CodecError};
 use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v2_dtype, V2Array};
 
@@ -24,7 +24,10 @@ impl Presenter for DecodedPresenter {
         if let Some(doc) = &docs.zarray {
             return match decoded_v2_array(doc) {
                 Ok((zarray, keys, spec)) => DirShow::Array(Arc::new(ArrayShow {
-                    files: Files { generated: vec![(".zarray".into(), pretty(zarray))], hidden: vec![] },
+                    files: Files {
+                        generated: vec![(".zarray".into(), pretty(zarray))],
+                        hidden: vec![],
+                    },
                     keys,
                     decode: Some(Arc::new(spec)),
                 })),
@@ -33,7 +36,10 @@ impl Presenter for DecodedPresenter {
         }
         if let (Some(_), Some(doc)) = (&docs.zgroup, &docs.zmetadata) {
             if let Some(rewritten) = rewrite_zmetadata(doc) {
-                return DirShow::Group(Files { generated: vec![(".zmetadata".into(), rewritten)], hidden: vec![] });
+                return DirShow::Group(Files {
+                    generated: vec![(".zmetadata".into(), rewritten)],
+                    hidden: vec![],
+                });
             }
         }
         DirShow::PassThrough
@@ -61,7 +67,10 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
     match parse_zarr_json(doc) {
         Ok(NodeMetadata::Array(meta)) => match decoded_v3_array(&meta) {
             Ok((json, spec)) => DirShow::Array(Arc::new(ArrayShow {
-                files: Files { generated: vec![("zarr.json".into(), pretty(json))], hidden: vec![] },
+                files: Files {
+                    generated: vec![("zarr.json".into(), pretty(json))],
+                    hidden: vec![],
+                },
                 keys: KeyMap::identity(meta.key_encoding, grid(&meta.shape, &spec.chunk_shape)),
                 decode: Some(Arc::new(spec)),
             })),
@@ -70,7 +79,10 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
         Ok(NodeMetadata::Group(group)) => {
             let mut json = group.json;
             if rewrite_consolidated(&mut json) {
-                DirShow::Group(Files { generated: vec![("zarr.json".into(), pretty(json))], hidden: vec![] })
+                DirShow::Group(Files {
+                    generated: vec![("zarr.json".into(), pretty(json))],
+                    hidden: vec![],
+                })
             } else {
                 DirShow::PassThrough
             }
@@ -80,7 +92,9 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
 }
 
 /// A v3 array document as the decoded view shows it, and how to decode its chunks.
-pub fn decoded_v3_array(meta: &ArrayMetadata) -> Result<(Map<String, Value>, ChunkSpec), CodecError> {
+pub fn decoded_v3_array(
+    meta: &ArrayMetadata,
+) -> Result<(Map<String, Value>, ChunkSpec), CodecError> {
     let spec = ChunkSpec::from_v3(meta)?;
     let mut json = meta.json.clone();
     json.insert("codecs".into(), json!([{"name": "bytes", "configuration": {"endian": "little"}}]));
@@ -102,7 +116,8 @@ fn decoded_v2_array(doc: &[u8]) -> Result<(Map<String, Value>, KeyMap, ChunkSpec
 }
 
 fn decoded_zarray(array: &V2Array) -> Result<Map<String, Value>, String> {
-    let dtype = v2_dtype(&array.data_type, false).ok_or_else(|| format!("data type {} has no v2 form", array.data_type.name))?;
+    let dtype = v2_dtype(&array.data_type, false)
+        .ok_or_else(|| format!("data type {} has no v2 form", array.data_type.name))?;
     let mut json = array.json.clone();
     json.insert("dtype".into(), Value::String(dtype));
     json.insert("compressor".into(), Value::Null);
@@ -121,9 +136,9 @@ fn rewrite_zmetadata(doc: &[u8]) -> Option<Bytes> {
             continue;
         }
         let Ok(bytes) = serde_json::to_vec(value) else { continue };
-        let decoded = V2Array::parse(&bytes)
-            .map_err(|e| e.to_string())
-            .and_then(|a| a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a)));
+        let decoded = V2Array::parse(&bytes).map_err(|e| e.to_string()).and_then(|a| {
+            a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a))
+        });
         if let Ok(json) = decoded {
             *value = Value::Object(json);
             changed = true;
@@ -151,13 +166,19 @@ mod tests {
     fn v3_array_rewritten() {
         let DirShow::Array(show) = DecodedPresenter.present("a", &docs_v3(PLAIN)) else { panic!() };
         let doc: Value = serde_json::from_slice(show.files.get("zarr.json").unwrap()).unwrap();
-        assert_eq!(doc["codecs"], json!([{"name": "bytes", "configuration": {"endian": "little"}}]));
+        assert_eq!(
+            doc["codecs"],
+            json!([{"name": "bytes", "configuration": {"endian": "little"}}])
+        );
         assert_eq!(doc["attributes"], json!({"k": 1}));
         assert_eq!(doc["chunk_grid"]["configuration"]["chunk_shape"], json!([2, 4]));
         assert_eq!(show.keys.grid, vec![3, 1]);
         assert_eq!(show.decode.as_ref().unwrap().decoded_size().unwrap(), 16);
         // What it presents is itself decodable, with nothing left to do.
-        let NodeMetadata::Array(m) = parse_zarr_json(show.files.get("zarr.json").unwrap()).unwrap() else { panic!() };
+        let NodeMetadata::Array(m) = parse_zarr_json(show.files.get("zarr.json").unwrap()).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(ChunkSpec::from_v3(&m).unwrap().codecs.len(), 1);
     }
 
@@ -178,7 +199,10 @@ mod tests {
             "consolidated_metadata": {"kind": "inline", "must_understand": false,
                 "metadata": {"p": plain, "s": sharded, "sub": {"zarr_format": 3, "node_type": "group",
                     "consolidated_metadata": {"metadata": {"q": plain}}}}}});
-        let DirShow::Group(files) = DecodedPresenter.present("g", &docs_v3(&group.to_string())) else { panic!() };
+        let DirShow::Group(files) = DecodedPresenter.present("g", &docs_v3(&group.to_string()))
+        else {
+            panic!()
+        };
         let doc: Value = serde_json::from_slice(files.get("zarr.json").unwrap()).unwrap();
         let md = &doc["consolidated_metadata"]["metadata"];
         let little = json!([{"name": "bytes", "configuration": {"endian": "little"}}]);

@@ -13,15 +13,27 @@ use crate::zarr::codecs::ChunkSpec;
 pub enum Backing {
     Dir,
     /// A whole store object, passed through.
-    Object { key: String, version: String },
+    Object {
+        key: String,
+        version: String,
+    },
     /// Bytes made by the view (e.g. rewritten metadata).
     Generated(Bytes),
     /// A byte range of a store object (an inner chunk inside a shard). `version` is the
     /// shard's version the range was read from; a read that finds another version re-resolves.
-    Slice { key: String, offset: u64, len: u64, version: String },
+    Slice {
+        key: String,
+        offset: u64,
+        len: u64,
+        version: String,
+    },
     /// A chunk served decoded: `encoded` is the stored chunk, at path `below` of the view
     /// below, and `spec` decodes it.
-    Decoded { below: String, encoded: Box<Node>, spec: Arc<ChunkSpec> },
+    Decoded {
+        below: String,
+        encoded: Box<Node>,
+        spec: Arc<ChunkSpec>,
+    },
 }
 
 /// A resolved path: what backs it, with the attributes the mount shows.
@@ -47,8 +59,12 @@ impl Node {
             Backing::Dir => None,
             Backing::Object { version, .. } => Some(version.clone()),
             Backing::Generated(b) => Some(format!("gen-{:08x}-{}", crc32c::crc32c(b), b.len())),
-            Backing::Slice { key, offset, len, version } => Some(format!("{key}@{offset}+{len}:{version}")),
-            Backing::Decoded { encoded, .. } => encoded.content_version().map(|v| format!("decoded:{v}")),
+            Backing::Slice { key, offset, len, version } => {
+                Some(format!("{key}@{offset}+{len}:{version}"))
+            }
+            Backing::Decoded { encoded, .. } => {
+                encoded.content_version().map(|v| format!("decoded:{v}"))
+            }
         }
     }
 }

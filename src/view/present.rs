@@ -118,10 +118,15 @@ impl KeyMap {
             ChunkKeyEncoding::Default { .. } => comps.split_first().filter(|(c, _)| **c == "c")?.1,
             ChunkKeyEncoding::V2 { .. } => &comps[..],
         };
-        if coords.len() >= self.ndim() || (coords.is_empty() && matches!(enc, ChunkKeyEncoding::V2 { .. })) {
+        if coords.len() >= self.ndim()
+            || (coords.is_empty() && matches!(enc, ChunkKeyEncoding::V2 { .. }))
+        {
             return None;
         }
-        let parsed = coords.iter().map(|s| crate::zarr::chunk_key::parse_coord(s)).collect::<Option<Vec<u64>>>()?;
+        let parsed = coords
+            .iter()
+            .map(|s| crate::zarr::chunk_key::parse_coord(s))
+            .collect::<Option<Vec<u64>>>()?;
         parsed.iter().zip(&self.grid).all(|(&c, &n)| c < n).then_some(parsed)
     }
 
@@ -160,7 +165,8 @@ impl KeyMap {
     /// the array directory's own entries): `c` when `c/1/2` shows as `1/2`.
     pub fn root_chunk_dir_below(&self) -> Option<&'static str> {
         let nested = self.shown.separator() == '/' && self.ndim() > 0;
-        (!self.is_identity() && nested && matches!(self.below, ChunkKeyEncoding::Default { .. })).then_some("c")
+        (!self.is_identity() && nested && matches!(self.below, ChunkKeyEncoding::Default { .. }))
+            .then_some("c")
     }
 
     /// How an entry of the array directory below shows: `Some(name)` under that name (chunk
@@ -224,7 +230,11 @@ mod tests {
 
     #[test]
     fn default_dot_to_v2_dot() {
-        let m = KeyMap { shown: v2('.'), below: ChunkKeyEncoding::Default { separator: '.' }, grid: vec![3, 4] };
+        let m = KeyMap {
+            shown: v2('.'),
+            below: ChunkKeyEncoding::Default { separator: '.' },
+            grid: vec![3, 4],
+        };
         assert_eq!(m.resolve("2.3"), ArrayPath::Chunk("c.2.3".into()));
         assert_eq!(m.resolve("c.2.3"), ArrayPath::Replaced);
         assert_eq!(m.resolve("2"), ArrayPath::Other);

@@ -96,13 +96,7 @@ impl UnshardedArray {
         };
         let inner_grid = ceil_div(&meta.shape, &layout.inner_chunk_shape);
         let shard_grid = ceil_div(&meta.shape, &layout.shard_shape);
-        Ok(UnshardedArray {
-            meta,
-            layout,
-            inner_grid,
-            shard_grid,
-            inner_codecs_json,
-        })
+        Ok(UnshardedArray { meta, layout, inner_grid, shard_grid, inner_codecs_json })
     }
 
     pub fn ndim(&self) -> usize {
@@ -126,12 +120,8 @@ impl UnshardedArray {
     /// its original place (replacing a value in a `preserve_order` map keeps it).
     pub fn rewritten_metadata(&self) -> Map<String, Value> {
         let mut json = self.meta.json.clone();
-        let inner: Vec<Value> = self
-            .layout
-            .inner_chunk_shape
-            .iter()
-            .map(|&n| Value::from(n))
-            .collect();
+        let inner: Vec<Value> =
+            self.layout.inner_chunk_shape.iter().map(|&n| Value::from(n)).collect();
         if let Some(cs) = json
             .get_mut("chunk_grid")
             .and_then(|g| g.get_mut("configuration"))
@@ -174,15 +164,8 @@ impl UnshardedArray {
         let cps = &self.layout.chunks_per_shard;
         let shard_coords: Vec<u64> = inner_coords.iter().zip(cps).map(|(&c, &p)| c / p).collect();
         // Bounded by n_entries (capped), so this cannot overflow.
-        let local_index = inner_coords
-            .iter()
-            .zip(cps)
-            .fold(0u64, |acc, (&c, &p)| acc * p + c % p);
-        Some(InnerLocation {
-            shard_key: self.shard_key(&shard_coords),
-            shard_coords,
-            local_index,
-        })
+        let local_index = inner_coords.iter().zip(cps).fold(0u64, |acc, (&c, &p)| acc * p + c % p);
+        Some(InnerLocation { shard_key: self.shard_key(&shard_coords), shard_coords, local_index })
     }
 
     /// Inner chunk coordinates of entry `local_index` of a shard; `None` if that
@@ -242,11 +225,8 @@ impl UnshardedArray {
     /// present inner chunk falls under it (see [`child_in_dir`](Self::child_in_dir)).
     /// The array directory always gets a plan, which lists only its chunk entries.
     pub fn dir_plan(&self, rel_dir: &str) -> Option<DirPlan> {
-        let comps: Vec<&str> = if rel_dir.is_empty() {
-            Vec::new()
-        } else {
-            rel_dir.split('/').collect()
-        };
+        let comps: Vec<&str> =
+            if rel_dir.is_empty() { Vec::new() } else { rel_dir.split('/').collect() };
         let ndim = self.ndim();
         let all_shards = |fixed: &[u64]| -> Vec<Range<u64>> {
             let cps = &self.layout.chunks_per_shard;
@@ -284,23 +264,13 @@ impl UnshardedArray {
         if coord_comps.len() >= ndim {
             return None;
         }
-        let fixed = coord_comps
-            .iter()
-            .map(|s| parse_coord(s))
-            .collect::<Option<Vec<u64>>>()?;
+        let fixed = coord_comps.iter().map(|s| parse_coord(s)).collect::<Option<Vec<u64>>>()?;
         if !fixed.iter().zip(&self.inner_grid).all(|(&c, &n)| c < n) {
             return None;
         }
-        let children = if fixed.len() + 1 == ndim {
-            Children::CoordFiles
-        } else {
-            Children::CoordDirs
-        };
-        Some(DirPlan {
-            shards: all_shards(&fixed),
-            fixed,
-            children,
-        })
+        let children =
+            if fixed.len() + 1 == ndim { Children::CoordFiles } else { Children::CoordDirs };
+        Some(DirPlan { shards: all_shards(&fixed), fixed, children })
     }
 
     /// The entry of the directory planned by `plan` under which the inner chunk
@@ -398,7 +368,10 @@ pub fn rewrite_consolidated_arrays(
 
 /// Rewrite one consolidated node document in place: an array `rewrite` has a form for, or
 /// a group carrying consolidated metadata.
-fn rewrite_node(node: &mut Value, rewrite: &dyn Fn(ArrayMetadata) -> Option<Map<String, Value>>) -> bool {
+fn rewrite_node(
+    node: &mut Value,
+    rewrite: &dyn Fn(ArrayMetadata) -> Option<Map<String, Value>>,
+) -> bool {
     match node.get("node_type").and_then(Value::as_str) {
         Some("array") => {
             let Ok(NodeMetadata::Array(meta)) = parse_node(node.clone()) else {
@@ -412,7 +385,9 @@ fn rewrite_node(node: &mut Value, rewrite: &dyn Fn(ArrayMetadata) -> Option<Map<
                 None => false,
             }
         }
-        Some("group") => node.as_object_mut().is_some_and(|g| rewrite_consolidated_arrays(g, rewrite)),
+        Some("group") => {
+            node.as_object_mut().is_some_and(|g| rewrite_consolidated_arrays(g, rewrite))
+        }
         _ => false,
     }
 }
@@ -456,7 +431,11 @@ mod tests {
         let order: Vec<Vec<u64>> = a.all_shard_coords().collect();
         for (i, c) in order.iter().enumerate() {
             assert_eq!(a.shard_beside(c, 1).as_ref(), order.get(i + 1), "after {c:?}");
-            assert_eq!(a.shard_beside(c, -1).as_ref(), i.checked_sub(1).and_then(|j| order.get(j)), "before {c:?}");
+            assert_eq!(
+                a.shard_beside(c, -1).as_ref(),
+                i.checked_sub(1).and_then(|j| order.get(j)),
+                "before {c:?}"
+            );
         }
         assert_eq!(a.shard_beside(&[0, 1], 1), Some(vec![1, 0]));
         assert_eq!(a.shard_beside(&[3, 0], 1), None, "outside the grid");
@@ -482,10 +461,7 @@ mod tests {
     fn fixture_rewrite_exact() {
         let a = fixture_array();
         let want = r#"{"shape":[100,100],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10,10]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"]}"#;
-        assert_eq!(
-            serde_json::to_string(&a.rewritten_metadata()).unwrap(),
-            want
-        );
+        assert_eq!(serde_json::to_string(&a.rewritten_metadata()).unwrap(), want);
         let pretty = String::from_utf8(a.rewritten_zarr_json()).unwrap();
         assert!(
             pretty.starts_with(
@@ -495,9 +471,7 @@ mod tests {
         );
         assert!(!pretty.ends_with('\n'));
         // The presented document is itself an unsharded array with the inner geometry.
-        let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else {
-            panic!()
-        };
+        let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else { panic!() };
         assert_eq!(m.chunk_shape, Some(vec![10, 10]));
         assert_eq!(shard_layout(&m), Err(NotUnpackable::NotSharded));
     }
@@ -506,14 +480,9 @@ mod tests {
     fn rewrite_keeps_unknown_keys_and_shorthands() {
         let mut v: Value = serde_json::from_str(FIXTURE).unwrap();
         let obj = v.as_object_mut().unwrap();
-        obj.insert(
-            "extra_thing".into(),
-            json!({"must_understand": false, "x": [1]}),
-        );
+        obj.insert("extra_thing".into(), json!({"must_understand": false, "x": [1]}));
         obj["codecs"][0]["configuration"]["codecs"] = json!(["bytes", {"name": "gzip", "configuration": {"level": 1}, "must_understand": false}]);
-        let NodeMetadata::Array(m) = parse_node(v.clone()).unwrap() else {
-            panic!()
-        };
+        let NodeMetadata::Array(m) = parse_node(v.clone()).unwrap() else { panic!() };
         let out = UnshardedArray::new(m).unwrap().rewritten_metadata();
         let in_keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
         let out_keys: Vec<_> = out.keys().cloned().collect();
@@ -528,16 +497,7 @@ mod tests {
         assert_eq!(a.inner_grid_shape(), &[10, 10]);
         assert_eq!(a.shard_grid_shape(), &[2, 2]);
         assert_eq!(a.parse_inner_key("c/9/9"), Some(vec![9, 9]));
-        for bad in [
-            "c/10/0",
-            "c/0",
-            "c/0/0/0",
-            "zarr.json",
-            "c/01/0",
-            "0/0",
-            "c.0.0",
-            "",
-        ] {
+        for bad in ["c/10/0", "c/0", "c/0/0/0", "zarr.json", "c/01/0", "0/0", "c.0.0", ""] {
             assert_eq!(a.parse_inner_key(bad), None, "{bad}");
         }
         assert_eq!(a.inner_key(&[7, 3]), "c/7/3");
@@ -575,26 +535,13 @@ mod tests {
         assert_eq!(a.parse_inner_key("c"), Some(vec![]));
         assert_eq!(
             a.locate(&[]).unwrap(),
-            InnerLocation {
-                shard_coords: vec![],
-                shard_key: "c".into(),
-                local_index: 0
-            }
+            InnerLocation { shard_coords: vec![], shard_key: "c".into(), local_index: 0 }
         );
         assert_eq!(a.inner_coords(&[], 0), Some(vec![]));
-        assert_eq!(
-            a.all_shard_coords().collect::<Vec<_>>(),
-            vec![Vec::<u64>::new()]
-        );
+        assert_eq!(a.all_shard_coords().collect::<Vec<_>>(), vec![Vec::<u64>::new()]);
         let plan = a.dir_plan("").unwrap();
         assert_eq!(plan.children, Children::KeyFiles);
-        assert_eq!(
-            a.child_in_dir(&plan, &[]),
-            Some(DirChild {
-                name: "c".into(),
-                is_dir: false
-            })
-        );
+        assert_eq!(a.child_in_dir(&plan, &[]), Some(DirChild { name: "c".into(), is_dir: false }));
         assert_eq!(a.dir_plan("c"), None);
         let v2 = array(&[], &[], &[], json!({"name": "v2"}));
         let plan = v2.dir_plan("").unwrap();
@@ -618,40 +565,18 @@ mod tests {
         assert_eq!(root.shards, vec![0..2, 0..2]);
         let c = a.dir_plan("c").unwrap();
         assert_eq!((c.fixed.clone(), c.children), (vec![], Children::CoordDirs));
-        assert_eq!(
-            a.child_in_dir(&c, &[7, 3]),
-            Some(DirChild {
-                name: "7".into(),
-                is_dir: true
-            })
-        );
+        assert_eq!(a.child_in_dir(&c, &[7, 3]), Some(DirChild { name: "7".into(), is_dir: true }));
         let c7 = a.dir_plan("c/7").unwrap();
         assert_eq!(c7.fixed, vec![7]);
         assert_eq!(c7.children, Children::CoordFiles);
         assert_eq!(c7.shards, vec![1..2, 0..2]);
-        assert_eq!(
-            c7.shard_coords().collect::<Vec<_>>(),
-            vec![vec![1, 0], vec![1, 1]]
-        );
+        assert_eq!(c7.shard_coords().collect::<Vec<_>>(), vec![vec![1, 0], vec![1, 1]]);
         assert_eq!(
             a.child_in_dir(&c7, &[7, 3]),
-            Some(DirChild {
-                name: "3".into(),
-                is_dir: false
-            })
+            Some(DirChild { name: "3".into(), is_dir: false })
         );
         assert_eq!(a.child_in_dir(&c7, &[6, 3]), None);
-        for bad in [
-            "c/7/3",
-            "c/10",
-            "c/07",
-            "x",
-            "c/",
-            "/c",
-            "c//7",
-            "zarr.json",
-            "c/-1",
-        ] {
+        for bad in ["c/7/3", "c/10", "c/07", "x", "c/", "/c", "c//7", "zarr.json", "c/-1"] {
             assert_eq!(a.dir_plan(bad), None, "{bad}");
         }
     }
@@ -684,10 +609,7 @@ mod tests {
         assert_eq!(root.children, Children::KeyFiles);
         assert_eq!(
             dot.child_in_dir(&root, &[3, 4]),
-            Some(DirChild {
-                name: "c.3.4".into(),
-                is_dir: false
-            })
+            Some(DirChild { name: "c.3.4".into(), is_dir: false })
         );
         assert_eq!(dot.dir_plan("c"), None);
         let v2 = array(&[10, 10], &[4, 4], &[2, 2], json!("v2"));
@@ -698,12 +620,8 @@ mod tests {
         // 1-d with '/': files directly under `c` (default) or the root (v2).
         let one = array(&[10], &[4], &[2], json!("default"));
         assert_eq!(one.dir_plan("c").unwrap().children, Children::CoordFiles);
-        let one_v2 = array(
-            &[10],
-            &[4],
-            &[2],
-            json!({"name": "v2", "configuration": {"separator": "/"}}),
-        );
+        let one_v2 =
+            array(&[10], &[4], &[2], json!({"name": "v2", "configuration": {"separator": "/"}}));
         assert_eq!(one_v2.dir_plan("").unwrap().children, Children::CoordFiles);
     }
 
@@ -726,10 +644,7 @@ mod tests {
         assert_eq!(md["arr"], want);
         assert_eq!(md["sub/arr"], want);
         assert_eq!(md["plain"], plain);
-        assert_eq!(
-            md["sub"],
-            before["consolidated_metadata"]["metadata"]["sub"]
-        );
+        assert_eq!(md["sub"], before["consolidated_metadata"]["metadata"]["sub"]);
         assert_eq!(md["broken"], json!({"node_type": "array"}));
         let keys: Vec<_> = md.as_object().unwrap().keys().cloned().collect();
         assert_eq!(keys, ["arr", "plain", "sub", "sub/arr", "broken"]);
@@ -749,10 +664,7 @@ mod tests {
         assert!(rewrite_consolidated_v3(group.as_object_mut().unwrap()));
         let inner = &group["consolidated_metadata"]["metadata"]["sub"]["consolidated_metadata"]
             ["metadata"]["arr"];
-        assert_eq!(
-            inner["chunk_grid"]["configuration"]["chunk_shape"],
-            json!([10, 10])
-        );
+        assert_eq!(inner["chunk_grid"]["configuration"]["chunk_shape"], json!([10, 10]));
     }
 
     #[test]

@@ -26,7 +26,10 @@ impl Presenter for V2Presenter {
             Ok(NodeMetadata::Array(meta)) => match v2_array(&meta) {
                 Ok(array) => DirShow::Array(Arc::new(ArrayShow {
                     files: Files {
-                        generated: vec![(".zarray".into(), pretty(array.zarray)), (".zattrs".into(), pretty(array.zattrs))],
+                        generated: vec![
+                            (".zarray".into(), pretty(array.zarray)),
+                            (".zattrs".into(), pretty(array.zattrs)),
+                        ],
                         hidden: HIDDEN.to_vec(),
                     },
                     keys: array.keys,
@@ -37,7 +40,10 @@ impl Presenter for V2Presenter {
                     DirShow::Hidden
                 }
             },
-            Ok(NodeMetadata::Group(group)) => DirShow::Group(Files { generated: group_files(&group.json), hidden: HIDDEN.to_vec() }),
+            Ok(NodeMetadata::Group(group)) => DirShow::Group(Files {
+                generated: group_files(&group.json),
+                hidden: HIDDEN.to_vec(),
+            }),
             Err(_) => DirShow::PassThrough, // the view below already logged it
         }
     }
@@ -60,25 +66,45 @@ pub struct V2Form {
 /// The v2 form of a v3 array (as the unsharded view shows it), or why there is none.
 pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
     let data_type = DataType::from_json(&meta.data_type).map_err(|e| e.to_string())?;
-    let chunks = meta.chunk_shape.clone().ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
+    let chunks = meta
+        .chunk_shape
+        .clone()
+        .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
     let fill_value = v3_fill_to_v2(&data_type, &fill).map_err(|e| e.to_string())?;
     let no_dtype = || format!("data type {} has no Zarr v2 equivalent", data_type.name);
-    let (dtype, compressor, filters, order, decode) = match v3_codecs_to_v2(&meta.codecs, meta.shape.len()) {
-        Some(c) => {
-            let filters = if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
-            let order = if c.order_f { "F" } else { "C" };
-            (v2_dtype(&data_type, c.big_endian).ok_or_else(no_dtype)?, c.compressor.unwrap_or(Value::Null), filters, order, None)
-        }
-        None => {
-            let spec = ChunkSpec::from_v3(meta).map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
-            (v2_dtype(&data_type, false).ok_or_else(no_dtype)?, Value::Null, Value::Null, "C", Some(spec))
-        }
-    };
+    let (dtype, compressor, filters, order, decode) =
+        match v3_codecs_to_v2(&meta.codecs, meta.shape.len()) {
+            Some(c) => {
+                let filters =
+                    if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
+                let order = if c.order_f { "F" } else { "C" };
+                (
+                    v2_dtype(&data_type, c.big_endian).ok_or_else(no_dtype)?,
+                    c.compressor.unwrap_or(Value::Null),
+                    filters,
+                    order,
+                    None,
+                )
+            }
+            None => {
+                let spec = ChunkSpec::from_v3(meta)
+                    .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
+                (
+                    v2_dtype(&data_type, false).ok_or_else(no_dtype)?,
+                    Value::Null,
+                    Value::Null,
+                    "C",
+                    Some(spec),
+                )
+            }
+        };
     let separator = meta.key_encoding.separator();
     let grid = grid(&meta.shape, &chunks);
     let keys = match meta.key_encoding {
-        ChunkKeyEncoding::Default { .. } => KeyMap { shown: ChunkKeyEncoding::V2 { separator }, below: meta.key_encoding, grid },
+        ChunkKeyEncoding::Default { .. } => {
+            KeyMap { shown: ChunkKeyEncoding::V2 { separator }, below: meta.key_encoding, grid }
+        }
         ChunkKeyEncoding::V2 { .. } => KeyMap::identity(meta.key_encoding, grid),
     };
     let mut zarray = Map::new();
@@ -102,7 +128,10 @@ fn attributes(json: &Map<String, Value>) -> Map<String, Value> {
 fn array_attributes(json: &Map<String, Value>) -> Map<String, Value> {
     let mut attrs = attributes(json);
     if let Some(names) = json.get("dimension_names").and_then(Value::as_array) {
-        if !names.is_empty() && names.iter().all(Value::is_string) && !attrs.contains_key("_ARRAY_DIMENSIONS") {
+        if !names.is_empty()
+            && names.iter().all(Value::is_string)
+            && !attrs.contains_key("_ARRAY_DIMENSIONS")
+        {
             attrs.insert("_ARRAY_DIMENSIONS".into(), Value::Array(names.clone()));
         }
     }
@@ -116,7 +145,8 @@ fn zgroup() -> Map<String, Value> {
 }
 
 fn group_files(json: &Map<String, Value>) -> Vec<(String, bytes::Bytes)> {
-    let mut files = vec![(".zgroup".into(), pretty(zgroup())), (".zattrs".into(), pretty(attributes(json)))];
+    let mut files =
+        vec![(".zgroup".into(), pretty(zgroup())), (".zattrs".into(), pretty(attributes(json)))];
     if let Some(zmetadata) = consolidated(json) {
         files.push((".zmetadata".into(), pretty(zmetadata)));
     }
@@ -186,7 +216,10 @@ mod tests {
         assert_eq!(z["fill_value"], 3);
         assert_eq!(z["chunks"], json!([2, 4]));
         assert_eq!(z["dimension_separator"], "/");
-        assert_eq!(form.zattrs, json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}).as_object().unwrap().clone());
+        assert_eq!(
+            form.zattrs,
+            json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}).as_object().unwrap().clone()
+        );
         assert_eq!(form.keys.resolve("2/0"), ArrayPath::Chunk("c/2/0".into()));
     }
 
@@ -222,7 +255,10 @@ mod tests {
 
     #[test]
     fn key_encodings() {
-        let dot = v2_array(&array(json!({"chunk_key_encoding": {"name": "default", "configuration": {"separator": "."}}}))).unwrap();
+        let dot = v2_array(&array(
+            json!({"chunk_key_encoding": {"name": "default", "configuration": {"separator": "."}}}),
+        ))
+        .unwrap();
         assert_eq!(dot.zarray["dimension_separator"], ".");
         assert_eq!(dot.keys.resolve("1.0"), ArrayPath::Chunk("c.1.0".into()));
         let v2 = v2_array(&array(json!({"chunk_key_encoding": {"name": "v2"}}))).unwrap();
@@ -231,7 +267,10 @@ mod tests {
 
     #[test]
     fn unrepresentable_arrays_hidden() {
-        let docs = |m: Value| DirDocs { zarr_json: Some(Bytes::from(m.to_string())), ..Default::default() };
+        let docs = |m: Value| DirDocs {
+            zarr_json: Some(Bytes::from(m.to_string())),
+            ..Default::default()
+        };
         let mut doc = Value::Object(array(json!({})).json);
         doc["data_type"] = json!("string");
         assert_eq!(V2Presenter.present("a", &docs(doc.clone())), DirShow::Hidden);
@@ -248,7 +287,8 @@ mod tests {
         let group = json!({"zarr_format": 3, "node_type": "group", "attributes": {"title": "t"},
             "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {
                 "a": arr, "bad": bad, "sub": {"zarr_format": 3, "node_type": "group", "attributes": {"s": 1}}}}});
-        let docs = DirDocs { zarr_json: Some(Bytes::from(group.to_string())), ..Default::default() };
+        let docs =
+            DirDocs { zarr_json: Some(Bytes::from(group.to_string())), ..Default::default() };
         let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
         assert!(files.hides("zarr.json"));
         let get = |n: &str| serde_json::from_slice::<Value>(files.get(n).unwrap()).unwrap();
@@ -258,11 +298,15 @@ mod tests {
         assert_eq!(zm["zarr_consolidated_format"], 1);
         let md = zm["metadata"].as_object().unwrap();
         let keys: Vec<&str> = md.keys().map(String::as_str).collect();
-        assert_eq!(keys, [".zgroup", ".zattrs", "a/.zarray", "a/.zattrs", "sub/.zgroup", "sub/.zattrs"]);
+        assert_eq!(
+            keys,
+            [".zgroup", ".zattrs", "a/.zarray", "a/.zattrs", "sub/.zgroup", "sub/.zattrs"]
+        );
         assert_eq!(md["a/.zarray"]["dtype"], ">i2");
         // No consolidated metadata: no .zmetadata.
         let plain = json!({"zarr_format": 3, "node_type": "group"});
-        let docs = DirDocs { zarr_json: Some(Bytes::from(plain.to_string())), ..Default::default() };
+        let docs =
+            DirDocs { zarr_json: Some(Bytes::from(plain.to_string())), ..Default::default() };
         let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
         assert!(files.get(".zmetadata").is_none());
         assert_eq!(files.get(".zattrs").unwrap().as_ref(), b"{}");

@@ -33,12 +33,8 @@ impl ChunkKeyEncoding {
             }
         };
         match name.as_str() {
-            "default" => Ok(ChunkKeyEncoding::Default {
-                separator: separator('/')?,
-            }),
-            "v2" => Ok(ChunkKeyEncoding::V2 {
-                separator: separator('.')?,
-            }),
+            "default" => Ok(ChunkKeyEncoding::Default { separator: separator('/')? }),
+            "v2" => Ok(ChunkKeyEncoding::V2 { separator: separator('.')? }),
             _ => Err(MetadataError::UnsupportedChunkKeyEncoding(name)),
         }
     }
@@ -98,10 +94,7 @@ impl ChunkKeyEncoding {
                 key
             }
         };
-        let coords = rest
-            .split(sep)
-            .map(parse_coord)
-            .collect::<Option<Vec<u64>>>()?;
+        let coords = rest.split(sep).map(parse_coord).collect::<Option<Vec<u64>>>()?;
         (coords.len() == ndim).then_some(coords)
     }
 }
@@ -133,16 +126,10 @@ mod tests {
         let cases = [
             (json!({"name": "default"}), D_SLASH),
             (json!("default"), D_SLASH),
-            (
-                json!({"name": "default", "configuration": {"separator": "."}}),
-                D_DOT,
-            ),
+            (json!({"name": "default", "configuration": {"separator": "."}}), D_DOT),
             (json!({"name": "v2"}), V2_DOT),
             (json!("v2"), V2_DOT),
-            (
-                json!({"name": "v2", "configuration": {"separator": "/"}}),
-                V2_SLASH,
-            ),
+            (json!({"name": "v2", "configuration": {"separator": "/"}}), V2_SLASH),
         ];
         for (v, want) in cases {
             assert_eq!(ChunkKeyEncoding::from_json(Some(&v)).unwrap(), want, "{v}");

@@ -15,10 +15,7 @@ pub enum MetadataError {
     #[error("missing required field `{0}`")]
     MissingField(&'static str),
     #[error("field `{field}` is invalid: expected {expected}")]
-    InvalidField {
-        field: &'static str,
-        expected: &'static str,
-    },
+    InvalidField { field: &'static str, expected: &'static str },
     #[error("unsupported zarr_format {0}")]
     UnsupportedZarrFormat(String),
     #[error("unknown node_type {0}")]

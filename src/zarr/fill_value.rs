@@ -45,11 +45,7 @@ pub fn element_to_v2_json(data_type: &DataType, bytes: &[u8]) -> Result<Value, C
     if bytes.len() != kind.itemsize() {
         return Err(invalid(
             data_type,
-            format!(
-                "{} bytes for a {}-byte element",
-                bytes.len(),
-                kind.itemsize()
-            ),
+            format!("{} bytes for a {}-byte element", bytes.len(), kind.itemsize()),
         ));
     }
     Ok(match kind {
@@ -68,10 +64,7 @@ pub fn element_to_v2_json(data_type: &DataType, bytes: &[u8]) -> Result<Value, C
         Kind::Float(w) => float_json(w.to_f64(le_bits(bytes))),
         Kind::Complex(w) => {
             let (re, im) = bytes.split_at(bytes.len() / 2);
-            Value::Array(vec![
-                float_json(w.to_f64(le_bits(re))),
-                float_json(w.to_f64(le_bits(im))),
-            ])
+            Value::Array(vec![float_json(w.to_f64(le_bits(re))), float_json(w.to_f64(le_bits(im)))])
         }
     })
 }
@@ -142,12 +135,7 @@ fn f64_to_f16_bits(x: f64) -> u16 {
     let exp = ((bits >> 52) & 0x7ff) as i32;
     let frac = bits & ((1 << 52) - 1);
     if exp == 0x7ff {
-        return sign
-            | if frac == 0 {
-                0x7c00
-            } else {
-                f16::NAN.to_bits()
-            };
+        return sign | if frac == 0 { 0x7c00 } else { f16::NAN.to_bits() };
     }
     if exp == 0 {
         // Zero or a float64 subnormal, far below half the smallest float16.
@@ -173,11 +161,7 @@ fn f64_to_f16_bits(x: f64) -> u16 {
     // Normal: the implicit bit in `m` (1024, or 2048 after a carry) adds one to
     // the biased exponent e + 14. Subnormal: `m` is the whole encoding (a carry to
     // 1024 is the smallest normal).
-    let magnitude = if e >= -14 {
-        (((e + 14) as u64) << 10) + m
-    } else {
-        m
-    };
+    let magnitude = if e >= -14 { (((e + 14) as u64) << 10) + m } else { m };
     sign | magnitude.min(0x7c00) as u16
 }
 
@@ -206,10 +190,7 @@ impl Kind {
         };
         let kind = match data_type.numpy_kind() {
             Some('b') => Some(Kind::Bool),
-            Some(k @ ('i' | 'u')) => Some(Kind::Int {
-                bytes: size,
-                signed: k == 'i',
-            }),
+            Some(k @ ('i' | 'u')) => Some(Kind::Int { bytes: size, signed: k == 'i' }),
             Some('f') => width(size).map(Kind::Float),
             Some('c') => width(size / 2).map(Kind::Complex),
             _ => None,
@@ -233,10 +214,7 @@ impl Kind {
 }
 
 fn invalid(data_type: &DataType, reason: impl Into<String>) -> CodecError {
-    CodecError::InvalidFillValue {
-        data_type: data_type.name.clone(),
-        reason: reason.into(),
-    }
+    CodecError::InvalidFillValue { data_type: data_type.name.clone(), reason: reason.into() }
 }
 
 /// A JSON value for an error message, cut short if an untrusted document made it
@@ -384,11 +362,7 @@ mod tests {
             ("uint16", json!(258), &[2, 1]),
             ("int32", json!(-1), &[255, 255, 255, 255]),
             ("int64", json!(i64::MIN), &[0, 0, 0, 0, 0, 0, 0, 128]),
-            (
-                "uint64",
-                json!(u64::MAX),
-                &[255, 255, 255, 255, 255, 255, 255, 255],
-            ),
+            ("uint64", json!(u64::MAX), &[255, 255, 255, 255, 255, 255, 255, 255]),
             ("int32", json!(7.0), &[7, 0, 0, 0]),
             ("float16", json!(0.1), &[102, 46]),
             ("float16", json!(65520.0), &[0, 124]), // rounds up to infinity
@@ -415,33 +389,17 @@ mod tests {
             ("float32", json!("0x7fc00000"), &[0, 0, 192, 127]),
             ("float32", json!("0x7fc00001"), &[1, 0, 192, 127]), // payload kept
             ("float32", json!(3), &[0, 0, 64, 64]),
-            (
-                "float64",
-                json!(0.1),
-                &[154, 153, 153, 153, 153, 153, 185, 63],
-            ),
+            ("float64", json!(0.1), &[154, 153, 153, 153, 153, 153, 185, 63]),
             ("float64", json!("NaN"), &[0, 0, 0, 0, 0, 0, 248, 127]),
             ("float64", json!("Infinity"), &[0, 0, 0, 0, 0, 0, 240, 127]),
-            (
-                "float64",
-                json!("0x7FF8000000000000"),
-                &[0, 0, 0, 0, 0, 0, 248, 127],
-            ),
-            (
-                "complex64",
-                json!([1.5, "NaN"]),
-                &[0, 0, 192, 63, 0, 0, 192, 127],
-            ),
+            ("float64", json!("0x7FF8000000000000"), &[0, 0, 0, 0, 0, 0, 248, 127]),
+            ("complex64", json!([1.5, "NaN"]), &[0, 0, 192, 63, 0, 0, 192, 127]),
             (
                 "complex128",
                 json!(["-Infinity", 0.25]),
                 &[0, 0, 0, 0, 0, 0, 240, 255, 0, 0, 0, 0, 0, 0, 208, 63],
             ),
-            (
-                "complex64",
-                json!(["0x3f800000", 0]),
-                &[0, 0, 128, 63, 0, 0, 0, 0],
-            ),
+            ("complex64", json!(["0x3f800000", 0]), &[0, 0, 128, 63, 0, 0, 0, 0]),
         ];
         for (name, v, want) in cases {
             assert_eq!(v3(name, v.clone()), *want, "{name} {v}");
@@ -484,35 +442,24 @@ mod tests {
         ];
         for (name, v) in cases {
             assert!(
-                matches!(
-                    fill_value_bytes(&dt(name), v),
-                    Err(CodecError::InvalidFillValue { .. })
-                ),
+                matches!(fill_value_bytes(&dt(name), v), Err(CodecError::InvalidFillValue { .. })),
                 "{name} {v}"
             );
         }
         // Unknown and inconsistent data types.
-        let odd = DataType {
-            itemsize: 3,
-            name: "int32".into(),
-        };
+        let odd = DataType { itemsize: 3, name: "int32".into() };
         assert!(matches!(
             fill_value_bytes(&odd, &json!(0)),
             Err(CodecError::UnsupportedDataType(_))
         ));
-        let string = DataType {
-            itemsize: 8,
-            name: "string".into(),
-        };
+        let string = DataType { itemsize: 8, name: "string".into() };
         assert!(matches!(
             fill_value_bytes_v2(&string, false, &json!(null)),
             Err(CodecError::UnsupportedDataType(_))
         ));
         // Long values are cut short in the message.
         let long = json!("x".repeat(10_000));
-        let msg = fill_value_bytes(&dt("float32"), &long)
-            .unwrap_err()
-            .to_string();
+        let msg = fill_value_bytes(&dt("float32"), &long).unwrap_err().to_string();
         assert!(msg.len() < 300, "{msg}");
     }
 
@@ -524,10 +471,7 @@ mod tests {
         // Little-endian whatever the stored order.
         assert_eq!(v2("int16", true, json!(-2)).unwrap(), [254, 255]);
         assert_eq!(v2("float32", true, json!("NaN")).unwrap(), [0, 0, 192, 127]);
-        assert_eq!(
-            v2("float64", false, json!("-Infinity")).unwrap(),
-            [0, 0, 0, 0, 0, 0, 240, 255]
-        );
+        assert_eq!(v2("float64", false, json!("-Infinity")).unwrap(), [0, 0, 0, 0, 0, 0, 240, 255]);
         assert_eq!(v2("bool", false, json!(true)).unwrap(), [1]);
         // zarr-python 2 writes complex as [re, im] with the float forms.
         assert_eq!(
@@ -552,10 +496,7 @@ mod tests {
         assert_eq!(back("int8", json!(-5)), json!(-5));
         assert_eq!(back("int64", json!(i64::MIN)), json!(i64::MIN));
         assert_eq!(back("uint64", json!(u64::MAX)), json!(u64::MAX));
-        assert_eq!(
-            back("uint32", json!(4_000_000_000u32)),
-            json!(4_000_000_000u32)
-        );
+        assert_eq!(back("uint32", json!(4_000_000_000u32)), json!(4_000_000_000u32));
         assert_eq!(back("bool", json!(1)), json!(true));
         assert_eq!(back("float32", json!(0.1)), json!(0.1));
         assert_eq!(back("float16", json!(0.1)), json!(0.1));

@@ -73,18 +73,12 @@ impl ArrayMetadata {
     /// Extract the fields of an array document (`zarr_format`/`node_type` are
     /// checked by [`parse_node`]).
     pub fn from_map(json: Map<String, Value>) -> Result<Self, MetadataError> {
-        let shape = u64_list(
-            json.get("shape")
-                .ok_or(MetadataError::MissingField("shape"))?,
-            "shape",
-        )?;
-        let data_type = json
-            .get("data_type")
-            .cloned()
-            .ok_or(MetadataError::MissingField("data_type"))?;
+        let shape =
+            u64_list(json.get("shape").ok_or(MetadataError::MissingField("shape"))?, "shape")?;
+        let data_type =
+            json.get("data_type").cloned().ok_or(MetadataError::MissingField("data_type"))?;
         let (chunk_grid_name, chunk_shape) = parse_chunk_grid(
-            json.get("chunk_grid")
-                .ok_or(MetadataError::MissingField("chunk_grid"))?,
+            json.get("chunk_grid").ok_or(MetadataError::MissingField("chunk_grid"))?,
         )?;
         if let Some(cs) = &chunk_shape {
             if cs.len() != shape.len() {
@@ -96,8 +90,7 @@ impl ArrayMetadata {
         }
         let key_encoding = ChunkKeyEncoding::from_json(json.get("chunk_key_encoding"))?;
         let codecs = parse_codecs(
-            json.get("codecs")
-                .ok_or(MetadataError::MissingField("codecs"))?,
+            json.get("codecs").ok_or(MetadataError::MissingField("codecs"))?,
             "codecs",
         )?;
         Ok(ArrayMetadata {
@@ -120,9 +113,7 @@ fn parse_chunk_grid(v: &Value) -> Result<(String, Option<Vec<u64>>), MetadataErr
     }
     let cs = config
         .and_then(|c| c.get("chunk_shape"))
-        .ok_or(MetadataError::MissingField(
-            "chunk_grid.configuration.chunk_shape",
-        ))?;
+        .ok_or(MetadataError::MissingField("chunk_grid.configuration.chunk_shape"))?;
     let cs = u64_list(cs, "chunk_grid.configuration.chunk_shape")?;
     if cs.contains(&0) {
         return Err(MetadataError::InvalidField {
@@ -136,19 +127,13 @@ fn parse_chunk_grid(v: &Value) -> Result<(String, Option<Vec<u64>>), MetadataErr
 /// Parse a codec chain; `field` names it in errors.
 pub fn parse_codecs(v: &Value, field: &'static str) -> Result<Vec<Codec>, MetadataError> {
     let Value::Array(items) = v else {
-        return Err(MetadataError::InvalidField {
-            field,
-            expected: "an array of codecs",
-        });
+        return Err(MetadataError::InvalidField { field, expected: "an array of codecs" });
     };
     items
         .iter()
         .map(|item| {
             let named = name_and_config(item, field)?;
-            Ok(Codec {
-                name: named.name,
-                configuration: named.config.cloned().unwrap_or_default(),
-            })
+            Ok(Codec { name: named.name, configuration: named.config.cloned().unwrap_or_default() })
         })
         .collect()
 }
@@ -166,18 +151,12 @@ pub(crate) fn name_and_config<'a>(
     field: &'static str,
 ) -> Result<Named<'a>, MetadataError> {
     match v {
-        Value::String(s) => Ok(Named {
-            name: s.clone(),
-            config: None,
-        }),
+        Value::String(s) => Ok(Named { name: s.clone(), config: None }),
         Value::Object(m) => {
-            let name =
-                m.get("name")
-                    .and_then(Value::as_str)
-                    .ok_or(MetadataError::InvalidField {
-                        field,
-                        expected: "a `name` string",
-                    })?;
+            let name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or(MetadataError::InvalidField { field, expected: "a `name` string" })?;
             let config = match m.get("configuration") {
                 None | Some(Value::Null) => None,
                 Some(Value::Object(c)) => Some(c),
@@ -188,32 +167,19 @@ pub(crate) fn name_and_config<'a>(
                     })
                 }
             };
-            Ok(Named {
-                name: name.to_string(),
-                config,
-            })
+            Ok(Named { name: name.to_string(), config })
         }
-        _ => Err(MetadataError::InvalidField {
-            field,
-            expected: "an object or a string",
-        }),
+        _ => Err(MetadataError::InvalidField { field, expected: "an object or a string" }),
     }
 }
 
 /// A JSON array of non-negative integers.
 pub fn u64_list(v: &Value, field: &'static str) -> Result<Vec<u64>, MetadataError> {
-    let err = MetadataError::InvalidField {
-        field,
-        expected: "an array of non-negative integers",
-    };
+    let err = MetadataError::InvalidField { field, expected: "an array of non-negative integers" };
     let Value::Array(items) = v else {
         return Err(err);
     };
-    items
-        .iter()
-        .map(|x| x.as_u64())
-        .collect::<Option<Vec<u64>>>()
-        .ok_or(err)
+    items.iter().map(|x| x.as_u64()).collect::<Option<Vec<u64>>>().ok_or(err)
 }
 
 /// Check and return a v2 `.zarray` document. v2 arrays are never sharded, so the
@@ -287,9 +253,7 @@ pub(crate) mod tests {
         let doc = json!({"zarr_format":3,"node_type":"array","shape":[10],"data_type":"uint8",
             "chunk_grid":{"name":"rectilinear","configuration":{"chunk_shapes":[[3,7]]}},
             "codecs":[{"name":"bytes"}],"fill_value":0});
-        let NodeMetadata::Array(a) = parse_node(doc).unwrap() else {
-            panic!()
-        };
+        let NodeMetadata::Array(a) = parse_node(doc).unwrap() else { panic!() };
         assert_eq!(a.chunk_shape, None);
         assert_eq!(a.chunk_grid_name, "rectilinear");
         // Absent chunk_key_encoding defaults to `default` with '/'.
@@ -317,10 +281,7 @@ pub(crate) mod tests {
             with("shape", json!([100, -1])),
             with("shape", json!([100.5, 1])),
             with("shape", json!([100])), // rank mismatch with the grid
-            with(
-                "chunk_grid",
-                json!({"name":"regular","configuration":{"chunk_shape":[0,50]}}),
-            ),
+            with("chunk_grid", json!({"name":"regular","configuration":{"chunk_shape":[0,50]}})),
             with("chunk_grid", json!({"name":"regular"})),
             with("chunk_key_encoding", json!({"name":"hashed"})),
             with("codecs", json!("bytes")),
@@ -332,11 +293,7 @@ pub(crate) mod tests {
             without("chunk_grid"),
         ];
         for b in bad {
-            assert!(
-                parse_zarr_json(&b).is_err(),
-                "{}",
-                String::from_utf8_lossy(&b)
-            );
+            assert!(parse_zarr_json(&b).is_err(), "{}", String::from_utf8_lossy(&b));
         }
     }
 
@@ -346,9 +303,7 @@ pub(crate) mod tests {
     fn long_float_literals_round_trip() {
         let long = format!("7{}", "6".repeat(105));
         let doc = FIXTURE.replace(r#""fill_value":0"#, &format!(r#""fill_value":{long}"#));
-        let NodeMetadata::Array(a) = parse_zarr_json(doc.as_bytes()).unwrap() else {
-            panic!()
-        };
+        let NodeMetadata::Array(a) = parse_zarr_json(doc.as_bytes()).unwrap() else { panic!() };
         let fill = a.json["fill_value"].as_f64().unwrap();
         assert_eq!(fill, long.parse::<f64>().unwrap());
         let again = parse_zarr_json(&serde_json::to_vec(&a.json).unwrap()).unwrap();

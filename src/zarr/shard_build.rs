@@ -38,10 +38,7 @@ pub fn build_shard(
     let mut offset = data_start;
     for &(local, bytes) in chunks {
         if local >= layout.n_entries {
-            return Err(BuildError::LocalOutOfRange {
-                local,
-                n_entries: layout.n_entries,
-            });
+            return Err(BuildError::LocalOutOfRange { local, n_entries: layout.n_entries });
         }
         if index.entry(local).is_some() {
             return Err(BuildError::Duplicate(local));
@@ -90,15 +87,9 @@ mod tests {
         let l = layout(4, IndexLocation::End, true);
         assert_eq!(
             build_shard(&l, &[(4, b"x")]),
-            Err(BuildError::LocalOutOfRange {
-                local: 4,
-                n_entries: 4
-            })
+            Err(BuildError::LocalOutOfRange { local: 4, n_entries: 4 })
         );
-        assert_eq!(
-            build_shard(&l, &[(1, b"x"), (1, b"y")]),
-            Err(BuildError::Duplicate(1))
-        );
+        assert_eq!(build_shard(&l, &[(1, b"x"), (1, b"y")]), Err(BuildError::Duplicate(1)));
     }
 
     #[test]

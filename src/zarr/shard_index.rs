@@ -32,18 +32,9 @@ pub enum IndexError {
     #[error("shard index checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")]
     ChecksumMismatch { expected: u32, actual: u32 },
     #[error("entry {index} ({offset}+{nbytes}) lies outside the {shard_size}-byte shard")]
-    EntryOutOfBounds {
-        index: u64,
-        offset: u64,
-        nbytes: u64,
-        shard_size: u64,
-    },
+    EntryOutOfBounds { index: u64, offset: u64, nbytes: u64, shard_size: u64 },
     #[error("entry {index} ({offset}+{nbytes}) overlaps the shard index")]
-    EntryOverlapsIndex {
-        index: u64,
-        offset: u64,
-        nbytes: u64,
-    },
+    EntryOverlapsIndex { index: u64, offset: u64, nbytes: u64 },
     #[error("shard of {shard_size} bytes is smaller than its {index_size}-byte index")]
     ShardTooSmall { shard_size: u64, index_size: u64 },
     #[error("shard index of {0} entries exceeds the limit")]
@@ -68,10 +59,7 @@ impl ShardIndex {
     ) -> Result<Range<u64>, IndexError> {
         let index_size = layout.index_size();
         if shard_size < index_size {
-            return Err(IndexError::ShardTooSmall {
-                shard_size,
-                index_size,
-            });
+            return Err(IndexError::ShardTooSmall { shard_size, index_size });
         }
         Ok(match layout.index_location {
             IndexLocation::Start => 0..index_size,
@@ -100,10 +88,7 @@ impl ShardIndex {
             let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
             let computed = crc32c::crc32c(table);
             if stored != computed {
-                return Err(IndexError::ChecksumMismatch {
-                    expected: stored,
-                    actual: computed,
-                });
+                return Err(IndexError::ChecksumMismatch { expected: stored, actual: computed });
             }
         }
         let mut entries = Vec::with_capacity(layout.n_entries as usize);
@@ -133,9 +118,7 @@ impl ShardIndex {
         if n > MAX_INDEX_ENTRIES {
             return Err(IndexError::TooManyEntries(n));
         }
-        Ok(ShardIndex {
-            entries: vec![(ABSENT, ABSENT); n as usize],
-        })
+        Ok(ShardIndex { entries: vec![(ABSENT, ABSENT); n as usize] })
     }
 
     pub fn len(&self) -> u64 {
@@ -210,19 +193,10 @@ fn check_entry(
     let end = offset
         .checked_add(nbytes)
         .filter(|&end| end <= shard_size)
-        .ok_or(IndexError::EntryOutOfBounds {
-            index,
-            offset,
-            nbytes,
-            shard_size,
-        })?;
+        .ok_or(IndexError::EntryOutOfBounds { index, offset, nbytes, shard_size })?;
     // Empty ranges overlap nothing; otherwise the usual half-open test.
     if nbytes > 0 && offset < region.end && end > region.start {
-        return Err(IndexError::EntryOverlapsIndex {
-            index,
-            offset,
-            nbytes,
-        });
+        return Err(IndexError::EntryOverlapsIndex { index, offset, nbytes });
     }
     Ok(())
 }
@@ -241,17 +215,9 @@ pub(crate) mod tests {
             v["chunk_grid"]["configuration"]["chunk_shape"] = json!([n]);
             let c = v["codecs"][0]["configuration"].as_object_mut().unwrap();
             c.insert("chunk_shape".into(), json!([1]));
-            let loc = if location == IndexLocation::Start {
-                "start"
-            } else {
-                "end"
-            };
+            let loc = if location == IndexLocation::Start { "start" } else { "end" };
             c.insert("index_location".into(), json!(loc));
-            let ic = if crc {
-                json!(["bytes", "crc32c"])
-            } else {
-                json!(["bytes"])
-            };
+            let ic = if crc { json!(["bytes", "crc32c"]) } else { json!(["bytes"]) };
             c.insert("index_codecs".into(), ic);
         });
         shard_layout(&m).unwrap()
@@ -277,10 +243,7 @@ pub(crate) mod tests {
         assert_eq!(ShardIndex::index_byte_range(&l, 52).unwrap(), 0..52);
         assert_eq!(
             ShardIndex::index_byte_range(&l, 51),
-            Err(IndexError::ShardTooSmall {
-                shard_size: 51,
-                index_size: 52
-            })
+            Err(IndexError::ShardTooSmall { shard_size: 51, index_size: 52 })
         );
         let l = layout(3, IndexLocation::Start, false);
         assert_eq!(ShardIndex::index_byte_range(&l, 100).unwrap(), 0..48);
@@ -293,21 +256,9 @@ pub(crate) mod tests {
         let bytes = raw_index(&[(10, 5), (u64::MAX, u64::MAX), (0, 7)], true);
         let idx = ShardIndex::decode(&l, &bytes, 15 + 52).unwrap();
         assert_eq!(idx.len(), 3);
-        assert_eq!(
-            idx.entry(0),
-            Some(ChunkEntry {
-                offset: 10,
-                nbytes: 5
-            })
-        );
+        assert_eq!(idx.entry(0), Some(ChunkEntry { offset: 10, nbytes: 5 }));
         assert_eq!(idx.entry(1), None);
-        assert_eq!(
-            idx.entry(2),
-            Some(ChunkEntry {
-                offset: 0,
-                nbytes: 7
-            })
-        );
+        assert_eq!(idx.entry(2), Some(ChunkEntry { offset: 0, nbytes: 7 }));
         assert_eq!(idx.entry(3), None);
         let present: Vec<_> = idx.present().map(|(i, _)| i).collect();
         assert_eq!(present, [0, 2]);
@@ -319,22 +270,12 @@ pub(crate) mod tests {
         let l = layout(2, IndexLocation::Start, false);
         let bytes = raw_index(&[(32, 4), (36, 4)], false);
         let idx = ShardIndex::decode(&l, &bytes, 40).unwrap();
-        assert_eq!(
-            idx.entry(1),
-            Some(ChunkEntry {
-                offset: 36,
-                nbytes: 4
-            })
-        );
+        assert_eq!(idx.entry(1), Some(ChunkEntry { offset: 36, nbytes: 4 }));
         // An entry pointing into the index at the start is corrupt.
         let bytes = raw_index(&[(0, 4), (36, 4)], false);
         assert_eq!(
             ShardIndex::decode(&l, &bytes, 40),
-            Err(IndexError::EntryOverlapsIndex {
-                index: 0,
-                offset: 0,
-                nbytes: 4
-            })
+            Err(IndexError::EntryOverlapsIndex { index: 0, offset: 0, nbytes: 4 })
         );
     }
 
@@ -377,14 +318,7 @@ pub(crate) mod tests {
         let l = layout(1, IndexLocation::End, true);
         let idx = {
             let mut i = ShardIndex::new_empty(&l).unwrap();
-            i.set(
-                0,
-                Some(ChunkEntry {
-                    offset: 0,
-                    nbytes: 0,
-                }),
-            )
-            .unwrap();
+            i.set(0, Some(ChunkEntry { offset: 0, nbytes: 0 })).unwrap();
             i
         };
         let enc = idx.encode(&l);
@@ -421,21 +355,12 @@ pub(crate) mod tests {
         let bytes = raw_index(&[(0, 1), (1, 1)], true);
         assert_eq!(
             ShardIndex::decode(&l, &bytes[..35], 100),
-            Err(IndexError::WrongLength {
-                expected: 36,
-                actual: 35
-            })
+            Err(IndexError::WrongLength { expected: 36, actual: 35 })
         );
         let mut long = bytes.clone();
         long.push(0);
-        assert!(matches!(
-            ShardIndex::decode(&l, &long, 100),
-            Err(IndexError::WrongLength { .. })
-        ));
-        assert!(matches!(
-            ShardIndex::decode(&l, &[], 100),
-            Err(IndexError::WrongLength { .. })
-        ));
+        assert!(matches!(ShardIndex::decode(&l, &long, 100), Err(IndexError::WrongLength { .. })));
+        assert!(matches!(ShardIndex::decode(&l, &[], 100), Err(IndexError::WrongLength { .. })));
         assert!(matches!(
             ShardIndex::decode(&l, &bytes, 35),
             Err(IndexError::ShardTooSmall { .. })
@@ -452,10 +377,7 @@ pub(crate) mod tests {
             ShardIndex::decode(&l, &[0; 16], u64::MAX),
             Err(IndexError::WrongLength { .. })
         ));
-        assert_eq!(
-            ShardIndex::new_empty(&l),
-            Err(IndexError::TooManyEntries(1 << 60))
-        );
+        assert_eq!(ShardIndex::new_empty(&l), Err(IndexError::TooManyEntries(1 << 60)));
     }
 
     #[test]
@@ -463,25 +385,12 @@ pub(crate) mod tests {
         let l = layout(4, IndexLocation::End, true);
         let mut idx = ShardIndex::new_empty(&l).unwrap();
         assert!(idx.all_absent());
-        idx.set(
-            2,
-            Some(ChunkEntry {
-                offset: 3,
-                nbytes: 4,
-            }),
-        )
-        .unwrap();
-        assert_eq!(
-            idx.set(4, None),
-            Err(IndexError::NoSuchEntry { local: 4, len: 4 })
-        );
+        idx.set(2, Some(ChunkEntry { offset: 3, nbytes: 4 })).unwrap();
+        assert_eq!(idx.set(4, None), Err(IndexError::NoSuchEntry { local: 4, len: 4 }));
         assert!(!idx.all_absent());
         let enc = idx.encode(&l);
         assert_eq!(enc.len() as u64, l.index_size());
-        assert_eq!(
-            ShardIndex::decode(&l, &enc, 7 + l.index_size()).unwrap(),
-            idx
-        );
+        assert_eq!(ShardIndex::decode(&l, &enc, 7 + l.index_size()).unwrap(), idx);
         idx.set(2, None).unwrap();
         assert!(idx.all_absent());
     }

@@ -246,10 +246,7 @@ pub(crate) mod tests {
         let m = meta_with(|v| {
             sharding_config(v).insert("index_location".into(), json!("start"));
         });
-        assert_eq!(
-            shard_layout(&m).unwrap().index_location,
-            IndexLocation::Start
-        );
+        assert_eq!(shard_layout(&m).unwrap().index_location, IndexLocation::Start);
 
         // Nested sharding: the inner chain is presented as is.
         let m = meta_with(|v| {
@@ -259,10 +256,7 @@ pub(crate) mod tests {
                     "codecs": ["bytes"], "index_codecs": ["bytes", "crc32c"]}}]),
             );
         });
-        assert_eq!(
-            shard_layout(&m).unwrap().inner_codecs[0].name,
-            "sharding_indexed"
-        );
+        assert_eq!(shard_layout(&m).unwrap().inner_codecs[0].name, "sharding_indexed");
 
         // 0-d arrays have a single entry.
         let m = meta_with(|v| {
@@ -283,10 +277,7 @@ pub(crate) mod tests {
     fn not_unpackable_cases() {
         use ConfigProblem::*;
         use NotUnpackable::*;
-        assert_eq!(
-            reason(|v| v["codecs"] = json!(["bytes", "zstd"])),
-            NotSharded
-        );
+        assert_eq!(reason(|v| v["codecs"] = json!(["bytes", "zstd"])), NotSharded);
         assert_eq!(reason(|v| v["codecs"] = json!([])), NotSharded);
         assert_eq!(
             reason(|v| v["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}})),
@@ -300,10 +291,7 @@ pub(crate) mod tests {
             ArrayToArrayBefore("transpose".into())
         );
         assert_eq!(
-            reason(|v| v["codecs"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!({"name": "crc32c"}))),
+            reason(|v| v["codecs"].as_array_mut().unwrap().push(json!({"name": "crc32c"}))),
             BytesToBytesAfter("crc32c".into())
         );
         assert_eq!(
@@ -336,11 +324,7 @@ pub(crate) mod tests {
             reason(|v| {
                 sharding_config(v).insert("chunk_shape".into(), json!([10, 15]));
             }),
-            BadConfig(NotDivisible {
-                dim: 1,
-                shard: 50,
-                inner: 15
-            })
+            BadConfig(NotDivisible { dim: 1, shard: 50, inner: 15 })
         );
         assert_eq!(
             reason(|v| {
@@ -392,18 +376,12 @@ pub(crate) mod tests {
         m.chunk_shape = Some(vec![0, 50]);
         assert_eq!(
             shard_layout(&m),
-            Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid {
-                shape: 2,
-                grid: 2
-            }))
+            Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid { shape: 2, grid: 2 }))
         );
         m.chunk_shape = Some(vec![50]);
         assert_eq!(
             shard_layout(&m),
-            Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid {
-                shape: 2,
-                grid: 1
-            }))
+            Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid { shape: 2, grid: 1 }))
         );
     }
 

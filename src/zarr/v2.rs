@@ -99,23 +99,12 @@ impl V2Array {
             }
         }
         let fill_value = json.get("fill_value").cloned().unwrap_or(Value::Null);
-        Ok(V2Array {
-            json,
-            shape,
-            chunks,
-            data_type,
-            big_endian,
-            order_f,
-            separator,
-            fill_value,
-        })
+        Ok(V2Array { json, shape, chunks, data_type, big_endian, order_f, separator, fill_value })
     }
 
     /// How chunk coordinates become keys: `1.0.2` (or `1/0/2`).
     pub fn key_encoding(&self) -> ChunkKeyEncoding {
-        ChunkKeyEncoding::V2 {
-            separator: self.separator,
-        }
+        ChunkKeyEncoding::V2 { separator: self.separator }
     }
 
     /// The equivalent v3 chain, checked: a transpose with the reversed axis order
@@ -219,12 +208,7 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
         return None;
     };
     let compressor = numcodecs.pop();
-    Some(V2Codecs {
-        big_endian,
-        order_f,
-        filters: numcodecs,
-        compressor,
-    })
+    Some(V2Codecs { big_endian, order_f, filters: numcodecs, compressor })
 }
 
 /// A v3 `fill_value` as v2 JSON: numbers as numbers, `"NaN"`/`"Infinity"`/
@@ -265,10 +249,7 @@ fn parse_dtype(v: &Value) -> Result<(DataType, bool), MetadataError> {
 
 fn is_permutation(order: &[usize], ndim: usize) -> bool {
     let mut seen = vec![false; ndim];
-    order.len() == ndim
-        && order
-            .iter()
-            .all(|&a| a < ndim && !std::mem::replace(&mut seen[a], true))
+    order.len() == ndim && order.iter().all(|&a| a < ndim && !std::mem::replace(&mut seen[a], true))
 }
 
 fn codec(name: &str, configuration: Value) -> Codec {
@@ -319,10 +300,8 @@ fn numcodec_to_v3(cfg: &Value, data_type: &DataType) -> Result<Codec, CodecError
                 -1 => 1,
                 n => n,
             };
-            let (shuffle, _) = SHUFFLES
-                .iter()
-                .find(|&&(_, n)| n == shuffle)
-                .ok_or(bad("shuffle"))?;
+            let (shuffle, _) =
+                SHUFFLES.iter().find(|&&(_, n)| n == shuffle).ok_or(bad("shuffle"))?;
             codec(
                 "blosc",
                 json!({"typesize": data_type.itemsize, "cname": cname, "clevel": clevel,
@@ -403,9 +382,7 @@ mod tests {
             let expected = std::fs::read(dir.join("expected")).unwrap();
             let spec = a.chunk_spec().unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(spec.chunk_shape, a.chunks);
-            let got = spec
-                .decode(&chunk)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let got = spec.decode(&chunk).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(got == expected, "{name}: decoded bytes differ");
         }
     }
@@ -416,10 +393,7 @@ mod tests {
         let get = |n: &str| &vectors.iter().find(|(name, _)| name == n).unwrap().1;
 
         let a = get("int32_F_zlib");
-        assert_eq!(
-            (a.shape.as_slice(), a.chunks.as_slice()),
-            (&[12, 10][..], &[4, 5][..])
-        );
+        assert_eq!((a.shape.as_slice(), a.chunks.as_slice()), (&[12, 10][..], &[4, 5][..]));
         assert_eq!(a.data_type, DataType::from_name("int32").unwrap());
         assert!(a.order_f && !a.big_endian);
         assert_eq!(a.key_encoding(), ChunkKeyEncoding::V2 { separator: '.' });
@@ -441,9 +415,7 @@ mod tests {
             json!({"typesize": 8, "cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0})
         );
 
-        let spec = get("uint16_zlib_filter_zstd_checksum")
-            .chunk_spec()
-            .unwrap();
+        let spec = get("uint16_zlib_filter_zstd_checksum").chunk_spec().unwrap();
         let names: Vec<&str> = spec.codecs.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["bytes", "numcodecs.zlib", "zstd"]);
         assert_eq!(spec.codecs[2].configuration["checksum"], json!(true));
@@ -452,10 +424,7 @@ mod tests {
         let spec = a.chunk_spec().unwrap();
         assert_eq!(spec.codecs[0].configuration["order"], json!([2, 1, 0]));
         assert_eq!(spec.codecs.len(), 2);
-        assert_eq!(
-            spec.fill_value,
-            [1.0f64.to_le_bytes(), 2.0f64.to_le_bytes()].concat()
-        );
+        assert_eq!(spec.fill_value, [1.0f64.to_le_bytes(), 2.0f64.to_le_bytes()].concat());
 
         let spec = get("bool_gzip").chunk_spec().unwrap();
         assert_eq!(spec.fill_value, [1]);
@@ -482,9 +451,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{name}: not expressible"));
             let doc = &a.json;
             assert_eq!(
-                v2_dtype(&a.data_type, back.big_endian)
-                    .map(Value::from)
-                    .as_ref(),
+                v2_dtype(&a.data_type, back.big_endian).map(Value::from).as_ref(),
                 doc.get("dtype"),
                 "{name}"
             );
@@ -577,10 +544,7 @@ mod tests {
         assert_eq!(order_f(json!([t(&[2, 1, 0]), le]), 3), Some(true));
         assert_eq!(order_f(json!([t(&[1, 0]), t(&[1, 0]), le]), 2), Some(false));
         // [1,2,0] then [2,0,1] composes to the identity; [1,2,0] twice does not.
-        assert_eq!(
-            order_f(json!([t(&[1, 2, 0]), t(&[2, 0, 1]), le]), 3),
-            Some(false)
-        );
+        assert_eq!(order_f(json!([t(&[1, 2, 0]), t(&[2, 0, 1]), le]), 3), Some(false));
         assert_eq!(order_f(json!([t(&[1, 2, 0]), t(&[1, 2, 0]), le]), 3), None);
         assert_eq!(order_f(json!([t(&[1, 0, 2]), le]), 3), None);
         assert_eq!(order_f(json!([t(&[0]), le]), 1), Some(false));
@@ -621,25 +585,14 @@ mod tests {
             Some(json!({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 0, "blocksize": 0}))
         );
         // Key order matches numcodecs' get_config (the document is written as is).
-        let keys: Vec<&String> = c
-            .compressor
-            .as_ref()
-            .unwrap()
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
+        let keys: Vec<&String> =
+            c.compressor.as_ref().unwrap().as_object().unwrap().keys().collect();
         assert_eq!(keys, ["id", "cname", "clevel", "shuffle", "blocksize"]);
 
         let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1).unwrap();
         assert_eq!(
             plain,
-            V2Codecs {
-                big_endian: false,
-                order_f: false,
-                filters: vec![],
-                compressor: None
-            }
+            V2Codecs { big_endian: false, order_f: false, filters: vec![], compressor: None }
         );
         // Defaults for optional settings.
         let d = v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1).unwrap();
@@ -717,16 +670,10 @@ mod tests {
             let dt = DataType::from_name(name).unwrap();
             for big in [false, true] {
                 let s = v2_dtype(&dt, big).unwrap();
-                assert_eq!(
-                    parse_dtype(&json!(s)).unwrap(),
-                    (dt.clone(), big && dt.itemsize > 1)
-                );
+                assert_eq!(parse_dtype(&json!(s)).unwrap(), (dt.clone(), big && dt.itemsize > 1));
             }
         }
-        let odd = DataType {
-            itemsize: 16,
-            name: "string".into(),
-        };
+        let odd = DataType { itemsize: 16, name: "string".into() };
         assert_eq!(v2_dtype(&odd, false), None);
     }
 
@@ -736,15 +683,9 @@ mod tests {
         assert_eq!(f("int32", json!(-7)).unwrap(), json!(-7));
         assert_eq!(f("bool", json!(false)).unwrap(), json!(false));
         assert_eq!(f("float32", json!("0x7fc00000")).unwrap(), json!("NaN"));
-        assert_eq!(
-            f("float64", json!("0x3ff0000000000000")).unwrap(),
-            json!(1.0)
-        );
+        assert_eq!(f("float64", json!("0x3ff0000000000000")).unwrap(), json!(1.0));
         assert_eq!(f("float32", json!(0.1)).unwrap(), json!(0.1));
-        assert_eq!(
-            f("float16", json!("-Infinity")).unwrap(),
-            json!("-Infinity")
-        );
+        assert_eq!(f("float16", json!("-Infinity")).unwrap(), json!("-Infinity"));
         assert_eq!(
             f("complex128", json!([1.5, "0x7ff0000000000000"])).unwrap(),
             json!([1.5, "Infinity"])
@@ -830,11 +771,7 @@ mod tests {
             }),
         ];
         for b in bad {
-            assert!(
-                V2Array::parse(&b).is_err(),
-                "{}",
-                String::from_utf8_lossy(&b)
-            );
+            assert!(V2Array::parse(&b).is_err(), "{}", String::from_utf8_lossy(&b));
         }
     }
 
@@ -866,17 +803,11 @@ mod tests {
                 d.insert("compressor".into(), c.clone());
             }))
             .unwrap();
-            assert!(
-                matches!(a.chunk_spec(), Err(CodecError::InvalidConfiguration { .. })),
-                "{c}"
-            );
+            assert!(matches!(a.chunk_spec(), Err(CodecError::InvalidConfiguration { .. })), "{c}");
         }
         assert!(matches!(
             spec(|d| {
-                d.insert(
-                    "compressor".into(),
-                    json!({"id": "crc32c", "location": "start"}),
-                );
+                d.insert("compressor".into(), json!({"id": "crc32c", "location": "start"}));
             }),
             Err(CodecError::Unsupported(_))
         ));

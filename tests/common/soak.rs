@@ -38,7 +38,10 @@ pub trait Target: Send + Sync {
 
 /// How long to run: `ZM_SOAK_SECS` (for longer runs), else `default_secs`.
 pub fn duration(default_secs: f64) -> Duration {
-    let secs = std::env::var("ZM_SOAK_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(default_secs);
+    let secs = std::env::var("ZM_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(default_secs);
     Duration::from_secs_f64(secs)
 }
 
@@ -91,8 +94,13 @@ pub fn judge(bytes: &[u8], expect: Expect) -> Result<Option<usize>, String> {
         return Ok(None);
     }
     if bytes.len() < 16 {
-        let prefix_ok = expect == Expect::CompleteOrPrefix && b"ZV".starts_with(&bytes[..bytes.len().min(2)]);
-        return if prefix_ok { Ok(None) } else { Err(format!("not a value: {} bytes", bytes.len())) };
+        let prefix_ok =
+            expect == Expect::CompleteOrPrefix && b"ZV".starts_with(&bytes[..bytes.len().min(2)]);
+        return if prefix_ok {
+            Ok(None)
+        } else {
+            Err(format!("not a value: {} bytes", bytes.len()))
+        };
     }
     let writer = bytes[2] as usize;
     let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
@@ -100,7 +108,10 @@ pub fn judge(bytes: &[u8], expect: Expect) -> Result<Option<usize>, String> {
     let whole = value(writer, seq, len);
     let fits = if expect == Expect::Complete { whole == bytes } else { whole.starts_with(bytes) };
     if &bytes[..2] != b"ZV" || !fits {
-        return Err(format!("torn: header says writer {writer} seq {seq} len {len}, got {} bytes", bytes.len()));
+        return Err(format!(
+            "torn: header says writer {writer} seq {seq} len {len}, got {} bytes",
+            bytes.len()
+        ));
     }
     Ok(Some(writer))
 }
@@ -141,7 +152,11 @@ pub struct Model {
 /// Our own key: exactly what the model says.
 fn check_own(got: Result<Vec<u8>, i32>, path: &str, want: &Option<Vec<u8>>) {
     match (got, want) {
-        (Ok(bytes), Some(want)) => assert!(bytes == *want, "{path}: own key does not read back ({:?})", judge(&bytes, Expect::Complete)),
+        (Ok(bytes), Some(want)) => assert!(
+            bytes == *want,
+            "{path}: own key does not read back ({:?})",
+            judge(&bytes, Expect::Complete)
+        ),
         (Err(e), Some(_)) => panic!("{path}: own key written but reading it gives errno {e}"),
         (Ok(bytes), None) => panic!("{path}: own key deleted but reads {} bytes", bytes.len()),
         (Err(e), None) => assert_eq!(e, libc::ENOENT, "{path}: own key deleted"),
@@ -152,7 +167,10 @@ fn check_own(got: Result<Vec<u8>, i32>, path: &str, want: &Option<Vec<u8>>) {
 fn check_other(got: Result<Vec<u8>, i32>, path: &str, owner: usize, expect: Expect, m: &mut Model) {
     match got {
         Ok(bytes) => match judge(&bytes, expect) {
-            Ok(w) => assert!(w.is_none_or(|w| w == owner), "{path}: a value of writer {w:?} under a key of writer {owner}"),
+            Ok(w) => assert!(
+                w.is_none_or(|w| w == owner),
+                "{path}: a value of writer {w:?} under a key of writer {owner}"
+            ),
             Err(why) => panic!("{path}: {why}"),
         },
         Err(libc::ESTALE) => m.stale += 1,
@@ -167,8 +185,13 @@ fn check_store(store: &dyn Store, rt: &tokio::runtime::Handle, key: &str, owner:
         assert_eq!(bytes[2] as usize, owner, "in the store, {key}: another writer's value");
     }
     for (local, bytes) in rt.block_on(stored_chunks(store, "a/c/0/0")).unwrap_or_default() {
-        let w = judge(&bytes, Expect::Complete).unwrap_or_else(|why| panic!("in the stored shard, chunk {local}: {why}"));
-        assert_eq!(w, Some(local as usize % THREADS), "in the stored shard, chunk {local}: another writer's value");
+        let w = judge(&bytes, Expect::Complete)
+            .unwrap_or_else(|why| panic!("in the stored shard, chunk {local}: {why}"));
+        assert_eq!(
+            w,
+            Some(local as usize % THREADS),
+            "in the stored shard, chunk {local}: another writer's value"
+        );
     }
 }
 
@@ -180,7 +203,8 @@ fn put(t: &dyn Target, path: &str, v: &[u8], staged: bool, rng: &mut Rng) {
         t.write(&tmp, v, v.len()).unwrap_or_else(|e| panic!("write {tmp}: errno {e}"));
         t.rename(&tmp, path).unwrap_or_else(|e| panic!("rename {tmp} -> {path}: errno {e}"));
     } else {
-        t.write(path, v, 1 + rng.below(v.len() as u64) as usize).unwrap_or_else(|e| panic!("write {path}: errno {e}"));
+        t.write(path, v, 1 + rng.below(v.len() as u64) as usize)
+            .unwrap_or_else(|e| panic!("write {path}: errno {e}"));
     }
 }
 
@@ -242,7 +266,10 @@ fn worker(c: &Ctx, me: usize, seed: u64, until: Instant) -> Model {
             3 => {
                 let present = m.keys.insert(key.clone(), None).flatten().is_some();
                 let r = t.remove(&key);
-                assert!(r == Ok(()) && present || r == Err(libc::ENOENT) && !present, "remove {key} (present: {present}): {r:?}");
+                assert!(
+                    r == Ok(()) && present || r == Err(libc::ENOENT) && !present,
+                    "remove {key} (present: {present}): {r:?}"
+                );
             }
             4..=5 => {
                 let (y, x, _) = chunks().filter(|c| c.2 == me).nth(rng.below(4) as usize).unwrap();
@@ -250,7 +277,10 @@ fn worker(c: &Ctx, me: usize, seed: u64, until: Instant) -> Model {
                 if rng.below(4) == 0 {
                     let present = m.chunks.insert((y, x), None).flatten().is_some();
                     let r = t.remove(&path);
-                    assert!(r == Ok(()) && present || r == Err(libc::ENOENT) && !present, "remove {path} (present: {present}): {r:?}");
+                    assert!(
+                        r == Ok(()) && present || r == Err(libc::ENOENT) && !present,
+                        "remove {path} (present: {present}): {r:?}"
+                    );
                 } else {
                     let v = next(16 + rng.below(4000));
                     put(t, &path, &v, staged_chunk(y, x), &mut rng);
@@ -262,11 +292,20 @@ fn worker(c: &Ctx, me: usize, seed: u64, until: Instant) -> Model {
                 let got = t.read(&chunk_key(y, x));
                 match owner == me {
                     true => check_own(got, &chunk_key(y, x), &m.chunks[&(y, x)]),
-                    false => check_other(got, &chunk_key(y, x), owner, expect(t, staged_chunk(y, x)), &mut m),
+                    false => check_other(
+                        got,
+                        &chunk_key(y, x),
+                        owner,
+                        expect(t, staged_chunk(y, x)),
+                        &mut m,
+                    ),
                 }
             }
             7..=8 => {
-                let (owner, j) = (rng.below(THREADS as u64) as usize, rng.below(KEYS_PER_THREAD as u64) as usize);
+                let (owner, j) = (
+                    rng.below(THREADS as u64) as usize,
+                    rng.below(KEYS_PER_THREAD as u64) as usize,
+                );
                 let path = dir_key(owner, j);
                 let got = t.read(&path);
                 match owner == me {
@@ -276,12 +315,20 @@ fn worker(c: &Ctx, me: usize, seed: u64, until: Instant) -> Model {
             }
             9 => {
                 let owner = rng.below(THREADS as u64) as usize;
-                check_store(c.store, c.rt, &dir_key(owner, rng.below(KEYS_PER_THREAD as u64) as usize), owner);
+                check_store(
+                    c.store,
+                    c.rt,
+                    &dir_key(owner, rng.below(KEYS_PER_THREAD as u64) as usize),
+                    owner,
+                );
             }
             _ => {
                 for name in t.list("d").unwrap_or_else(|e| panic!("list d: errno {e}")) {
                     let stem = name.split('.').next().unwrap_or("");
-                    assert!(stem.starts_with('t') && stem.contains('k'), "a stray name in the listing: {name}");
+                    assert!(
+                        stem.starts_with('t') && stem.contains('k'),
+                        "a stray name in the listing: {name}"
+                    );
                 }
             }
         }
@@ -291,10 +338,18 @@ fn worker(c: &Ctx, me: usize, seed: u64, until: Instant) -> Model {
 
 /// Run `THREADS` workers against `t` for `length` (values up to `max_len` bytes), then check
 /// every key through `t` and in `store`. Returns (operations, ESTALE reads).
-pub fn run(t: Arc<dyn Target>, store: Arc<dyn Store>, rt: &tokio::runtime::Handle, length: Duration, max_len: u64) -> (u64, u64) {
-    let seed = std::env::var("ZM_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+pub fn run(
+    t: Arc<dyn Target>,
+    store: Arc<dyn Store>,
+    rt: &tokio::runtime::Handle,
+    length: Duration,
+    max_len: u64,
+) -> (u64, u64) {
+    let seed =
+        std::env::var("ZM_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
     eprintln!("soak: {THREADS} threads for {length:?}, ZM_SOAK_SEED={seed}");
     let until = Instant::now() + length;
     let models: Vec<Model> = std::thread::scope(|s| {
@@ -324,7 +379,10 @@ pub fn run(t: Arc<dyn Target>, store: Arc<dyn Store>, rt: &tokio::runtime::Handl
     let stored = rt.block_on(stored_chunks(&*store, "a/c/0/0")).unwrap_or_default();
     assert!(stored == want_shard, "the shard holds other chunks than the model");
     for (name, _) in rt.block_on(store.list("d")).unwrap().files {
-        assert!(models.iter().any(|m| m.keys.get(&format!("d/{name}")).is_some_and(Option::is_some)), "stray object d/{name}");
+        assert!(
+            models.iter().any(|m| m.keys.get(&format!("d/{name}")).is_some_and(Option::is_some)),
+            "stray object d/{name}"
+        );
     }
     (models.iter().map(|m| m.ops).sum(), models.iter().map(|m| m.stale).sum())
 }

@@ -107,7 +107,9 @@ pub const SHARDED_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":
 "attributes":{}}"#;
 
 pub fn sharded_layout() -> ShardLayout {
-    let NodeMetadata::Array(meta) = parse_zarr_json(SHARDED_ARRAY.as_bytes()).expect("valid metadata") else {
+    let NodeMetadata::Array(meta) =
+        parse_zarr_json(SHARDED_ARRAY.as_bytes()).expect("valid metadata")
+    else {
         panic!("not an array")
     };
     shard_layout(&meta).expect("unpackable")
@@ -120,7 +122,10 @@ pub fn local_of(y: u64, x: u64) -> u64 {
 
 /// Write `dir/zarr.json` and shard (0, 0) holding `chunks` (local index, encoded bytes).
 pub async fn put_sharded_array(store: &dyn Store, dir: &str, chunks: &BTreeMap<u64, Vec<u8>>) {
-    store.put(&format!("{dir}/zarr.json"), Bytes::from_static(SHARDED_ARRAY.as_bytes())).await.unwrap();
+    store
+        .put(&format!("{dir}/zarr.json"), Bytes::from_static(SHARDED_ARRAY.as_bytes()))
+        .await
+        .unwrap();
     let parts: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
     if let Some(shard) = build_shard(&sharded_layout(), &parts).unwrap() {
         store.put(&format!("{dir}/c/0/0"), Bytes::from(shard)).await.unwrap();
@@ -133,6 +138,12 @@ pub async fn stored_chunks(store: &dyn Store, key: &str) -> Option<BTreeMap<u64,
     let layout = sharded_layout();
     let size = shard.len() as u64;
     let r = ShardIndex::index_byte_range(&layout, size).expect("index range");
-    let index = ShardIndex::decode(&layout, &shard[r.start as usize..r.end as usize], size).expect("valid index");
-    Some(index.present().map(|(l, e)| (l, shard[e.offset as usize..(e.offset + e.nbytes) as usize].to_vec())).collect())
+    let index = ShardIndex::decode(&layout, &shard[r.start as usize..r.end as usize], size)
+        .expect("valid index");
+    Some(
+        index
+            .present()
+            .map(|(l, e)| (l, shard[e.offset as usize..(e.offset + e.nbytes) as usize].to_vec()))
+            .collect(),
+    )
 }

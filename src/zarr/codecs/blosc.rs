@@ -11,10 +11,7 @@ use super::{CodecError, SizeBound};
 const HEADER_LEN: usize = 16;
 
 fn corrupt(reason: impl Into<String>) -> CodecError {
-    CodecError::Corrupt {
-        codec: "blosc",
-        reason: reason.into(),
-    }
+    CodecError::Corrupt { codec: "blosc", reason: reason.into() }
 }
 
 /// The header fields that matter before decoding.
@@ -26,25 +23,16 @@ struct Header {
 
 fn parse_header(data: &[u8]) -> Result<Header, CodecError> {
     let Some(h) = data.get(..HEADER_LEN) else {
-        return Err(corrupt(format!(
-            "{} bytes is shorter than the header",
-            data.len()
-        )));
+        return Err(corrupt(format!("{} bytes is shorter than the header", data.len())));
     };
     let le = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]) as u64;
-    Ok(Header {
-        nbytes: le(4),
-        cbytes: le(12),
-    })
+    Ok(Header { nbytes: le(4), cbytes: le(12) })
 }
 
 pub(super) fn decode(data: &[u8], bound: SizeBound) -> Result<Vec<u8>, CodecError> {
     let header = parse_header(data)?;
     if header.nbytes > bound.limit() {
-        return Err(CodecError::TooLarge {
-            size: header.nbytes,
-            limit: bound.limit(),
-        });
+        return Err(CodecError::TooLarge { size: header.nbytes, limit: bound.limit() });
     }
     bound.check("blosc", header.nbytes as usize)?;
     if header.cbytes < HEADER_LEN as u64 || header.cbytes > data.len() as u64 {
@@ -81,11 +69,7 @@ mod tests {
     }
 
     fn compress(raw: &[u8], c: Compressor, s: ShuffleMode) -> Vec<u8> {
-        let ctx = Context::new()
-            .compressor(c)
-            .unwrap()
-            .shuffle(s)
-            .typesize(Some(4));
+        let ctx = Context::new().compressor(c).unwrap().shuffle(s).typesize(Some(4));
         ctx.compress(raw).into()
     }
 
@@ -117,10 +101,7 @@ mod tests {
         for s in [ShuffleMode::None, ShuffleMode::Byte, ShuffleMode::Bit] {
             let enc = compress(&raw, Compressor::LZ4, s);
             for cut in 0..enc.len() {
-                assert!(
-                    decode(&enc[..cut], SizeBound::Exact(n)).is_err(),
-                    "cut {cut}"
-                );
+                assert!(decode(&enc[..cut], SizeBound::Exact(n)).is_err(), "cut {cut}");
             }
             // Flipped bytes: an error or the right length, never a crash.
             for i in 0..enc.len() {
@@ -144,10 +125,7 @@ mod tests {
             decode(&h, SizeBound::Exact(80)),
             Err(CodecError::TooLarge { size, .. }) if size == u32::MAX as u64
         ));
-        assert!(matches!(
-            decode(&h, SizeBound::AtMost(1 << 20)),
-            Err(CodecError::TooLarge { .. })
-        ));
+        assert!(matches!(decode(&h, SizeBound::AtMost(1 << 20)), Err(CodecError::TooLarge { .. })));
         // A claimed compressed size beyond the input.
         let raw = sample();
         let mut enc = compress(&raw, Compressor::LZ4, ShuffleMode::Byte);
@@ -165,12 +143,6 @@ mod tests {
         let mut h = [0u8; 16];
         h[4..8].copy_from_slice(&80u32.to_le_bytes());
         h[12..16].copy_from_slice(&40u32.to_le_bytes());
-        assert_eq!(
-            parse_header(&h).unwrap(),
-            Header {
-                nbytes: 80,
-                cbytes: 40
-            }
-        );
+        assert_eq!(parse_header(&h).unwrap(), Header { nbytes: 80, cbytes: 40 });
     }
 }

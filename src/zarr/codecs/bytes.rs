@@ -38,10 +38,7 @@ mod tests {
     use serde_json::json;
 
     fn codec(cfg: Value) -> Codec {
-        Codec {
-            name: "bytes".into(),
-            configuration: cfg.as_object().unwrap().clone(),
-        }
+        Codec { name: "bytes".into(), configuration: cfg.as_object().unwrap().clone() }
     }
 
     #[test]
@@ -60,32 +57,19 @@ mod tests {
 
     #[test]
     fn swap_widths() {
-        let mut d: Vec<u8> = [0x0102u16, 0xa0b0]
-            .iter()
-            .flat_map(|v| v.to_be_bytes())
-            .collect();
+        let mut d: Vec<u8> = [0x0102u16, 0xa0b0].iter().flat_map(|v| v.to_be_bytes()).collect();
         swap_in_place(&mut d, 2);
         assert_eq!(d, [0x02, 0x01, 0xb0, 0xa0]);
 
         let vals = [0x01020304u32, 0xdeadbeef];
         let mut d: Vec<u8> = vals.iter().flat_map(|v| v.to_be_bytes()).collect();
         swap_in_place(&mut d, 4);
-        assert_eq!(
-            d,
-            vals.iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>()
-        );
+        assert_eq!(d, vals.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
 
         let vals = [1.5f64, -2.25e300];
         let mut d: Vec<u8> = vals.iter().flat_map(|v| v.to_be_bytes()).collect();
         swap_in_place(&mut d, 8);
-        assert_eq!(
-            d,
-            vals.iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>()
-        );
+        assert_eq!(d, vals.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
 
         let mut d = vec![1u8, 2, 3];
         swap_in_place(&mut d, 1);

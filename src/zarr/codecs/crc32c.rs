@@ -42,10 +42,7 @@ mod tests {
         for i in 0..d.len() {
             let mut m = d.clone();
             m[i] ^= 0x80;
-            assert!(matches!(
-                decode(&m),
-                Err(CodecError::ChecksumMismatch { .. })
-            ));
+            assert!(matches!(decode(&m), Err(CodecError::ChecksumMismatch { .. })));
         }
         for n in 0..4 {
             assert!(matches!(decode(&d[..n]), Err(CodecError::Corrupt { .. })));

@@ -22,9 +22,7 @@ mod tests {
     }
 
     fn sample() -> Vec<u8> {
-        (0..5_000u32)
-            .flat_map(|i| (i % 251).to_be_bytes())
-            .collect()
+        (0..5_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect()
     }
 
     #[test]
@@ -43,10 +41,7 @@ mod tests {
         let n = raw.len() as u64;
         let enc = gz(&raw);
         for cut in 0..enc.len() {
-            assert!(
-                decode(&enc[..cut], SizeBound::Exact(n)).is_err(),
-                "cut {cut}"
-            );
+            assert!(decode(&enc[..cut], SizeBound::Exact(n)).is_err(), "cut {cut}");
         }
         // A zlib stream is not gzip.
         let mut z = ZlibEncoder::new(Vec::new(), Compression::default());

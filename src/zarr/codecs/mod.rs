@@ -47,11 +47,7 @@ pub enum CodecError {
     #[error("crc32c checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     ChecksumMismatch { stored: u32, computed: u32 },
     #[error("{codec}: expected {expected} bytes, got {actual}")]
-    WrongSize {
-        codec: &'static str,
-        expected: u64,
-        actual: u64,
-    },
+    WrongSize { codec: &'static str, expected: u64, actual: u64 },
     #[error("size {size} exceeds the limit of {limit} bytes")]
     TooLarge { size: u64, limit: u64 },
     #[error("{codec}: decoded output exceeds {limit} bytes")]
@@ -115,10 +111,7 @@ impl DataType {
             .iter()
             .find(|(n, _, _)| *n == name)
             .ok_or_else(|| CodecError::UnsupportedDataType(name.to_string()))?;
-        Ok(DataType {
-            itemsize,
-            name: name.to_string(),
-        })
+        Ok(DataType { itemsize, name: name.to_string() })
     }
 
     /// The numpy kind character (`b`, `i`, `u`, `f`, `c`) of a core type whose
@@ -146,23 +139,16 @@ fn element_count(chunk_shape: &[u64]) -> Result<u64, CodecError> {
     chunk_shape
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .ok_or(CodecError::TooLarge {
-            size: u64::MAX,
-            limit: MAX_DECODED_CHUNK_BYTES,
-        })
+        .ok_or(CodecError::TooLarge { size: u64::MAX, limit: MAX_DECODED_CHUNK_BYTES })
 }
 
 /// The size of a decoded chunk (`prod(chunk_shape) * itemsize`), refused above
 /// [`MAX_DECODED_CHUNK_BYTES`].
 pub fn decoded_size(data_type: &DataType, chunk_shape: &[u64]) -> Result<u64, CodecError> {
-    let size = element_count(chunk_shape)?
-        .checked_mul(data_type.itemsize as u64)
-        .unwrap_or(u64::MAX);
+    let size =
+        element_count(chunk_shape)?.checked_mul(data_type.itemsize as u64).unwrap_or(u64::MAX);
     if size > MAX_DECODED_CHUNK_BYTES {
-        return Err(CodecError::TooLarge {
-            size,
-            limit: MAX_DECODED_CHUNK_BYTES,
-        });
+        return Err(CodecError::TooLarge { size, limit: MAX_DECODED_CHUNK_BYTES });
     }
     Ok(size)
 }
@@ -187,11 +173,9 @@ impl SizeBound {
     pub(crate) fn check(self, codec: &'static str, actual: usize) -> Result<(), CodecError> {
         let actual = actual as u64;
         match self {
-            SizeBound::Exact(expected) if actual != expected => Err(CodecError::WrongSize {
-                codec,
-                expected,
-                actual,
-            }),
+            SizeBound::Exact(expected) if actual != expected => {
+                Err(CodecError::WrongSize { codec, expected, actual })
+            }
             SizeBound::AtMost(limit) if actual > limit => {
                 Err(CodecError::OutputTooLong { codec, limit })
             }
@@ -212,17 +196,12 @@ pub(crate) fn read_bounded(
     (&mut reader)
         .take(limit.saturating_add(1))
         .read_to_end(&mut out)
-        .map_err(|e| CodecError::Corrupt {
-            codec,
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| CodecError::Corrupt { codec, reason: e.to_string() })?;
     if out.len() as u64 > limit {
         return Err(match bound {
-            SizeBound::Exact(expected) => CodecError::WrongSize {
-                codec,
-                expected,
-                actual: out.len() as u64,
-            },
+            SizeBound::Exact(expected) => {
+                CodecError::WrongSize { codec, expected, actual: out.len() as u64 }
+            }
             SizeBound::AtMost(limit) => CodecError::OutputTooLong { codec, limit },
         });
     }
@@ -298,13 +277,10 @@ impl ChunkSpec {
         let chunk_shape = meta.chunk_shape.clone().ok_or_else(|| {
             CodecError::Unsupported(format!("chunk grid {}", meta.chunk_grid_name))
         })?;
-        let fill = meta
-            .json
-            .get("fill_value")
-            .ok_or_else(|| CodecError::InvalidFillValue {
-                data_type: data_type.name.clone(),
-                reason: "`fill_value` is missing".into(),
-            })?;
+        let fill = meta.json.get("fill_value").ok_or_else(|| CodecError::InvalidFillValue {
+            data_type: data_type.name.clone(),
+            reason: "`fill_value` is missing".into(),
+        })?;
         let spec = ChunkSpec {
             fill_value: fill_value_bytes(&data_type, fill)?,
             codecs: meta.codecs.clone(),
@@ -337,10 +313,8 @@ impl ChunkSpec {
     /// A whole chunk of the fill value (what a missing chunk reads as).
     pub fn fill_chunk(&self) -> Result<Vec<u8>, CodecError> {
         check_fill(self)?;
-        let size = usize::try_from(self.decoded_size()?).map_err(|_| CodecError::TooLarge {
-            size: u64::MAX,
-            limit: MAX_DECODED_CHUNK_BYTES,
-        })?;
+        let size = usize::try_from(self.decoded_size()?)
+            .map_err(|_| CodecError::TooLarge { size: u64::MAX, limit: MAX_DECODED_CHUNK_BYTES })?;
         Ok(sharding::repeat_fill(&self.fill_value, size))
     }
 }
@@ -514,9 +488,7 @@ pub(crate) mod tests {
 
     /// A file or directory under `src/zarr/codecs/testdata`.
     pub(crate) fn testdata(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/zarr/codecs/testdata")
-            .join(name)
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/zarr/codecs/testdata").join(name)
     }
 
     /// The size checks of a codec decoded through [`read_bounded`], for `enc`
@@ -571,14 +543,8 @@ pub(crate) mod tests {
         let spec = ChunkSpec::from_v3(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
         let chunk = std::fs::read(dir.join("chunk")).unwrap();
         let expected = std::fs::read(dir.join("expected")).unwrap();
-        assert_eq!(
-            spec.decoded_size().unwrap(),
-            expected.len() as u64,
-            "{name}"
-        );
-        let got = spec
-            .decode(&chunk)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(spec.decoded_size().unwrap(), expected.len() as u64, "{name}");
+        let got = spec.decode(&chunk).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(got == expected, "{name}: decoded bytes differ");
         // The old entry point agrees wherever it applies.
         if !meta.codecs.iter().any(|c| c.name == SHARDING_CODEC) {
@@ -657,14 +623,8 @@ pub(crate) mod tests {
         for entry in std::fs::read_dir(testdata("v2")).unwrap() {
             let dir = entry.unwrap().path();
             let zarray = std::fs::read(dir.join(".zarray")).unwrap();
-            let spec = crate::zarr::v2::V2Array::parse(&zarray)
-                .unwrap()
-                .chunk_spec()
-                .unwrap();
-            specs.push((
-                format!("v2/{}", dir.file_name().unwrap().to_string_lossy()),
-                spec,
-            ));
+            let spec = crate::zarr::v2::V2Array::parse(&zarray).unwrap().chunk_spec().unwrap();
+            specs.push((format!("v2/{}", dir.file_name().unwrap().to_string_lossy()), spec));
         }
         assert!(specs.len() > 20);
         for (name, spec) in specs {
@@ -709,27 +669,16 @@ pub(crate) mod tests {
         ));
         let mut no_fill = meta.clone();
         no_fill.json.remove("fill_value");
-        assert!(matches!(
-            ChunkSpec::from_v3(&no_fill),
-            Err(CodecError::InvalidFillValue { .. })
-        ));
+        assert!(matches!(ChunkSpec::from_v3(&no_fill), Err(CodecError::InvalidFillValue { .. })));
         let mut bad_fill = meta.clone();
         bad_fill.json.insert("fill_value".into(), json!("NaN"));
-        assert!(matches!(
-            ChunkSpec::from_v3(&bad_fill),
-            Err(CodecError::InvalidFillValue { .. })
-        ));
+        assert!(matches!(ChunkSpec::from_v3(&bad_fill), Err(CodecError::InvalidFillValue { .. })));
         let mut bad_type = meta.clone();
         bad_type.data_type = json!("string");
-        assert!(matches!(
-            ChunkSpec::from_v3(&bad_type),
-            Err(CodecError::UnsupportedDataType(_))
-        ));
+        assert!(matches!(ChunkSpec::from_v3(&bad_type), Err(CodecError::UnsupportedDataType(_))));
         // from_v3 checks the chain.
         let mut bad_inner = meta.clone();
-        bad_inner.codecs[0]
-            .configuration
-            .insert("chunk_shape".into(), json!([3, 3]));
+        bad_inner.codecs[0].configuration.insert("chunk_shape".into(), json!([3, 3]));
         assert!(matches!(
             ChunkSpec::from_v3(&bad_inner),
             Err(CodecError::InvalidConfiguration { .. })
@@ -737,25 +686,13 @@ pub(crate) mod tests {
         // A fill value of the wrong width is refused everywhere.
         let mut wrong = spec.clone();
         wrong.fill_value = vec![0; 3];
-        assert!(matches!(
-            wrong.check(),
-            Err(CodecError::InvalidFillValue { .. })
-        ));
-        assert!(matches!(
-            wrong.fill_chunk(),
-            Err(CodecError::InvalidFillValue { .. })
-        ));
-        assert!(matches!(
-            wrong.decode(&[]),
-            Err(CodecError::InvalidFillValue { .. })
-        ));
+        assert!(matches!(wrong.check(), Err(CodecError::InvalidFillValue { .. })));
+        assert!(matches!(wrong.fill_chunk(), Err(CodecError::InvalidFillValue { .. })));
+        assert!(matches!(wrong.decode(&[]), Err(CodecError::InvalidFillValue { .. })));
         // A huge chunk is refused before allocating.
         let mut huge = spec.clone();
         huge.chunk_shape = vec![1 << 20, 1 << 20];
-        assert!(matches!(
-            huge.fill_chunk(),
-            Err(CodecError::TooLarge { .. })
-        ));
+        assert!(matches!(huge.fill_chunk(), Err(CodecError::TooLarge { .. })));
     }
 
     fn spec(codecs_json: Value, dtype: &str, shape: &[u64]) -> ChunkSpec {
@@ -781,15 +718,10 @@ pub(crate) mod tests {
             // Transposed (4, 6) -> (6, 4): (3, 2) divides only the transposed shape.
             json!([{"name": "transpose", "configuration": {"order": [1, 0]}},
                    shard(json!([3, 2]), json!([le]))]),
-            json!([shard(
-                json!([2, 6]),
-                json!([shard(json!([1, 3]), json!([le]))])
-            )]),
+            json!([shard(json!([2, 6]), json!([shard(json!([1, 3]), json!([le]))]))]),
         ];
         for c in ok {
-            spec(c.clone(), "int32", &[4, 6])
-                .check()
-                .unwrap_or_else(|e| panic!("{c}: {e}"));
+            spec(c.clone(), "int32", &[4, 6]).check().unwrap_or_else(|e| panic!("{c}: {e}"));
         }
         let bad = [
             // Inner shape must divide the shape the codec sees.
@@ -800,15 +732,9 @@ pub(crate) mod tests {
             json!([shard(json!([2, 3]), json!(["zstd"]))]),
             json!([shard(json!([2, 3]), json!([le, "lz4"]))]),
             json!([shard(json!([2, 3]), json!(["bytes"]))]), // int32 needs an endian
-            json!([shard(
-                json!([2, 6]),
-                json!([shard(json!([4, 3]), json!([le]))])
-            )]),
+            json!([shard(json!([2, 6]), json!([shard(json!([4, 3]), json!([le]))]))]),
             // Sharding twice, or transpose after it.
-            json!([
-                shard(json!([2, 3]), json!([le])),
-                shard(json!([2, 3]), json!([le]))
-            ]),
+            json!([shard(json!([2, 3]), json!([le])), shard(json!([2, 3]), json!([le]))]),
             json!([shard(json!([2, 3]), json!([le])), {"name": "transpose", "configuration": {"order": [1, 0]}}]),
             json!(["sharding_indexed"]),
         ];
@@ -853,12 +779,7 @@ pub(crate) mod tests {
         ] {
             assert_eq!(DataType::from_json(&json!(name)).unwrap().itemsize, size);
         }
-        assert_eq!(
-            DataType::from_json(&json!({"name": "int32"}))
-                .unwrap()
-                .itemsize,
-            4
-        );
+        assert_eq!(DataType::from_json(&json!({"name": "int32"})).unwrap().itemsize, 4);
         assert_eq!(DataType::from_name("complex128").unwrap().swap_size(), 8);
         assert_eq!(DataType::from_name("complex64").unwrap().swap_size(), 4);
         for bad in [
@@ -868,10 +789,7 @@ pub(crate) mod tests {
             json!({"name": "numpy.datetime64", "configuration": {"unit": "s", "scale_factor": 1}}),
             json!({"configuration": {}}),
         ] {
-            assert!(matches!(
-                DataType::from_json(&bad),
-                Err(CodecError::UnsupportedDataType(_))
-            ));
+            assert!(matches!(DataType::from_json(&bad), Err(CodecError::UnsupportedDataType(_))));
         }
     }
 
@@ -880,14 +798,8 @@ pub(crate) mod tests {
         let i4 = DataType::from_name("int32").unwrap();
         assert_eq!(decoded_size(&i4, &[4, 5]).unwrap(), 80);
         assert_eq!(decoded_size(&i4, &[]).unwrap(), 4);
-        assert!(matches!(
-            decoded_size(&i4, &[1 << 20, 1 << 20]),
-            Err(CodecError::TooLarge { .. })
-        ));
-        assert!(matches!(
-            decoded_size(&i4, &[u64::MAX, 2]),
-            Err(CodecError::TooLarge { .. })
-        ));
+        assert!(matches!(decoded_size(&i4, &[1 << 20, 1 << 20]), Err(CodecError::TooLarge { .. })));
+        assert!(matches!(decoded_size(&i4, &[u64::MAX, 2]), Err(CodecError::TooLarge { .. })));
         // Refused before looking at (or allocating for) the data.
         let c = codecs(json!([{"name": "bytes", "configuration": {"endian": "little"}}]));
         assert!(matches!(
@@ -900,10 +812,7 @@ pub(crate) mod tests {
     fn chain_errors() {
         let u1 = DataType::from_name("uint8").unwrap();
         let cases = [
-            (
-                json!([{"name": "sharding_indexed", "configuration": {}}]),
-                "sharding_indexed",
-            ),
+            (json!([{"name": "sharding_indexed", "configuration": {}}]), "sharding_indexed"),
             (json!(["bytes", "lz4"]), "lz4"),
             (json!(["bytes", "bz2"]), "bz2"),
             (json!(["bytes", "numcodecs.lzma"]), "numcodecs.lzma"),
@@ -929,17 +838,10 @@ pub(crate) mod tests {
             );
         }
         // Itemsize 1 needs no endian; a wrong-sized payload is WrongSize.
-        assert_eq!(
-            decode_chunk(&codecs(json!(["bytes"])), &u1, &[2], &[1, 2]).unwrap(),
-            [1, 2]
-        );
+        assert_eq!(decode_chunk(&codecs(json!(["bytes"])), &u1, &[2], &[1, 2]).unwrap(), [1, 2]);
         assert!(matches!(
             decode_chunk(&codecs(json!(["bytes"])), &u1, &[2], &[1, 2, 3]),
-            Err(CodecError::WrongSize {
-                expected: 2,
-                actual: 3,
-                ..
-            })
+            Err(CodecError::WrongSize { expected: 2, actual: 3, .. })
         ));
     }
 
@@ -966,14 +868,8 @@ pub(crate) mod tests {
             {"name": "transpose", "configuration": {"order": [1, 0]}},
             {"name": "bytes", "configuration": {"endian": "big"}}
         ]));
-        let enc: Vec<u8> = [1u16, 4, 2, 5, 3, 6]
-            .iter()
-            .flat_map(|v| v.to_be_bytes())
-            .collect();
-        let want: Vec<u8> = [1u16, 2, 3, 4, 5, 6]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        let enc: Vec<u8> = [1u16, 4, 2, 5, 3, 6].iter().flat_map(|v| v.to_be_bytes()).collect();
+        let want: Vec<u8> = [1u16, 2, 3, 4, 5, 6].iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(decode_chunk(&c, &u2, &[2, 3], &enc).unwrap(), want);
     }
 

@@ -21,10 +21,7 @@ use crate::zarr::sharding::{shard_layout, ShardLayout, SHARDING_CODEC};
 pub(super) const MAX_NESTING: usize = 8;
 
 fn corrupt(reason: impl Into<String>) -> CodecError {
-    CodecError::Corrupt {
-        codec: SHARDING_CODEC,
-        reason: reason.into(),
-    }
+    CodecError::Corrupt { codec: SHARDING_CODEC, reason: reason.into() }
 }
 
 /// A checked `sharding_indexed` codec for shards of one shape.
@@ -102,14 +99,7 @@ impl ShardCodec {
                 *c = rest % per;
                 rest /= per;
             }
-            place(
-                &mut out,
-                &chunk,
-                shard_shape,
-                inner_shape,
-                &coords,
-                itemsize,
-            )?;
+            place(&mut out, &chunk, shard_shape, inner_shape, &coords, itemsize)?;
         }
         Ok(out)
     }
@@ -140,10 +130,7 @@ fn slice(data: &[u8], start: u64, end: u64) -> Result<&[u8], CodecError> {
         .zip(usize::try_from(end).ok())
         .and_then(|(s, e)| data.get(s..e))
         .ok_or_else(|| {
-            corrupt(format!(
-                "byte range {start}..{end} lies outside the {}-byte shard",
-                data.len()
-            ))
+            corrupt(format!("byte range {start}..{end} lies outside the {}-byte shard", data.len()))
         })
 }
 
@@ -180,18 +167,11 @@ fn place(
     for j in (0..last).rev() {
         stride[j] = stride[j + 1] * shard[j + 1] as usize;
     }
-    let origin: usize = (0..shard.len())
-        .map(|j| (coords[j] * inner[j]) as usize * stride[j])
-        .sum();
+    let origin: usize = (0..shard.len()).map(|j| (coords[j] * inner[j]) as usize * stride[j]).sum();
     let row = inner[last] as usize * itemsize;
     let mut idx = vec![0u64; last];
     for src in chunk.chunks(row.max(1)) {
-        let dst = origin
-            + idx
-                .iter()
-                .zip(&stride)
-                .map(|(&i, &s)| i as usize * s)
-                .sum::<usize>();
+        let dst = origin + idx.iter().zip(&stride).map(|(&i, &s)| i as usize * s).sum::<usize>();
         copy(out, dst, src)?;
         // Odometer over the inner chunk's rows (all axes but the last).
         for j in (0..last).rev() {
@@ -244,15 +224,7 @@ mod tests {
         let base = if start { l.index_size() } else { 0 };
         for &(local, bytes) in chunks {
             let offset = base + data.len() as u64;
-            index
-                .set(
-                    local,
-                    Some(ChunkEntry {
-                        offset,
-                        nbytes: bytes.len() as u64,
-                    }),
-                )
-                .unwrap();
+            index.set(local, Some(ChunkEntry { offset, nbytes: bytes.len() as u64 })).unwrap();
             data.extend_from_slice(bytes);
         }
         let idx = index.encode(&l);
@@ -284,32 +256,15 @@ mod tests {
         assert!(s.decode(&good).is_ok());
         // Too short for the index, a flipped index byte (checksum), a wrong-sized
         // inner chunk, an entry past the end.
-        assert!(matches!(
-            s.decode(&good[..10]),
-            Err(CodecError::Corrupt { .. })
-        ));
+        assert!(matches!(s.decode(&good[..10]), Err(CodecError::Corrupt { .. })));
         let mut flipped = good.clone();
         flipped[6] ^= 1;
-        assert!(matches!(
-            s.decode(&flipped),
-            Err(CodecError::Corrupt { .. })
-        ));
+        assert!(matches!(s.decode(&flipped), Err(CodecError::Corrupt { .. })));
         let short = build(&s, &[(0, &[1])], false);
-        assert!(matches!(
-            s.decode(&short),
-            Err(CodecError::WrongSize { .. })
-        ));
+        assert!(matches!(s.decode(&short), Err(CodecError::WrongSize { .. })));
         let l = layout(&s.codecs[0], &s.chunk_shape).unwrap();
         let mut index = ShardIndex::new_empty(&l).unwrap();
-        index
-            .set(
-                0,
-                Some(ChunkEntry {
-                    offset: 0,
-                    nbytes: 1000,
-                }),
-            )
-            .unwrap();
+        index.set(0, Some(ChunkEntry { offset: 0, nbytes: 1000 })).unwrap();
         let past = [vec![0u8; 4], index.encode(&l)].concat();
         assert!(matches!(s.decode(&past), Err(CodecError::Corrupt { .. })));
     }

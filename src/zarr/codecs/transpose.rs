@@ -9,10 +9,7 @@ use super::CodecError;
 use crate::zarr::metadata::Codec;
 
 fn invalid(reason: impl Into<String>) -> CodecError {
-    CodecError::InvalidConfiguration {
-        codec: "transpose".into(),
-        reason: reason.into(),
-    }
+    CodecError::InvalidConfiguration { codec: "transpose".into(), reason: reason.into() }
 }
 
 /// The `order` list. Whether it is a permutation of the chunk's axes is checked
@@ -113,10 +110,7 @@ mod tests {
         // Array (2,3) = [[0,1,2],[3,4,5]]; order [1,0] stores the (3,2) array
         // [[0,3],[1,4],[2,5]].
         let enc = [0u8, 3, 1, 4, 2, 5];
-        assert_eq!(
-            decode(&enc, 1, &[2, 3], &[1, 0]).unwrap(),
-            [0, 1, 2, 3, 4, 5]
-        );
+        assert_eq!(decode(&enc, 1, &[2, 3], &[1, 0]).unwrap(), [0, 1, 2, 3, 4, 5]);
         assert_eq!(encoded_shape(&[2, 3], &[1, 0]).unwrap(), [3, 2]);
         // Identity.
         assert_eq!(decode(&enc, 1, &[2, 3], &[0, 1]).unwrap(), enc);
@@ -158,10 +152,7 @@ mod tests {
         for order in [vec![0], vec![0, 0], vec![1, 2], vec![0, 1, 2]] {
             assert!(encoded_shape(&[2, 3], &order).is_err(), "{order:?}");
         }
-        assert!(matches!(
-            decode(&[0; 5], 1, &[2, 3], &[1, 0]),
-            Err(CodecError::WrongSize { .. })
-        ));
+        assert!(matches!(decode(&[0; 5], 1, &[2, 3], &[1, 0]), Err(CodecError::WrongSize { .. })));
         let c = |v: Value| Codec {
             name: "transpose".into(),
             configuration: v.as_object().unwrap().clone(),

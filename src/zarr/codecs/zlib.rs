@@ -12,11 +12,7 @@ use super::{read_bounded, CodecError, SizeBound};
 pub(super) const NAME: &str = "numcodecs.zlib";
 
 pub(super) fn decode(data: &[u8], bound: SizeBound) -> Result<Vec<u8>, CodecError> {
-    let stream = Stream {
-        z: Decompress::new(true),
-        input: data,
-        done: false,
-    };
+    let stream = Stream { z: Decompress::new(true), input: data, done: false };
     read_bounded(NAME, stream, bound)
 }
 
@@ -35,10 +31,8 @@ impl Read for Stream<'_> {
         }
         loop {
             let (in_before, out_before) = (self.z.total_in(), self.z.total_out());
-            let rest = usize::try_from(in_before)
-                .ok()
-                .and_then(|i| self.input.get(i..))
-                .unwrap_or(&[]);
+            let rest =
+                usize::try_from(in_before).ok().and_then(|i| self.input.get(i..)).unwrap_or(&[]);
             let status = self
                 .z
                 .decompress(rest, buf, FlushDecompress::None)
@@ -53,10 +47,7 @@ impl Read for Stream<'_> {
                 return Ok(n);
             }
             if self.z.total_in() == in_before {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "truncated zlib stream",
-                ));
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "truncated zlib stream"));
             }
         }
     }
@@ -85,10 +76,7 @@ mod tests {
             crate::zarr::codecs::tests::check_bounds(decode, &zlib(&raw, level), &raw);
         }
         // Empty payload.
-        assert_eq!(
-            decode(&zlib(b"", 1), SizeBound::Exact(0)).unwrap(),
-            b"".to_vec()
-        );
+        assert_eq!(decode(&zlib(b"", 1), SizeBound::Exact(0)).unwrap(), b"".to_vec());
     }
 
     #[test]
@@ -99,10 +87,7 @@ mod tests {
         // Every truncation fails, even with a loose bound (so the stream end, not
         // the size check, is what catches it): the Adler-32 trailer is required.
         for cut in 0..enc.len() {
-            assert!(
-                decode(&enc[..cut], SizeBound::AtMost(n * 2)).is_err(),
-                "cut {cut}"
-            );
+            assert!(decode(&enc[..cut], SizeBound::AtMost(n * 2)).is_err(), "cut {cut}");
         }
         let mut bad = enc.clone();
         let l = bad.len();
@@ -121,9 +106,6 @@ mod tests {
     #[test]
     fn bomb_stops_at_the_bound() {
         let enc = zlib(&vec![0u8; 64 << 20], 9);
-        assert!(matches!(
-            decode(&enc, SizeBound::Exact(1024)),
-            Err(CodecError::WrongSize { .. })
-        ));
+        assert!(matches!(decode(&enc, SizeBound::Exact(1024)), Err(CodecError::WrongSize { .. })));
     }
 }

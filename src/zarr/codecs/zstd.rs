@@ -3,11 +3,8 @@
 use super::{read_bounded, CodecError, SizeBound};
 
 pub(super) fn decode(data: &[u8], bound: SizeBound) -> Result<Vec<u8>, CodecError> {
-    let decoder =
-        ::zstd::stream::read::Decoder::with_buffer(data).map_err(|e| CodecError::Corrupt {
-            codec: "zstd",
-            reason: e.to_string(),
-        })?;
+    let decoder = ::zstd::stream::read::Decoder::with_buffer(data)
+        .map_err(|e| CodecError::Corrupt { codec: "zstd", reason: e.to_string() })?;
     read_bounded("zstd", decoder, bound)
 }
 
@@ -32,10 +29,7 @@ mod tests {
         let enc = ::zstd::bulk::compress(&raw, 3).unwrap();
         let n = raw.len() as u64;
         for cut in 0..enc.len() {
-            assert!(
-                decode(&enc[..cut], SizeBound::Exact(n)).is_err(),
-                "cut {cut}"
-            );
+            assert!(decode(&enc[..cut], SizeBound::Exact(n)).is_err(), "cut {cut}");
         }
         assert!(decode(b"definitely not zstd", SizeBound::AtMost(1 << 20)).is_err());
         let mut trailing = enc.clone();
@@ -47,9 +41,6 @@ mod tests {
     fn bomb_stops_at_the_bound() {
         // 64 MiB of zeros compresses to a few KiB; a 1 KiB bound stops it early.
         let enc = ::zstd::bulk::compress(&vec![0u8; 64 << 20], 1).unwrap();
-        assert!(matches!(
-            decode(&enc, SizeBound::Exact(1024)),
-            Err(CodecError::WrongSize { .. })
-        ));
+        assert!(matches!(decode(&enc, SizeBound::Exact(1024)), Err(CodecError::WrongSize { .. })));
     }
 }
