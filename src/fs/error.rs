@@ -67,6 +67,8 @@ impl FsError {
                 StoreError::NotADirectory(_) => libc::ENOTDIR,
                 StoreError::IsADirectory(_) => libc::EISDIR,
                 StoreError::AlreadyExists(_) => libc::EEXIST,
+                // Other writers kept changing the object through every retry.
+                StoreError::Conflict(_) => libc::EBUSY,
                 StoreError::InvalidKey(..) => libc::EINVAL,
                 StoreError::Unsupported(_) => libc::ENOTSUP,
                 StoreError::NoSpace => libc::ENOSPC,

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use lru::LruCache;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 
 /// Default largest object that is cached whole.
 pub const DEFAULT_OBJECT_LIMIT: u64 = 8 << 20;
@@ -103,6 +103,7 @@ fn copy_err(e: &StoreError) -> StoreError {
         StoreError::NotADirectory(k) => StoreError::NotADirectory(k.clone()),
         StoreError::IsADirectory(k) => StoreError::IsADirectory(k.clone()),
         StoreError::AlreadyExists(k) => StoreError::AlreadyExists(k.clone()),
+        StoreError::Conflict(k) => StoreError::Conflict(k.clone()),
         StoreError::InvalidKey(k, why) => StoreError::InvalidKey(k.clone(), why),
         StoreError::Unsupported(what) => StoreError::Unsupported(what),
         StoreError::NoSpace => StoreError::NoSpace,
@@ -363,9 +364,11 @@ impl Store for CachingStore {
         Ok(m)
     }
 
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+    /// Whatever the outcome, the cached copy goes: after a conflict it is likely what was
+    /// stale, and the writer's next read must see the store's current version.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.invalidate(key);
-        let r = self.inner.put(key, data).await;
+        let r = self.inner.put_opts(key, data, mode).await;
         self.invalidate(key);
         r
     }
@@ -373,6 +376,13 @@ impl Store for CachingStore {
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.invalidate(key);
         let r = self.inner.delete(key).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.delete_if_version(key, version).await;
         self.invalidate(key);
         r
     }

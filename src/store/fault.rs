@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 
 /// The kinds of store requests a rule can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,13 +209,17 @@ impl Store for FaultStore {
         self.gate(Op::Stat, key).await?;
         self.inner.head(key).await
     }
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.gate(Op::Put, key).await?;
-        self.inner.put(key, data).await
+        self.inner.put_opts(key, data, mode).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.gate(Op::Delete, key).await?;
         self.inner.delete(key).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.gate(Op::Delete, key).await?;
+        self.inner.delete_if_version(key, version).await
     }
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.gate(Op::List, prefix).await?;

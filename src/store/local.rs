@@ -4,6 +4,18 @@
 //! root directory's fd, so no key (and no symlink planted in the tree) can reach outside the
 //! root. Writes go to a temp file beside the target and are renamed over it, so a reader or a
 //! crash never sees half an object. Blocking syscalls run on tokio's blocking pool.
+//!
+//! Conditional writes, across threads, processes and daemons on one host:
+//! - create-if-absent renames the temp file into place with `renameat2(RENAME_NOREPLACE)` (or,
+//!   where the filesystem lacks it, `link(2)`s it): the kernel refuses an existing name, so of
+//!   any number of racing creators exactly one succeeds, without any lock.
+//! - update-if-version, delete-if-version, and also plain overwrites and deletes, hold an
+//!   exclusive `flock(2)` on the key's parent directory while they check the version and
+//!   rename (or unlink). Every writer going through this store takes the same lock, so a
+//!   check and the replacement it allows cannot interleave with another writer's. No lock
+//!   files are made (the directory itself is locked) and a crashed holder's lock is released
+//!   by the kernel. Not covered: programs writing the directory directly without the lock,
+//!   and network filesystems whose `flock` is not shared between hosts.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -18,8 +30,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store, StoreError,
-    StoreResult,
+    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, PutMode, Store,
+    StoreError, StoreResult,
 };
 
 /// Names of our own in-flight temp files; hidden from listings.
@@ -211,14 +223,19 @@ impl Inner {
         Ok(())
     }
 
-    fn write_atomically(&self, key: &str, data: &[u8]) -> StoreResult<()> {
-        let (dirfd, name) = match self.parent_of(key) {
+    /// The parent directory of `key`, made first if missing (see `create_parents`).
+    fn parent_made(&self, key: &str) -> StoreResult<(OwnedFd, CString)> {
+        match self.parent_of(key) {
             Err(StoreError::NotFound(_)) => {
                 self.create_parents(key)?;
-                self.parent_of(key)?
+                self.parent_of(key)
             }
-            found => found?,
-        };
+            found => found,
+        }
+    }
+
+    /// A new temp file in `dirfd` holding `data`; its name is returned.
+    fn write_temp(&self, dirfd: &OwnedFd, key: &str, data: &[u8]) -> StoreResult<CString> {
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let tmp = CString::new(format!("{TEMP_MARKER}{}.{n}", std::process::id())).expect("no NUL");
         // SAFETY: openat on a valid dirfd with a NUL-terminated single-component name.
@@ -235,29 +252,180 @@ impl Inner {
         }
         // SAFETY: fresh fd from openat.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let result =
-            file.write_all_at(data, 0).map_err(|e| StoreError::from_io(key, e)).and_then(|_| {
-                // SAFETY: renameat between names in the same valid dirfd.
-                let rc = unsafe {
-                    libc::renameat(
-                        dirfd.as_raw_fd(),
-                        tmp.as_ptr(),
-                        dirfd.as_raw_fd(),
-                        name.as_ptr(),
-                    )
-                };
-                if rc < 0 {
-                    Err(StoreError::from_io(key, std::io::Error::last_os_error()))
-                } else {
-                    Ok(())
-                }
-            });
-        if result.is_err() {
-            // SAFETY: best-effort removal of our own temp name.
+        if let Err(e) = file.write_all_at(data, 0).and_then(|_| stamp_precise_mtime(&file)) {
+            // SAFETY: removal of our own temp name.
             unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
+            return Err(StoreError::from_io(key, e));
         }
-        result
+        Ok(tmp)
     }
+
+    /// The version of the regular file `name` in `dirfd` (None: no such file), as `to_meta`
+    /// gives it to readers.
+    fn version_in(
+        &self,
+        dirfd: &OwnedFd,
+        name: &CString,
+        key: &str,
+    ) -> StoreResult<Option<String>> {
+        // SAFETY: openat(O_PATH | O_NOFOLLOW) of a single name in a valid dirfd opens nothing.
+        let fd = unsafe {
+            libc::openat(
+                dirfd.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(None),
+                _ => Err(StoreError::from_io(key, e)),
+            };
+        }
+        // SAFETY: fresh fd from openat.
+        let md = File::from(unsafe { OwnedFd::from_raw_fd(fd) })
+            .metadata()
+            .map_err(|e| StoreError::from_io(key, e))?;
+        Ok(md.is_file().then(|| to_meta(&md).version))
+    }
+
+    /// Write `key` under `mode` (see the module comment for how each mode is made atomic).
+    fn put_with_mode(&self, key: &str, data: &[u8], mode: &PutMode) -> StoreResult<()> {
+        // A directory pruned (after its last shard was deleted) between opening and locking it
+        // is made again; a writer that keeps losing that race gives up after a few tries.
+        for _ in 0..4 {
+            let (dirfd, name) = self.parent_made(key)?;
+            if *mode == PutMode::Create {
+                let tmp = match self.write_temp(&dirfd, key, data) {
+                    Err(StoreError::NotFound(_)) => continue, // the directory went meanwhile
+                    r => r?,
+                };
+                return rename_noreplace(&dirfd, &tmp, &name, key);
+            }
+            let Some(_lock) = DirLock::acquire(&dirfd, key)? else { continue };
+            if let PutMode::Update(want) = mode {
+                if self.version_in(&dirfd, &name, key)?.as_deref() != Some(want.as_str()) {
+                    return Err(StoreError::Conflict(key.into()));
+                }
+            }
+            let tmp = self.write_temp(&dirfd, key, data)?;
+            // SAFETY: renameat between names in the same valid dirfd.
+            let rc = unsafe {
+                libc::renameat(dirfd.as_raw_fd(), tmp.as_ptr(), dirfd.as_raw_fd(), name.as_ptr())
+            };
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                // SAFETY: best-effort removal of our own temp name.
+                unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
+                return Err(StoreError::from_io(key, e));
+            }
+            return Ok(());
+        }
+        Err(StoreError::Conflict(key.into()))
+    }
+
+    /// Unlink `key`, under the directory lock, if it is at `version` (any version: `None`).
+    fn delete_locked(&self, key: &str, version: Option<&str>) -> StoreResult<()> {
+        let (dirfd, name) = self.parent_of(key)?;
+        let Some(_lock) = DirLock::acquire(&dirfd, key)? else {
+            return Err(StoreError::NotFound(key.into())); // the directory itself is gone
+        };
+        if let Some(want) = version {
+            match self.version_in(&dirfd, &name, key)? {
+                None => return Err(StoreError::NotFound(key.into())),
+                Some(v) if v != want => return Err(StoreError::Conflict(key.into())),
+                Some(_) => {}
+            }
+        }
+        // SAFETY: unlinkat of a single name in a valid dirfd.
+        check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), 0) }, key)
+    }
+}
+
+/// Set the file's mtime to the clock's full nanosecond precision. The version tag is inode,
+/// mtime and size; the kernel's own timestamps are coarse (a timer tick, ~4 ms) and freed inode
+/// numbers are reused at once (ext4), so two rewrites of one shard within a tick, with the same
+/// size, could otherwise bring back a version tag an earlier reader holds, and its conditional
+/// write would pass over both (ABA).
+fn stamp_precise_mtime(file: &File) -> std::io::Result<()> {
+    let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let times = [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: now.as_secs() as libc::time_t, tv_nsec: now.subsec_nanos() as _ },
+    ];
+    // SAFETY: futimens on a valid fd with two timespecs.
+    if unsafe { libc::futimens(file.as_raw_fd(), times.as_ptr()) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// An exclusive `flock` on a directory, released on drop (and by the kernel if we die).
+struct DirLock<'a>(&'a OwnedFd);
+
+impl<'a> DirLock<'a> {
+    /// Lock `dirfd`; `None` when the directory was removed before the lock was had (its
+    /// name may now be another directory: the caller opens it again).
+    fn acquire(dirfd: &'a OwnedFd, key: &str) -> StoreResult<Option<Self>> {
+        loop {
+            // SAFETY: flock on a valid fd.
+            if unsafe { libc::flock(dirfd.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(StoreError::from_io(key, e));
+            }
+        }
+        let lock = DirLock(dirfd);
+        // SAFETY: fstat on a valid fd into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(dirfd.as_raw_fd(), &mut st) } < 0 {
+            return Err(StoreError::from_io(key, std::io::Error::last_os_error()));
+        }
+        Ok((st.st_nlink > 0).then_some(lock))
+    }
+}
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: flock on a valid fd.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Move temp file `tmp` to `name` (both in `dirfd`) unless `name` exists: AlreadyExists then,
+/// and the temp file is removed either way.
+fn rename_noreplace(dirfd: &OwnedFd, tmp: &CString, name: &CString, key: &str) -> StoreResult<()> {
+    let fd = dirfd.as_raw_fd();
+    // SAFETY: renameat2 between names in the same valid dirfd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            fd,
+            tmp.as_ptr(),
+            fd,
+            name.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let mut e = std::io::Error::last_os_error();
+    if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
+        // No RENAME_NOREPLACE on this filesystem: link(2) also refuses an existing name.
+        // SAFETY: linkat between names in the same valid dirfd, following no symlink.
+        let rc = unsafe { libc::linkat(fd, tmp.as_ptr(), fd, name.as_ptr(), 0) };
+        e = std::io::Error::last_os_error();
+        // SAFETY: removal of our own temp name (the object now lives under `name`, if linked).
+        unsafe { libc::unlinkat(fd, tmp.as_ptr(), 0) };
+        return if rc == 0 { Ok(()) } else { Err(StoreError::from_io(key, e)) };
+    }
+    // SAFETY: removal of our own temp name.
+    unsafe { libc::unlinkat(fd, tmp.as_ptr(), 0) };
+    Err(StoreError::from_io(key, e))
 }
 
 fn to_meta(md: &std::fs::Metadata) -> ObjectMeta {
@@ -346,19 +514,19 @@ impl Store for LocalStore {
         .await
     }
 
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         let key = key.to_string();
-        self.blocking(move |s| s.write_atomically(&key, &data)).await
+        self.blocking(move |s| s.put_with_mode(&key, &data, &mode)).await
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {
         let key = key.to_string();
-        self.blocking(move |s| {
-            let (dirfd, name) = s.parent_of(&key)?;
-            // SAFETY: unlinkat of a single name in a valid dirfd.
-            check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), 0) }, &key)
-        })
-        .await
+        self.blocking(move |s| s.delete_locked(&key, None)).await
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        let (key, version) = (key.to_string(), version.to_string());
+        self.blocking(move |s| s.delete_locked(&key, Some(&version))).await
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {

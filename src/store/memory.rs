@@ -8,7 +8,9 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -70,15 +72,49 @@ impl Store for MemoryStore {
         Ok(self.with(|m| m.get(key).map(|(_, meta)| meta.clone())))
     }
 
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+    /// Bytes and version from one look at the map, so they always belong together.
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        Ok(self.with(|m| {
+            m.get(key).map(|(b, meta)| {
+                let r = range.clip(b.len() as u64);
+                (b.slice(r.start as usize..r.end as usize), meta.clone())
+            })
+        }))
+    }
+
+    /// The condition is checked and the object replaced under one lock of the map.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         validate_key(key)?;
         let meta = self.meta_for(&data);
-        self.with(|m| m.insert(key.to_string(), (data, meta)));
-        Ok(())
+        self.with(|m| {
+            match (&mode, m.get(key)) {
+                (PutMode::Overwrite, _) | (PutMode::Create, None) => {}
+                (PutMode::Create, Some(_)) => return Err(StoreError::AlreadyExists(key.into())),
+                (PutMode::Update(v), Some((_, cur))) if cur.version == *v => {}
+                (PutMode::Update(_), _) => return Err(StoreError::Conflict(key.into())),
+            }
+            m.insert(key.to_string(), (data, meta));
+            Ok(())
+        })
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.with(|m| m.remove(key)).map(|_| ()).ok_or_else(|| StoreError::NotFound(key.into()))
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.with(|m| match m.get(key) {
+            None => Err(StoreError::NotFound(key.into())),
+            Some((_, cur)) if cur.version != version => Err(StoreError::Conflict(key.into())),
+            Some(_) => {
+                m.remove(key);
+                Ok(())
+            }
+        })
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {

@@ -5,6 +5,8 @@
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
 pub mod cache;
+#[cfg(test)]
+mod conditional_tests;
 pub mod fault;
 pub mod local;
 pub mod memory;
@@ -57,6 +59,20 @@ impl ByteRange {
     }
 }
 
+/// How a put treats an object already at the key. Every backend and every wrapper must carry
+/// the mode through (`Store::put_opts` has no default): a wrapper that turned a conditional put
+/// into an overwrite would silently lose other writers' data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Replace whatever is there.
+    Overwrite,
+    /// Only if no object is at the key; otherwise `StoreError::AlreadyExists` and nothing written.
+    Create,
+    /// Only if the object at the key is still at this version (`ObjectMeta::version`, as read);
+    /// otherwise (changed or gone) `StoreError::Conflict` and nothing written.
+    Update(String),
+}
+
 /// What a name in the store is. A key can be both an object and a prefix on object stores.
 #[derive(Debug, Clone, Default)]
 pub struct Lookup {
@@ -80,6 +96,9 @@ pub enum StoreError {
     IsADirectory(String),
     #[error("already exists: {0:?}")]
     AlreadyExists(String),
+    /// A conditional write or delete found another version than it expected.
+    #[error("changed by another writer: {0:?}")]
+    Conflict(String),
     #[error("invalid key {0:?}: {1}")]
     InvalidKey(String, &'static str),
     #[error("{0} is not supported by this store")]
@@ -147,9 +166,21 @@ pub trait Store: Send + Sync + 'static {
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
     /// Replace the object atomically: readers see the old or the new content, never a mix.
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()>;
+    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+        self.put_opts(key, data, PutMode::Overwrite).await
+    }
+    /// An atomic put under `mode` (see `PutMode`): the condition is checked by the backend
+    /// itself, so two writers (also in two daemons) cannot both pass it.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()>;
     /// Remove the object; removing a missing object is `NotFound`.
     async fn delete(&self, key: &str) -> StoreResult<()>;
+    /// Remove the object only if it is still at `version`: `Conflict` if it changed, `NotFound`
+    /// if it is gone. Backends that cannot check and delete in one step say how close they come.
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()>;
+    /// The whole object with the metadata of that same content (its version), or `None`.
+    async fn get_versioned(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.get_ranged(key, ByteRange::Range(0..u64::MAX)).await
+    }
     /// One level below `prefix` (`""` for the root, otherwise a key prefix without trailing `/`).
     async fn list(&self, prefix: &str) -> StoreResult<Listing>;
 

@@ -15,12 +15,12 @@ use bytes::Bytes;
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload,
-    RetryConfig, WriteMultipart,
+    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutOptions,
+    PutPayload, RetryConfig, UpdateVersion, WriteMultipart,
 };
 
 use super::{
-    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, Store,
+    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, PutMode, Store,
     StoreError, StoreResult,
 };
 use crate::source::Cloud;
@@ -330,6 +330,23 @@ impl ObjectStoreBackend {
         }
     }
 
+    /// An unconditional put of a large object, in parts.
+    async fn put_multipart(&self, key: &str, path: &Path, data: Bytes) -> StoreResult<()> {
+        let upload = self.store.put_multipart(path).await.map_err(|e| self.err(key, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let mut off = 0;
+        while off < data.len() {
+            if let Err(e) = w.wait_for_capacity(4).await {
+                return Err(self.err(key, e));
+            }
+            let end = (off + PART_SIZE).min(data.len());
+            w.put(data.slice(off..end));
+            off = end;
+        }
+        w.finish().await.map_err(|e| self.err(key, e))?;
+        Ok(())
+    }
+
     async fn head_opt(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         if key.is_empty() {
             return Ok(None);
@@ -508,9 +525,8 @@ fn map_err_with(key: &str, e: object_store::Error, secrets: &[String]) -> StoreE
         E::NotFound { .. } => StoreError::NotFound(key),
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => StoreError::PermissionDenied(key),
         E::AlreadyExists { .. } => StoreError::AlreadyExists(key),
-        E::Precondition { .. } => {
-            StoreError::Backend { key, message: "precondition failed (the object changed)".into() }
-        }
+        // A conditional put (If-Match) or get found another version: someone else wrote.
+        E::Precondition { .. } => StoreError::Conflict(key),
         E::NotSupported { .. } | E::NotImplemented { .. } => {
             StoreError::Unsupported("this operation")
         }
@@ -625,32 +641,45 @@ impl Store for ObjectStoreBackend {
         self.head_opt(key).await
     }
 
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
+    /// Conditional puts are one PUT with `If-None-Match: *` (create) or `If-Match: <etag>`
+    /// (update), whatever the size: the condition of a multipart upload is not carried by
+    /// object_store, and a single PUT takes objects up to 5 GiB on S3.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.check_writable()?;
         if key.is_empty() {
             return Err(StoreError::IsADirectory(String::new()));
         }
         let path = self.path(key)?;
-        if data.len() <= MULTIPART_THRESHOLD {
-            self.store
-                .put(&path, PutPayload::from_bytes(data))
-                .await
-                .map_err(|e| self.err(key, e))?;
-            return Ok(());
-        }
-        let upload = self.store.put_multipart(&path).await.map_err(|e| self.err(key, e))?;
-        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut off = 0;
-        while off < data.len() {
-            if let Err(e) = w.wait_for_capacity(4).await {
-                return Err(self.err(key, e));
+        let mode = match mode {
+            PutMode::Overwrite if data.len() > MULTIPART_THRESHOLD => {
+                return self.put_multipart(key, &path, data).await;
             }
-            let end = (off + PART_SIZE).min(data.len());
-            w.put(data.slice(off..end));
-            off = end;
-        }
-        w.finish().await.map_err(|e| self.err(key, e))?;
+            PutMode::Overwrite => object_store::PutMode::Overwrite,
+            PutMode::Create => object_store::PutMode::Create,
+            // Our version tag is the ETag the store gave (see `to_meta`).
+            PutMode::Update(v) => {
+                object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version: None })
+            }
+        };
+        let opts = PutOptions { mode, ..Default::default() };
+        self.store
+            .put_opts(&path, PutPayload::from_bytes(data), opts)
+            .await
+            .map_err(|e| self.err(key, e))?;
         Ok(())
+    }
+
+    /// S3 has no conditional DELETE that every server honours: the version is checked with a
+    /// HEAD just before the DELETE. A write by another daemon landing between the two (one
+    /// round trip) is deleted with the object; README "Consistency" says so.
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.check_writable()?;
+        let path = self.path(key)?;
+        match self.head_opt(key).await? {
+            None => Err(StoreError::NotFound(key.to_string())),
+            Some(m) if m.version != version => Err(StoreError::Conflict(key.to_string())),
+            Some(_) => self.store.delete(&path).await.map_err(|e| self.err(key, e)),
+        }
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {

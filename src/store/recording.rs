@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, Store, StoreResult};
+use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
 
 pub struct RecordingStore {
     inner: Arc<dyn Store>,
@@ -85,13 +85,20 @@ impl Store for RecordingStore {
         self.record(format!("head {key}"));
         self.inner.head(key).await
     }
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
-        self.record(format!("put {key}"));
-        self.inner.put(key, data).await
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        match &mode {
+            PutMode::Overwrite => self.record(format!("put {key}")),
+            m => self.record(format!("put {key} {m:?}")),
+        }
+        self.inner.put_opts(key, data, mode).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.record(format!("delete {key}"));
         self.inner.delete(key).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.record(format!("delete {key} if {version}"));
+        self.inner.delete_if_version(key, version).await
     }
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.record(format!("list {prefix}"));

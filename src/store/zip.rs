@@ -27,7 +27,9 @@ use ::zip::CompressionMethod;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 /// Bytes fetched from the end of the archive at open: the largest EOCD (22 bytes + a 64 KiB
 /// comment), the ZIP64 locator (20) and ZIP64 EOCD record (56), and some slack.
@@ -689,7 +691,11 @@ impl Store for ZipStore {
         Ok(self.files.get(key).map(|e| e.meta.clone()))
     }
 
-    async fn put(&self, _key: &str, _data: Bytes) -> StoreResult<()> {
+    async fn put_opts(&self, _key: &str, _data: Bytes, _mode: PutMode) -> StoreResult<()> {
+        Err(StoreError::ReadOnly)
+    }
+
+    async fn delete_if_version(&self, _key: &str, _version: &str) -> StoreResult<()> {
         Err(StoreError::ReadOnly)
     }
 
