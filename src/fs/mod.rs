@@ -34,6 +34,7 @@ pub use error::{FsError, FsResult};
 use inode::{InodeTable, ROOT_INO};
 use namespace::Namespace;
 
+use crate::stats::{WriteCounters, WRITES};
 use crate::store::{join_key, split_key};
 use crate::view::node::{Backing, Node};
 
@@ -103,6 +104,9 @@ struct WriteBuf {
     unlinked: bool,
     /// The last write-back failed: every writer's close tries again.
     failed: bool,
+    /// Made with `O_CREAT|O_EXCL`: the first write-back creates the key only if the store has
+    /// none (another daemon may have made it since the open), else EEXIST and nothing stored.
+    exclusive: bool,
     modified: SystemTime,
 }
 
@@ -120,6 +124,7 @@ impl WriteBuf {
             staged: is_staged_name(split_key(path).1),
             unlinked: false,
             failed: false,
+            exclusive: false,
             modified: SystemTime::now(),
         }))
     }
@@ -824,6 +829,14 @@ impl ZarrFs {
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
         let buf = WriteBuf::shared(&path, Vec::new(), true);
+        let exclusive = flags & libc::O_EXCL != 0;
+        if exclusive {
+            // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
+            // (The write-back makes it exclusive at the store, see `WriteBuf::exclusive`.)
+            self.invalidate(&path);
+            let mut b = buf.lock().await;
+            b.exclusive = !b.staged; // a temp file never reaches the store under its own name
+        }
         let exists = match self.resolve(&path).await? {
             Some(node) if node.is_dir() => return Err(FsError::IsADirectory),
             Some(_) => true,
@@ -999,12 +1012,41 @@ impl ZarrFs {
             return Ok(());
         }
         let path = b.path.clone();
-        let result = self.ns.write_file(&path, Bytes::copy_from_slice(&b.data)).await;
-        b.failed = result.is_err();
-        result?;
+        let data = Bytes::copy_from_slice(&b.data);
+        if b.exclusive {
+            WriteCounters::bump(&WRITES.conditional_writes);
+            let result = self.ns.create_file(&path, data).await;
+            if matches!(result, Err(FsError::Exists)) {
+                // Another writer (another daemon) created the key after our open: this file
+                // lost the race. Nothing of it is stored, and its name now means the winner's.
+                WriteCounters::bump(&WRITES.write_conflicts);
+                tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
+                b.unlinked = true;
+                b.dirty = false;
+                drop(b);
+                self.drop_buf(&path, buf);
+                self.invalidate(&path);
+                return Err(FsError::Exists);
+            }
+            b.failed = result.is_err();
+            result?;
+            b.exclusive = false;
+        } else {
+            let result = self.ns.write_file(&path, data).await;
+            b.failed = result.is_err();
+            result?;
+        }
         b.dirty = false;
         self.invalidate(&path);
         Ok(())
+    }
+
+    /// Forget `buf` as the write buffer of `path` (if it still is).
+    fn drop_buf(&self, path: &str, buf: &SharedBuf) {
+        let mut bufs = lock(&self.bufs);
+        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
+            bufs.remove(path);
+        }
     }
 
     /// close(): the buffer goes to the store if this handle changed it since its last flush,
@@ -1204,6 +1246,66 @@ impl ZarrFs {
         Ok(())
     }
 
+    /// link(2) as an atomic create: `newname` gets the content the file `ino` has now (its
+    /// write buffer if it is open or a staged temp file, which is not uploaded for this), stored
+    /// with one create-if-absent put, so EEXIST comes from the store itself when the key exists,
+    /// also if another daemon made it a moment ago. The two names are then independent files
+    /// (a store has no hard links): the new one gets its own inode, and later writes to either
+    /// do not show in the other.
+    pub async fn link(&self, ino: u64, newparent: u64, newname: &str) -> FsResult<Attr> {
+        self.check_rw()?;
+        let from = self.path_of(ino)?;
+        let to = self.child_path(newparent, newname)?;
+        self.ns.check_writable(&to).await?;
+        let buf = lock(&self.bufs).get(&from).cloned();
+        let data = match buf {
+            Some(buf) => {
+                let b = buf.lock().await;
+                if b.unlinked {
+                    return Err(FsError::NotFound);
+                }
+                Bytes::copy_from_slice(&b.data)
+            }
+            None => {
+                let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
+                if node.is_dir() {
+                    return Err(FsError::NotPermitted("hard links to directories"));
+                }
+                Bytes::from(namespace::read_all(&*self.ns, &from, &node).await?)
+            }
+        };
+        if self.pending_node(&to).await.is_some() {
+            return Err(FsError::Exists);
+        }
+        if is_staged_name(split_key(&to).1) {
+            // A temp-file name lives in memory until renamed, like one made by create().
+            if self.resolve(&to).await?.is_some() {
+                return Err(FsError::Exists);
+            }
+            let staged = WriteBuf::shared(&to, data.to_vec(), true);
+            staged.lock().await.handles = 0;
+            let mut bufs = lock(&self.bufs);
+            if bufs.contains_key(&to) {
+                return Err(FsError::Exists);
+            }
+            bufs.insert(to.clone(), staged);
+        } else {
+            match self.ns.create_file(&to, data).await {
+                Err(FsError::Exists) => {
+                    WriteCounters::bump(&WRITES.write_conflicts);
+                    self.invalidate(&to);
+                    return Err(FsError::Exists);
+                }
+                r => r?,
+            }
+            WriteCounters::bump(&WRITES.conditional_writes);
+        }
+        self.invalidate(&to);
+        let new_ino = lock(&self.inodes).get_or_insert(&to, true);
+        let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
+        Ok(self.attr_of(new_ino, &node))
+    }
+
     pub fn statfs(&self) -> (u64, u64) {
         self.ns.capacity().unwrap_or((1 << 50, 1 << 49))
     }
@@ -1299,6 +1401,71 @@ mod tests {
         let fh = no_ttl.opendir(d.ino).await.unwrap();
         no_ttl.releasedir(fh);
         assert!(!no_ttl.opendir_lazy(d.ino).unwrap().keep_cache);
+    }
+
+    /// link() stores the new name with one create-if-absent put: a buffered temp file is
+    /// linked without its own name ever reaching the store, an existing key (also one made by
+    /// another daemon behind this one's cache) is EEXIST, and the names are independent after.
+    #[tokio::test]
+    async fn link_is_an_atomic_create() {
+        let store = Arc::new(MemoryStore::new());
+        let fs = fs_over(store.clone(), false, Duration::from_secs(3600));
+        let (tmp, o) = fs.create(ROOT_INO, "k.1234.partial", libc::O_EXCL).await.unwrap();
+        fs.write(o.fh, 0, b"value").await.unwrap();
+        fs.flush(o.fh).await.unwrap();
+        fs.release(o.fh).await.unwrap();
+        let linked = fs.link(tmp.ino, ROOT_INO, "k").await.unwrap();
+        assert_ne!(linked.ino, tmp.ino, "the new name is its own file");
+        assert_eq!((linked.size, linked.nlink), (5, 1));
+        assert_eq!(store.get("k").await.unwrap().as_ref(), b"value");
+        assert!(store.head("k.1234.partial").await.unwrap().is_none(), "temp name uploaded");
+        let err = fs.link(tmp.ino, ROOT_INO, "k").await.unwrap_err();
+        assert_eq!(err.errno(), libc::EEXIST);
+
+        // Another daemon makes "j" after this one cached its absence: the store says EEXIST.
+        assert!(fs.lookup(ROOT_INO, "j").await.is_err());
+        store.put("j", Bytes::from_static(b"theirs")).await.unwrap();
+        let err = fs.link(tmp.ino, ROOT_INO, "j").await.unwrap_err();
+        assert_eq!(err.errno(), libc::EEXIST);
+        assert_eq!(store.get("j").await.unwrap().as_ref(), b"theirs");
+
+        fs.unlink(ROOT_INO, "k.1234.partial").await.unwrap();
+        assert_eq!(store.get("k").await.unwrap().as_ref(), b"value");
+        let k = fs.lookup(ROOT_INO, "k").await.unwrap();
+        let o = fs.open(k.ino, libc::O_RDONLY).await.unwrap();
+        assert_eq!(&fs.read(o.fh, 0, 100).await.unwrap()[..], b"value");
+        fs.release(o.fh).await.unwrap();
+        let d = fs.mkdir(ROOT_INO, "d").await.unwrap();
+        assert_eq!(fs.link(d.ino, ROOT_INO, "dl").await.unwrap_err().errno(), libc::EPERM);
+    }
+
+    /// O_CREAT|O_EXCL: EEXIST at open for a key in the store, and a key created by another
+    /// daemon between this one's open and close makes the close fail with EEXIST and store
+    /// nothing.
+    #[tokio::test]
+    async fn exclusive_creates_are_decided_by_the_store() {
+        let store = Arc::new(MemoryStore::new());
+        let fs = fs_over(store.clone(), false, Duration::from_secs(3600));
+        assert!(fs.lookup(ROOT_INO, "a").await.is_err()); // absence cached
+        store.put("a", Bytes::from_static(b"there")).await.unwrap();
+        let err = fs.create(ROOT_INO, "a", libc::O_EXCL | libc::O_WRONLY).await.unwrap_err();
+        assert_eq!(err.errno(), libc::EEXIST, "cached absence trusted for O_EXCL");
+
+        let (_, o) = fs.create(ROOT_INO, "b", libc::O_EXCL | libc::O_WRONLY).await.unwrap();
+        fs.write(o.fh, 0, b"mine").await.unwrap();
+        store.put("b", Bytes::from_static(b"theirs")).await.unwrap(); // the other daemon
+        assert_eq!(fs.flush(o.fh).await.unwrap_err().errno(), libc::EEXIST);
+        fs.release(o.fh).await.unwrap();
+        assert_eq!(store.get("b").await.unwrap().as_ref(), b"theirs");
+
+        // The winner's file keeps working as a normal file after its first write-back.
+        let (_, o) = fs.create(ROOT_INO, "c", libc::O_EXCL | libc::O_WRONLY).await.unwrap();
+        fs.write(o.fh, 0, b"one").await.unwrap();
+        fs.fsync(o.fh).await.unwrap();
+        fs.write(o.fh, 3, b"two").await.unwrap();
+        fs.flush(o.fh).await.unwrap();
+        fs.release(o.fh).await.unwrap();
+        assert_eq!(store.get("c").await.unwrap().as_ref(), b"onetwo");
     }
 
     /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
-use crate::store::{join_key, ByteRange, Store, StoreError};
+use crate::store::{join_key, ByteRange, PutMode, Store, StoreError};
 use crate::view::node::{Backing, Node};
 
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
@@ -24,6 +24,10 @@ pub trait Namespace: Send + Sync + 'static {
     async fn check_writable(&self, path: &str) -> FsResult<()>;
     /// Replace the whole content of the file at `path`.
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
+    /// Write a new file at `path` only if none is there, decided by the store itself (so of
+    /// two daemons creating one key only one succeeds): `Exists` otherwise, nothing written.
+    /// No default: a view that cannot create atomically must say so, not overwrite.
+    async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()>;
     async fn remove_file(&self, path: &str) -> FsResult<()>;
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()>;
     async fn mkdir(&self, path: &str) -> FsResult<()>;
@@ -182,6 +186,15 @@ impl Namespace for RawNamespace {
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
         self.store.put(path, data).await?;
+        self.forget_virtual_ancestors(path);
+        Ok(())
+    }
+
+    async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()> {
+        match self.store.put_opts(path, data, PutMode::Create).await {
+            Err(StoreError::AlreadyExists(_)) => return Err(FsError::Exists),
+            r => r?,
+        }
         self.forget_virtual_ancestors(path);
         Ok(())
     }

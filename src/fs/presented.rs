@@ -411,6 +411,10 @@ impl Namespace for PresentedNamespace {
         Err(READ_ONLY)
     }
 
+    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+
     async fn remove_file(&self, _path: &str) -> FsResult<()> {
         Err(READ_ONLY)
     }

@@ -48,6 +48,15 @@ fn backoff(attempt: u32) -> Duration {
 pub struct ChunkOp {
     pub local: u64,
     pub data: Option<Bytes>,
+    /// Only if the chunk is absent from the shard as stored (an `O_EXCL` create, a `link`):
+    /// otherwise this op alone fails with `Exists` and the others of its batch go ahead.
+    pub exclusive: bool,
+}
+
+impl ChunkOp {
+    pub fn new(local: u64, data: Option<Bytes>) -> Self {
+        ChunkOp { local, data, exclusive: false }
+    }
 }
 
 type Outcome = Result<(), Arc<FsError>>;
@@ -100,10 +109,17 @@ impl ShardWriter {
         if ops.len() > 1 {
             tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
         }
-        let outcome: Outcome =
-            self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await.map_err(Arc::new);
-        for tx in senders {
-            let _ = tx.send(outcome.clone());
+        let n = ops.len();
+        let result = self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await;
+        let (outcome, refused): (Outcome, Vec<bool>) = match result {
+            Ok(refused) => (Ok(()), refused),
+            Err(e) => (Err(Arc::new(e)), vec![false; n]),
+        };
+        for (tx, refused) in senders.into_iter().zip(refused) {
+            if refused {
+                WriteCounters::bump(&WRITES.write_conflicts);
+            }
+            let _ = tx.send(if refused { Err(Arc::new(FsError::Exists)) } else { outcome.clone() });
         }
         drop(running);
         self.forget_idle_queue(shard_key, &queue);
@@ -127,7 +143,7 @@ impl ShardWriter {
         in_grid: &InGrid,
         ops: Vec<ChunkOp>,
         stop_dir: &str,
-    ) -> FsResult<()> {
+    ) -> FsResult<Vec<bool>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -148,6 +164,7 @@ impl ShardWriter {
     }
 
     /// One round: read the shard and its version, splice, write if still at that version.
+    /// Returns, per op, whether it was refused (an exclusive op on a present chunk).
     async fn try_rewrite(
         &self,
         key: &str,
@@ -155,7 +172,7 @@ impl ShardWriter {
         in_grid: &InGrid,
         ops: &[ChunkOp],
         stop_dir: &str,
-    ) -> FsResult<()> {
+    ) -> FsResult<Vec<bool>> {
         let current = self.store.get_versioned(key).await?;
         let mut chunks: BTreeMap<u64, Bytes> = BTreeMap::new();
         if let Some((shard, _)) = &current {
@@ -171,11 +188,19 @@ impl ShardWriter {
                 );
             }
         }
-        for op in ops {
+        let mut refused = vec![false; ops.len()];
+        for (op, refused) in ops.iter().zip(refused.iter_mut()) {
+            if op.exclusive && chunks.contains_key(&op.local) {
+                *refused = true;
+                continue;
+            }
             match &op.data {
                 Some(data) => chunks.insert(op.local, data.clone()),
                 None => chunks.remove(&op.local),
             };
+        }
+        if refused.iter().all(|r| *r) {
+            return Ok(refused); // nothing to change
         }
         let parts: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_ref())).collect();
         let built = build_shard(layout, &parts)
@@ -201,7 +226,7 @@ impl ShardWriter {
             }
             (None, None) => {}
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// On stores with real directories, remove the directories a deleted shard left empty.
@@ -255,7 +280,7 @@ mod tests {
                 tasks.push(tokio::spawn(async move {
                     for round in 0..5u8 {
                         let data = Bytes::from(vec![local as u8, round, shard.len() as u8]);
-                        let op = ChunkOp { local, data: Some(data) };
+                        let op = ChunkOp::new(local, Some(data));
                         w.apply(shard, &lay, Arc::new(|_| true), op, "a").await.unwrap();
                     }
                 }));
@@ -297,7 +322,7 @@ mod tests {
         let w = ShardWriter::new(m.clone());
         let lay = layout(ENTRIES, IndexLocation::End, true);
         let all: InGrid = Arc::new(|_| true);
-        let put = |local, v: u8| ChunkOp { local, data: Some(Bytes::from(vec![v])) };
+        let put = |local, v: u8| ChunkOp::new(local, Some(Bytes::from(vec![v])));
         w.apply("s", &lay, all.clone(), put(1, 1), "").await.unwrap();
         let (_, v1) = m.get_versioned("s").await.unwrap().unwrap();
         w.apply("s", &lay, all.clone(), put(2, 2), "").await.unwrap();
@@ -305,9 +330,9 @@ mod tests {
             m.delete_if_version("s", &v1.version).await,
             Err(StoreError::Conflict(_))
         ));
-        w.apply("s", &lay, all.clone(), ChunkOp { local: 1, data: None }, "").await.unwrap();
+        w.apply("s", &lay, all.clone(), ChunkOp::new(1, None), "").await.unwrap();
         assert_eq!(chunks_of(&*m, "s").await.keys().copied().collect::<Vec<_>>(), vec![2]);
-        w.apply("s", &lay, all, ChunkOp { local: 2, data: None }, "").await.unwrap();
+        w.apply("s", &lay, all, ChunkOp::new(2, None), "").await.unwrap();
         assert!(m.head("s").await.unwrap().is_none());
     }
 

@@ -320,16 +320,18 @@ impl UnshardedNamespace {
         }
     }
 
-    /// Replace (`Some`) or remove (`None`) inner chunk `coords` in its shard.
+    /// Replace (`Some`) or remove (`None`) inner chunk `coords` in its shard; if `exclusive`,
+    /// only if the chunk is absent from the shard as stored (else `Exists`).
     async fn write_chunk(
         &self,
         array: &Arc<ShardedArray>,
         coords: &[u64],
         data: Option<Bytes>,
+        exclusive: bool,
     ) -> FsResult<()> {
         let loc = array.array.locate(coords).ok_or(FsError::NotFound)?;
         let key = join_key(&array.dir, &loc.shard_key);
-        let op = ChunkOp { local: loc.local_index, data };
+        let op = ChunkOp { local: loc.local_index, data, exclusive };
         let (grid_array, shard_coords) = (array.clone(), loc.shard_coords.clone());
         let in_grid: InGrid =
             Arc::new(move |local| grid_array.array.inner_coords(&shard_coords, local).is_some());
@@ -602,7 +604,7 @@ impl Namespace for UnshardedNamespace {
                 return self.write_array_metadata(&array, &data).await;
             }
             if let Some(coords) = array.array.parse_inner_key(&rel) {
-                return self.write_chunk(&array, &coords, Some(data)).await;
+                return self.write_chunk(&array, &coords, Some(data), false).await;
             }
             if is_chunk_tree_name(&array.array, &rel) {
                 // e.g. a temp file never renamed, written back at unmount: it has no place here.
@@ -617,13 +619,39 @@ impl Namespace for UnshardedNamespace {
         Ok(())
     }
 
+    /// An inner chunk is created only if absent from its shard, checked in the same
+    /// compare-and-swap rewrite that adds it; the array's own `zarr.json` always exists.
+    async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()> {
+        if let Place::InArray { array, rel } = self.place(path).await? {
+            if rel == "zarr.json" {
+                return Err(FsError::Exists);
+            }
+            if let Some(coords) = array.array.parse_inner_key(&rel) {
+                return match self.write_chunk(&array, &coords, Some(data), true).await {
+                    Err(FsError::Shared(e)) if matches!(*e, FsError::Exists) => {
+                        Err(FsError::Exists)
+                    }
+                    r => r,
+                };
+            }
+            if is_chunk_tree_name(&array.array, &rel) {
+                return Err(FsError::NotPermitted(
+                    "not a chunk key of this array's unsharded grid",
+                ));
+            }
+        }
+        self.raw.create_file(path, data).await?;
+        self.note_write(path);
+        Ok(())
+    }
+
     async fn remove_file(&self, path: &str) -> FsResult<()> {
         if let Place::InArray { array, rel } = self.place(path).await? {
             if let Some(coords) = array.array.parse_inner_key(&rel) {
                 if self.lookup_in_array(&array, &rel).await?.is_none() {
                     return Err(FsError::NotFound);
                 }
-                return self.write_chunk(&array, &coords, None).await;
+                return self.write_chunk(&array, &coords, None, false).await;
             }
             if rel == "zarr.json" {
                 self.raw.remove_file(&join_key(&array.dir, "zarr.json")).await?;

@@ -278,15 +278,23 @@ impl fuser::Filesystem for FuseAdapter {
         reply.error(Errno::from_i32(libc::EPERM));
     }
 
+    /// An atomic create of `newname` with the file's content (see `ZarrFs::link`).
     fn link(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::from_i32(libc::EPERM));
+        let newname = name_of(newname);
+        self.spawn(
+            move |fs| async move { fs.link(ino.0, newparent.0, &newname?).await },
+            move |r, m| match r {
+                Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
     }
 
     fn mknod(
