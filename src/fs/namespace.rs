@@ -199,8 +199,20 @@ impl Namespace for RawNamespace {
         Ok(())
     }
 
+    /// On object stores the directories the key was in stay (in memory) until removed, as on
+    /// a filesystem: `rm -r` (and zarr-python's `LocalStore.clear`) unlinks the last file, then
+    /// rmdirs the directory, which would otherwise have vanished with its last key.
     async fn remove_file(&self, path: &str) -> FsResult<()> {
-        Ok(self.store.delete(path).await?)
+        self.store.delete(path).await?;
+        if !self.store.has_real_dirs() {
+            let mut v = self.virtual_dirs.lock().expect("lock");
+            let mut k = path;
+            while let Some(i) = k.rfind('/') {
+                k = &k[..i];
+                v.insert(k.to_string());
+            }
+        }
+        Ok(())
     }
 
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()> {

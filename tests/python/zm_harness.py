@@ -77,8 +77,11 @@ class Mount:
     """One zarr-mount daemon in --foreground mode, with its log file."""
 
     def __init__(self, source: Path, mountpoint: Path, *, view: str | None = "unsharded",
-                 read_only: bool = False, extra_args: list[str] | None = None, log_path: Path | None = None):
-        self.source = Path(source)
+                 read_only: bool = False, extra_args: list[str] | None = None, log_path: Path | None = None,
+                 env: dict[str, str] | None = None):
+        # `source` may also be a URL (s3://bucket/prefix); `env` adds to the daemon's environment.
+        self.source = source if isinstance(source, str) and "://" in source else Path(source)
+        self.env = dict(env or {})
         self.path = Path(mountpoint)
         self.view = view
         self.read_only = read_only
@@ -113,6 +116,7 @@ class Mount:
         self._log = open(self.log_path, "ab")
         env = dict(os.environ)
         env.setdefault("RUST_BACKTRACE", "1")
+        env.update(self.env)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
         ACTIVE_MOUNTS.append(self)

@@ -1,0 +1,91 @@
+"""Local S3-compatible servers for the interop suite, one class per server kind.
+
+Tests take the server kind as a parameter (`S3_SERVERS`), so another server joins every S3
+test by adding a class here. Each server listens on 127.0.0.1 only and is stopped by the
+fixture that started it, also when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from zm_harness import REPO
+
+BUCKET = "bkt"
+ACCESS_KEY = "test"
+SECRET_KEY = "test-secret"
+DAEMON_ENV = {
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    "AWS_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MotoServer:
+    """moto's S3 server, through scripts/s3-server.sh (which installs moto[server] if needed)."""
+
+    kind = "moto"
+    SCRIPT = REPO / "scripts" / "s3-server.sh"
+
+    def __init__(self, workdir: Path):
+        self.dir = Path(workdir)
+        self.port = free_port()
+        self.running = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "MotoServer":
+        rc = subprocess.run([str(self.SCRIPT), "install"]).returncode
+        if rc == 3:
+            pytest.skip("moto[server] could not be installed (no network?)")
+        assert rc == 0, "scripts/s3-server.sh install failed"
+        subprocess.run([str(self.SCRIPT), "start", str(self.dir), str(self.port)], check=True)
+        self.running = True
+        self.client().create_bucket(Bucket=BUCKET)
+        return self
+
+    def stop(self) -> None:
+        if self.running:
+            subprocess.run([str(self.SCRIPT), "stop", str(self.dir)], check=False)
+            self.running = False
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+
+    def mount_args(self) -> list[str]:
+        return ["--endpoint-url", self.endpoint]
+
+    def url(self, prefix: str) -> str:
+        return f"s3://{BUCKET}/{prefix}"
+
+    def download(self, prefix: str, dest: Path) -> int:
+        """Copy every object below `prefix/` into `dest` (keys as paths); returns how many."""
+        c = self.client()
+        n = 0
+        for page in c.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/"):
+            for obj in page.get("Contents", []):
+                rel = obj["Key"][len(prefix) + 1:]
+                out = dest / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(c.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read())
+                n += 1
+        return n
+
+
+S3_SERVERS = {"moto": MotoServer}
