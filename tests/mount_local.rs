@@ -122,13 +122,37 @@ fn readdir_with_thousands_of_entries() {
     assert_eq!(fs::read_to_string(m.path("c/4321")).unwrap(), "4321");
 }
 
+/// link(2) is an atomic create of an independent copy (#20): EEXIST for an existing name, and
+/// the two names do not share later writes.
+#[test]
+fn hard_links_are_atomic_creates_of_independent_files() {
+    use std::os::unix::fs::MetadataExt;
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("f"), b"x").unwrap();
+    let m = Mount::start(&src, &mnt, &[]);
+    fs::hard_link(m.path("f"), m.path("h")).unwrap();
+    assert_eq!(fs::read(src.join("h")).unwrap(), b"x");
+    assert_eq!(fs::metadata(m.path("h")).unwrap().nlink(), 1);
+    assert_ne!(fs::metadata(m.path("h")).unwrap().ino(), fs::metadata(m.path("f")).unwrap().ino());
+    assert_eq!(errno_of(fs::hard_link(m.path("f"), m.path("h"))), libc::EEXIST);
+    fs::write(m.path("f"), b"changed").unwrap();
+    assert_eq!(fs::read(m.path("h")).unwrap(), b"x");
+    // zarr-python's set_if_not_exists: a temp file linked to the key, then unlinked.
+    fs::write(m.path("k.0123.partial"), b"value").unwrap();
+    fs::hard_link(m.path("k.0123.partial"), m.path("k")).unwrap();
+    fs::remove_file(m.path("k.0123.partial")).unwrap();
+    assert_eq!(fs::read(src.join("k")).unwrap(), b"value");
+    assert!(!src.join("k.0123.partial").exists());
+}
+
 #[test]
 fn unsupported_operations_get_documented_errors() {
     let (_tmp, src, mnt) = dirs();
     fs::write(src.join("f"), b"x").unwrap();
     let m = Mount::start(&src, &mnt, &["--view", "raw"]);
     assert_eq!(errno_of(std::os::unix::fs::symlink("f", m.path("l"))), libc::EPERM);
-    assert_eq!(errno_of(fs::hard_link(m.path("f"), m.path("h"))), libc::EPERM);
+    fs::create_dir(m.path("d")).unwrap();
+    assert_eq!(errno_of(fs::hard_link(m.path("d"), m.path("dl"))), libc::EPERM);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         errno_of(fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o600))),
