@@ -28,6 +28,17 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
             Ok(Arc::new(zip))
         }
+        Source::Reference(location) => {
+            // The reference file and every target store are opened like a directory SOURCE of
+            // their location, with the mount's store options and caches.
+            let opener_cfg = cfg.clone();
+            let opener: crate::store::reference::TargetOpener =
+                Arc::new(move |loc| open_directory(loc, &opener_cfg).map_err(|e| e.0));
+            let refs = crate::store::reference::ReferenceStore::open(location, opener)
+                .await
+                .map_err(|e| SessionError(e.to_string()))?;
+            Ok(Arc::new(refs))
+        }
     }
 }
 
