@@ -62,8 +62,9 @@ pub enum Ref {
         target: Arc<Target>,
         key: Arc<str>,
     },
-    /// A reference that cannot be followed (unsupported URL, bad numbers): EIO when read.
-    Bad(Arc<str>),
+    /// A reference that cannot be followed (unsupported URL, bad numbers): EIO when read, and
+    /// when looked up unless its length is known.
+    Bad(Arc<str>, Option<u64>),
 }
 
 /// Where relative target paths resolve: the directory that holds the reference file.
@@ -131,9 +132,10 @@ impl Targets {
 
     /// A reference from a URL and an optional (offset, length); unresolvable ones become `Bad`.
     pub fn make_ref(&self, url: &str, range: Option<(i64, i64)>) -> Ref {
+        let length = range.and_then(|(_, l)| u64::try_from(l).ok());
         let (target, key) = match self.resolve(url) {
             Ok(t) => t,
-            Err(e) => return Ref::Bad(e.into()),
+            Err(e) => return Ref::Bad(e.into(), length),
         };
         match range {
             None => Ref::Whole { target, key },
@@ -141,9 +143,10 @@ impl Targets {
                 (Ok(offset), Ok(length)) if offset.checked_add(length).is_some() => {
                     Ref::Range { target, key, offset, length }
                 }
-                _ => {
-                    Ref::Bad(format!("invalid byte range: offset {offset}, length {length}").into())
-                }
+                _ => Ref::Bad(
+                    format!("invalid byte range: offset {offset}, length {length}").into(),
+                    None,
+                ),
             },
         }
     }
@@ -339,11 +342,13 @@ pub(crate) fn parse_json(doc: &[u8], targets: &Targets, tree: &mut Tree) -> Resu
     let scope = Scope { global: &templates, local: &[] };
     for (key, v) in refs {
         let r = match v {
-            Value::Array(a) => array_ref(a, targets, &scope).unwrap_or_else(|e| Ref::Bad(e.into())),
+            Value::Array(a) => {
+                array_ref(a, targets, &scope).unwrap_or_else(|e| Ref::Bad(e.into(), None))
+            }
             Value::Null => continue,
             v => match inline_value(v) {
                 Ok(b) => Ref::Inline(b),
-                Err(e) => Ref::Bad(e.into()),
+                Err(e) => Ref::Bad(e.into(), None),
             },
         };
         tree.insert(key, r);
@@ -652,7 +657,8 @@ impl ReferenceStore {
         match r {
             Ref::Inline(b) => Ok(self.meta(b.len() as u64)),
             Ref::Range { length, .. } => Ok(self.meta(*length)),
-            Ref::Bad(_) => Ok(self.meta(0)),
+            Ref::Bad(_, Some(length)) => Ok(self.meta(*length)),
+            Ref::Bad(m, None) => Err(self.fail(key, format!("unusable reference: {m}"))),
             Ref::Whole { target, key: tkey } => {
                 let store = self.target_store(key, target)?;
                 match store.head(tkey).await {
@@ -673,7 +679,7 @@ impl ReferenceStore {
                 let start = range.start.min(end);
                 Ok(b.slice(start as usize..end as usize))
             }
-            Ref::Bad(m) => Err(self.fail(key, format!("unusable reference: {m}"))),
+            Ref::Bad(m, _) => Err(self.fail(key, format!("unusable reference: {m}"))),
             Ref::Range { target, key: tkey, offset, length } => {
                 let end = range.end.min(*length);
                 let start = range.start.min(end);
@@ -797,11 +803,10 @@ impl Store for ReferenceStore {
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        // A reference whose size cannot be known (an unusable one, a whole object whose target
+        // does not answer) fails its lookup with EIO; listings still show it.
         let file = match self.find(key).await? {
-            Some(r) => Some(match self.meta_of(key, &r).await {
-                Ok(m) => m,
-                Err(_) => self.meta(0),
-            }),
+            Some(r) => Some(self.meta_of(key, &r).await?),
             None => None,
         };
         Ok(Lookup { file, dir: self.is_dir(key) })
