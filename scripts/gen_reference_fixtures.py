@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference-store fixtures made by the real writers (issue 24).
 
-    gen_reference_fixtures.py OUT [--url URL]
+    gen_reference_fixtures.py OUT [--url URL] [--big]
 
 writes into OUT:
     data.nc              a NetCDF4 file (netCDF4 library): chunked variables compressed with
@@ -15,7 +15,9 @@ writes into OUT:
 
 URL is what the references name as the target (default: the relative path "data.nc", which a
 reference store resolves next to the reference file); e.g. s3://bkt/data.nc for a copy of
-data.nc in a bucket.
+data.nc in a bucket. --big adds an uncompressed 9.6 MB variable `noise` of 400 KB chunks
+(each read by the kernel in several FUSE reads, and data.nc then larger than the object cache's
+whole-object limit of 8 MiB).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from kerchunk.df import refs_to_dataframe
 from kerchunk.hdf import SingleHdf5ToZarr
 
 
-def write_netcdf(path: Path) -> None:
+def write_netcdf(path: Path, big: bool) -> None:
     rng = np.random.default_rng(24)
     with netCDF4.Dataset(path, "w") as ds:
         ds.title = "zarr-mount reference fixture"
@@ -52,17 +54,23 @@ def write_netcdf(path: Path) -> None:
         # Contiguous (one reference to the whole variable).
         small = ds.createVariable("small", "i2", ("x",), contiguous=True)
         small[:] = np.arange(9, dtype="i2") - 4
+        if big:
+            ds.createDimension("r", 1200)
+            ds.createDimension("c", 2000)
+            noise = ds.createVariable("noise", "f4", ("r", "c"), chunksizes=(200, 500))
+            noise[:] = rng.standard_normal((1200, 2000)).astype("f4")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--url", default="data.nc")
+    ap.add_argument("--big", action="store_true")
     args = ap.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     nc = out / "data.nc"
-    write_netcdf(nc)
+    write_netcdf(nc, args.big)
     with open(nc, "rb") as f:
         refs = SingleHdf5ToZarr(f, url=args.url, inline_threshold=20).translate()
     assert refs.get("version") == 1, refs.keys()
