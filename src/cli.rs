@@ -18,7 +18,9 @@ use crate::view::ViewKind;
     version,
     about = "Mount a Zarr store as a directory; sharded Zarr v3 arrays appear as unsharded arrays of chunk files.",
     after_help = "SOURCE: a directory path, file:///path, s3://bucket/prefix, gs://, az://, http(s)://, \
-                  or a .zip/.ozx archive (zip+URL for other names)."
+                  or a .zip/.ozx archive (zip+URL for other names), \
+                  or virtual references: a kerchunk .json file or a .parq/.parquet reference directory \
+                  (reference+URL for other names)."
 )]
 pub struct Args {
     /// The Zarr store to mount.
@@ -147,8 +149,20 @@ impl Args {
             Source::Zip(Location::Remote { cloud, .. }) => {
                 crate::store::object::check_options(*cloud, &options).map_err(usage)?;
             }
+            Source::Reference(Location::Local(p)) => {
+                let abs = std::fs::canonicalize(p)
+                    .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                crate::store::reference::check_local(&abs)
+                    .map_err(|e| usage(format!("SOURCE {}: {e}", p.display())))?;
+                source = Source::Reference(Location::Local(abs));
+            }
+            Source::Reference(Location::Remote { cloud, .. }) => {
+                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
+            }
         }
+        // A local reference set may point into object stores: the options are for those.
         if matches!(source.location(), Location::Local(_))
+            && !matches!(source, Source::Reference(_))
             && (self.endpoint_url.is_some() || self.region.is_some() || !options.is_empty())
         {
             return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
@@ -166,8 +180,9 @@ impl Args {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
         // too): there is no exact way back from what they show to stored bytes.
-        let read_only =
-            self.read_only || matches!(source, Source::Zip(_)) || self.view.is_read_only();
+        let read_only = self.read_only
+            || matches!(source, Source::Zip(_) | Source::Reference(_))
+            || self.view.is_read_only();
         Ok(MountConfig {
             source,
             mountpoint,

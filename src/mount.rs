@@ -28,6 +28,30 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
             Ok(Arc::new(zip))
         }
+        Source::Reference(location) => {
+            // The reference file and the target stores are opened like a directory SOURCE of
+            // their location (same options), but without an object cache of their own: the
+            // cache sits above the reference store, keyed by chunk file, so a referenced range
+            // is fetched once, whole, by one ranged read, and a target file (say a 5 MB NetCDF)
+            // is never downloaded whole for one chunk. --cache-size bounds it as usual.
+            let mut target_cfg = cfg.clone();
+            target_cfg.cache_size = 0;
+            let opener: crate::store::reference::TargetOpener =
+                Arc::new(move |loc| open_directory(loc, &target_cfg).map_err(|e| e.0));
+            let refs = crate::store::reference::ReferenceStore::open(location, opener)
+                .await
+                .map_err(|e| SessionError(e.to_string()))?;
+            let refs: Arc<dyn Store> = Arc::new(refs);
+            if cfg.cache_size == 0 {
+                return Ok(refs);
+            }
+            let cache = CacheConfig {
+                capacity: cfg.cache_size,
+                object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
+                ttl: cfg.metadata_ttl,
+            };
+            Ok(Arc::new(CachingStore::new(refs, cache)))
+        }
     }
 }
 

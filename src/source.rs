@@ -28,13 +28,17 @@ pub enum Source {
     Directory(Location),
     /// A zip archive holding the store.
     Zip(Location),
+    /// Virtual references: a kerchunk JSON file, or a directory holding a Parquet reference
+    /// set (`.zmetadata` + `FIELD/refs.N.parq`). Chosen by a `.json`, `.parq` or `.parquet`
+    /// name or a `reference+` prefix.
+    Reference(Location),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
     #[error("SOURCE is empty")]
     Empty,
-    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// or zip+<url>)")]
+    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// zip+<url> or reference+<url>)")]
     UnknownScheme(String),
     #[error("file:// URLs must be absolute (file:///path)")]
     RelativeFileUrl,
@@ -43,6 +47,8 @@ pub enum SourceError {
 }
 
 const ZIP_SUFFIXES: [&str; 2] = [".zip", ".ozx"];
+/// Names that are reference sets (kerchunk JSON files, Parquet reference directories).
+const REFERENCE_SUFFIXES: [&str; 3] = [".json", ".parq", ".parquet"];
 
 impl Source {
     pub fn parse(s: &str) -> Result<Source, SourceError> {
@@ -51,6 +57,9 @@ impl Source {
         }
         if let Some(rest) = s.strip_prefix("zip+") {
             return Ok(Source::Zip(parse_location(rest)?));
+        }
+        if let Some(rest) = s.strip_prefix("reference+") {
+            return Ok(Source::Reference(parse_location(rest)?));
         }
         let loc = parse_location(s)?;
         let path_part = match &loc {
@@ -62,6 +71,8 @@ impl Source {
         let path_part = path_part.trim_end_matches('/');
         if ZIP_SUFFIXES.iter().any(|z| path_part.ends_with(z)) {
             Ok(Source::Zip(loc))
+        } else if REFERENCE_SUFFIXES.iter().any(|z| path_part.ends_with(z)) {
+            Ok(Source::Reference(loc))
         } else {
             Ok(Source::Directory(loc))
         }
@@ -69,12 +80,13 @@ impl Source {
 
     pub fn location(&self) -> &Location {
         match self {
-            Source::Directory(l) | Source::Zip(l) => l,
+            Source::Directory(l) | Source::Zip(l) | Source::Reference(l) => l,
         }
     }
 }
 
-fn parse_location(s: &str) -> Result<Location, SourceError> {
+/// A path or URL as a location (also used for the target URLs of reference stores).
+pub(crate) fn parse_location(s: &str) -> Result<Location, SourceError> {
     let Some((scheme, rest)) = s.split_once("://") else {
         return Ok(Location::Local(PathBuf::from(s)));
     };
@@ -156,5 +168,21 @@ mod tests {
         assert_eq!(Source::parse("ftp://h/x"), Err(SourceError::UnknownScheme("ftp".into())));
         assert!(matches!(Source::parse("s3:///x"), Err(SourceError::NoBucket(_))));
         assert_eq!(Source::parse(""), Err(SourceError::Empty));
+        assert_eq!(
+            Source::parse("refs/combined.JSON").unwrap(),
+            Source::Reference(Location::Local("refs/combined.JSON".into()))
+        );
+        assert_eq!(
+            Source::parse("/d/refs.parq/").unwrap(),
+            Source::Reference(Location::Local("/d/refs.parq/".into()))
+        );
+        assert!(matches!(
+            Source::parse("s3://b/x/refs.parquet").unwrap(),
+            Source::Reference(Location::Remote { cloud: Cloud::S3, .. })
+        ));
+        assert!(matches!(
+            Source::parse("reference+gs://b/kerchunk_refs").unwrap(),
+            Source::Reference(Location::Remote { cloud: Cloud::Gcs, .. })
+        ));
     }
 }

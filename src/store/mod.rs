@@ -12,6 +12,9 @@ pub mod local;
 pub mod memory;
 pub mod object;
 pub mod recording;
+pub mod reference;
+mod reference_parquet;
+pub mod reference_template;
 pub mod zip;
 
 use std::ops::Range;
