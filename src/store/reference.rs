@@ -30,7 +30,9 @@ use serde_json::{Map, Value};
 
 use super::reference_parquet::ParquetRefs;
 use super::reference_template::{render, Scope};
-use super::{validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use super::{
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 use crate::source::{Cloud, Location};
 
 /// Opens the store behind a target location (a local directory or an object-store root URL).
@@ -772,7 +774,15 @@ impl Store for ReferenceStore {
         Err(StoreError::ReadOnly)
     }
 
+    async fn put_opts(&self, _key: &str, _data: Bytes, _mode: PutMode) -> StoreResult<()> {
+        Err(StoreError::ReadOnly)
+    }
+
     async fn delete(&self, _key: &str) -> StoreResult<()> {
+        Err(StoreError::ReadOnly)
+    }
+
+    async fn delete_if_version(&self, _key: &str, _version: &str) -> StoreResult<()> {
         Err(StoreError::ReadOnly)
     }
 
