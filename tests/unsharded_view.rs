@@ -401,3 +401,40 @@ async fn a_shard_with_a_corrupt_index_is_never_rewritten() {
         "the corrupt shard is left as it was"
     );
 }
+
+/// O_CREAT|O_EXCL of an inner chunk (#20): EEXIST for a chunk present in its shard, and of two
+/// daemons (two filesystems on one store) creating the same absent chunk, the one that closes
+/// second gets EEXIST and the shard keeps the first one's bytes and its other chunks.
+#[tokio::test]
+async fn exclusive_creates_of_inner_chunks_are_decided_in_the_shard() {
+    let f = fixture().await;
+    let excl = libc::O_WRONLY | libc::O_EXCL;
+    let c2 = ino_of(&f.fs, "a/c/2").await.unwrap();
+    assert_eq!(f.fs.create(c2, "2", excl).await.unwrap_err().errno(), libc::EEXIST);
+
+    // A second daemon on the same store.
+    let raw = RawNamespace::new(f.store.clone() as Arc<dyn Store>);
+    let other = ZarrFs::new(
+        Arc::new(UnshardedNamespace::new(raw, Duration::from_secs(60))),
+        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+    );
+    let c3 = ino_of(&f.fs, "a/c/3").await.unwrap();
+    let o3 = ino_of(&other, "a/c/3").await.unwrap();
+    let (_, mine) = f.fs.create(c3, "3", excl).await.unwrap();
+    let (_, theirs) = other.create(o3, "3", excl).await.unwrap();
+    other.write(theirs.fh, 0, b"theirs").await.unwrap();
+    f.fs.write(mine.fh, 0, b"mine").await.unwrap();
+    other.flush(theirs.fh).await.unwrap();
+    assert_eq!(f.fs.flush(mine.fh).await.unwrap_err().errno(), libc::EEXIST);
+    f.fs.release(mine.fh).await.unwrap();
+    other.release(theirs.fh).await.unwrap();
+    assert_eq!(
+        stored_chunks(&f.store, "a/c/1/1").await.unwrap(),
+        vec![
+            (0, chunk_bytes(2, 2)),
+            (1, chunk_bytes(2, 3)),
+            (2, chunk_bytes(3, 2)),
+            (3, b"theirs".to_vec())
+        ]
+    );
+}

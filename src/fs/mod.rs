@@ -1221,6 +1221,7 @@ impl ZarrFs {
                         b.staged = is_staged_name(split_key(&to).1);
                         b.dirty = false;
                         b.failed = false;
+                        b.exclusive = false; // the rename has stored it: later closes replace
                         drop(b);
                         still_open = Some(buf);
                     } else {
@@ -1466,6 +1467,15 @@ mod tests {
         fs.flush(o.fh).await.unwrap();
         fs.release(o.fh).await.unwrap();
         assert_eq!(store.get("c").await.unwrap().as_ref(), b"onetwo");
+
+        // Renamed while still open: the rename stores it, and the close after that replaces it.
+        let (_, o) = fs.create(ROOT_INO, "e", libc::O_EXCL | libc::O_WRONLY).await.unwrap();
+        fs.write(o.fh, 0, b"1").await.unwrap();
+        fs.rename(ROOT_INO, "e", ROOT_INO, "f", 0).await.unwrap();
+        fs.write(o.fh, 1, b"2").await.unwrap();
+        fs.flush(o.fh).await.unwrap();
+        fs.release(o.fh).await.unwrap();
+        assert_eq!(store.get("f").await.unwrap().as_ref(), b"12");
     }
 
     /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it,

@@ -119,6 +119,8 @@ pub struct ObjectStoreBackend {
     secrets: Vec<String>,
     /// Keys left out of listings because they cannot be file names (each logged once).
     hidden: HiddenKeys,
+    /// Conditional updates are by generation, not ETag (GCS): see `put_opts`.
+    update_by_generation: bool,
 }
 
 impl ObjectStoreBackend {
@@ -133,6 +135,7 @@ impl ObjectStoreBackend {
             read_only: false,
             secrets: Vec::new(),
             hidden: HiddenKeys::default(),
+            update_by_generation: false,
         }
     }
 
@@ -250,6 +253,7 @@ impl ObjectStoreBackend {
                     read_only: true,
                     secrets,
                     hidden: HiddenKeys::default(),
+                    update_by_generation: false,
                 });
             }
         };
@@ -261,6 +265,7 @@ impl ObjectStoreBackend {
             read_only,
             secrets,
             hidden: HiddenKeys::default(),
+            update_by_generation: cloud == Cloud::Gcs,
         })
     }
 
@@ -656,9 +661,22 @@ impl Store for ObjectStoreBackend {
             }
             PutMode::Overwrite => object_store::PutMode::Overwrite,
             PutMode::Create => object_store::PutMode::Create,
-            // Our version tag is the ETag the store gave (see `to_meta`).
+            // Our version tag is the ETag the store gave (see `to_meta`). GCS conditions on the
+            // object's generation instead: a HEAD finds the generation of the version read (if
+            // it is still current), and the PUT is then conditional on that generation.
             PutMode::Update(v) => {
-                object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version: None })
+                let version = if self.update_by_generation {
+                    match self.store.head(&path).await {
+                        Ok(m) if m.e_tag.as_deref() == Some(v.as_str()) => m.version,
+                        Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+                            return Err(StoreError::Conflict(key.to_string()));
+                        }
+                        Err(e) => return Err(self.err(key, e)),
+                    }
+                } else {
+                    None
+                };
+                object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version })
             }
         };
         let opts = PutOptions { mode, ..Default::default() };
