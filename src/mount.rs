@@ -16,13 +16,23 @@ use crate::store::zip::ZipStore;
 use crate::store::Store;
 use crate::view::ViewKind;
 
+/// Set when the store could not be reached, was refused or does not exist at mount time
+/// (the endpoint, the credentials or the bucket are wrong): the exit code is then 2, like a
+/// bad argument, not 1.
+static SOURCE_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Did the mount fail because the source is wrong (see `SOURCE_REFUSED`)?
+pub fn source_refused() -> bool {
+    SOURCE_REFUSED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
-        Source::Directory(location) => open_directory(location, cfg),
+        Source::Directory(location) => open_directory(location, cfg).await,
         Source::Zip(location) => {
             // The archive is one object in a directory store (local or remote).
             let (parent, name) = split_archive_location(location)?;
-            let backing = open_directory(&parent, cfg)?;
+            let backing = open_directory(&parent, cfg).await?;
             let zip =
                 ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
@@ -32,7 +42,10 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
 }
 
 /// A directory store: a local directory, or an object-store prefix behind a small-object cache.
-fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+async fn open_directory(
+    location: &Location,
+    cfg: &MountConfig,
+) -> Result<Arc<dyn Store>, SessionError> {
     match location {
         Location::Local(p) => LocalStore::open(p)
             .map(|s| Arc::new(s) as Arc<dyn Store>)
@@ -41,6 +54,11 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
             let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote).map_err(|e| {
                 SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
             })?;
+            if let Err(why) = backend.check().await {
+                SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
+                let url = crate::store::object::display_url(url);
+                return Err(SessionError(format!("cannot mount {url}: {why}")));
+            }
             let backend: Arc<dyn Store> = Arc::new(backend);
             if cfg.cache_size == 0 {
                 return Ok(backend);
@@ -113,7 +131,11 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,
         Err(e) => {
-            readiness.failed(&e.0);
+            if source_refused() {
+                readiness.refused(&e.0);
+            } else {
+                readiness.failed(&e.0);
+            }
             return Err(e);
         }
     };

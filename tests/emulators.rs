@@ -219,27 +219,60 @@ impl Emulator {
         })
     }
 
-    /// The daemon's SOURCE, arguments and environment for `BUCKET/pre`: the options each
-    /// backend needs against its emulator (README, "Backends").
-    fn mount(&self, mnt: &Path, extra: &[&str]) -> Mount {
-        let endpoint = self.endpoint();
+    /// The daemon's SOURCE, arguments and environment for `bucket/pre` at `endpoint`: the
+    /// options each backend needs against its emulator (README, "Backends").
+    fn spec(&self, bucket: &str, endpoint: &str) -> (String, Vec<String>, Vec<(String, String)>) {
         match self.kind {
-            Kind::FakeGcs => {
-                let key = format!("google_service_account_key={GCS_NO_AUTH_KEY}");
-                let mut args = vec!["--endpoint-url", endpoint.as_str(), "-o", key.as_str()];
-                args.extend_from_slice(extra);
-                Mount::start_with(&format!("gs://{BUCKET}/pre"), mnt, &args, &[])
-            }
-            Kind::Azurite => {
-                let mut args = vec!["-o", "azure_storage_use_emulator=true"];
-                args.extend_from_slice(extra);
-                Mount::start_with(
-                    &format!("az://{BUCKET}/pre"),
-                    mnt,
-                    &args,
-                    &[("AZURITE_BLOB_STORAGE_URL", endpoint.as_str())],
-                )
-            }
+            Kind::FakeGcs => (
+                format!("gs://{bucket}/pre"),
+                vec![
+                    "--endpoint-url".into(),
+                    endpoint.into(),
+                    "-o".into(),
+                    format!("google_service_account_key={GCS_NO_AUTH_KEY}"),
+                ],
+                vec![],
+            ),
+            Kind::Azurite => (
+                format!("az://{bucket}/pre"),
+                vec!["-o".into(), "azure_storage_use_emulator=true".into()],
+                vec![("AZURITE_BLOB_STORAGE_URL".into(), endpoint.into())],
+            ),
+        }
+    }
+
+    fn mount(&self, mnt: &Path, extra: &[&str]) -> Mount {
+        let (source, args, envs) = self.spec(BUCKET, &self.endpoint());
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Mount::start_with(&source, mnt, &args, &envs)
+    }
+
+    /// A missing bucket, a wrong endpoint and (Azurite checks signatures) a wrong key are
+    /// refused at mount time: one line, exit 2.
+    fn check_refusals(&self, mnt: &Path) {
+        use common::s3::{assert_refused, mount_refused};
+        let run = |bucket: &str, endpoint: &str, extra: &[&str]| {
+            let (source, args, envs) = self.spec(bucket, endpoint);
+            let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+            args.extend_from_slice(extra);
+            let envs: Vec<(&str, &str)> =
+                envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            mount_refused(&source, mnt, &args, &envs)
+        };
+        let nobody = format!("http://127.0.0.1:{}", free_port());
+        assert_refused(run(BUCKET, &nobody, &[]), "cannot reach the store");
+        // fake-gcs-server answers a listing of a missing bucket with 500 (its filesystem
+        // backend's lstat error), not 404: refused all the same, without the diagnosis.
+        let missing = match self.kind {
+            Kind::FakeGcs => "no such file or directory",
+            Kind::Azurite => "does not exist",
+        };
+        assert_refused(run("no-such-bucket", &self.endpoint(), &[]), missing);
+        if self.kind == Kind::Azurite {
+            let wrong = format!("azure_storage_account_key={}", AZ_KEY.replace('E', "F"));
+            assert_refused(run(BUCKET, &self.endpoint(), &["-o", &wrong]), "access denied");
         }
     }
 }
@@ -308,6 +341,7 @@ fn mount_list_read_write_outage(kind: Kind) {
     emu.put_all(&objects);
     eprintln!("{}: {} objects put in {:?}", kind.name(), objects.len(), started.elapsed());
 
+    emu.check_refusals(&tmp.path().join("refused"));
     let m = emu.mount(&tmp.path().join("mnt"), &["--metadata-ttl", "1"]);
 
     // 2,000 keys list fully, with their sizes.

@@ -29,6 +29,7 @@ s3_tests!(
     a_zip_in_s3_is_read_by_ranges_not_downloaded,
     zarr_python_v2_and_v3_round_trip_through_an_s3_mount,
     decoded_and_v2_views_over_s3,
+    a_wrong_endpoint_bucket_or_secret_fails_at_mount_time,
 );
 
 fn rt() -> tokio::runtime::Runtime {
@@ -297,6 +298,39 @@ fn server_outage_gives_eio_then_recovers_without_remount(kind: S3Server) {
     assert_eq!(buf, b"first object");
     assert_eq!(std::fs::read(m.path("two")).unwrap(), b"second object");
     assert!(!m.log_text().contains(SECRET));
+}
+
+/// A wrong endpoint, a missing bucket or (where the server checks signatures: s3s-fs, not
+/// moto) a wrong secret: one line and exit 2 at mount time, never a mount that fails later.
+fn a_wrong_endpoint_bucket_or_secret_fails_at_mount_time(kind: S3Server) {
+    use common::s3::{assert_refused, free_port, mount_refused};
+    let Some(s3) = S3::start(kind) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let endpoint = s3.endpoint();
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let source = format!("s3://{BUCKET}/pre");
+    assert_refused(
+        mount_refused(&source, &mnt, &["--endpoint-url", &nobody], ENV),
+        "cannot reach the store",
+    );
+    assert_refused(
+        mount_refused("s3://no-such-bucket/pre", &mnt, &["--endpoint-url", &endpoint], ENV),
+        "does not exist",
+    );
+    if kind == S3Server::S3sFs {
+        let wrong: Vec<(&str, &str)> = ENV
+            .iter()
+            .map(|&(k, v)| if k == "AWS_SECRET_ACCESS_KEY" { (k, "wrong-secret") } else { (k, v) })
+            .collect();
+        assert_refused(
+            mount_refused(&source, &mnt, &["--endpoint-url", &endpoint], &wrong),
+            "access denied",
+        );
+    }
+    // And the right ones mount.
+    let m = mount(&s3, tmp.path(), &[]);
+    assert!(common::is_mounted(&m.mnt));
 }
 
 #[test]

@@ -401,6 +401,67 @@ impl ObjectStoreBackend {
         }
     }
 
+    /// One cheap request at mount time, so that a wrong endpoint, wrong credentials or a
+    /// missing bucket fail the mount with one line rather than every later operation with
+    /// EIO. `Err` holds the reason, one line, without secrets. Plain HTTP has no listing:
+    /// there any HTTP answer counts (only an unreachable server fails).
+    pub async fn check(&self) -> Result<(), String> {
+        let result = match &self.pager {
+            Some(pager) => {
+                let prefix = if self.prefix.is_empty() { None } else { Some(self.prefix.as_str()) };
+                let prefix = prefix.map(|p| format!("{p}/"));
+                let opts = PaginatedListOptions {
+                    delimiter: Some("/".into()),
+                    max_keys: Some(1),
+                    ..Default::default()
+                };
+                pager.list_paginated(prefix.as_deref(), opts).await.map(|_| ())
+            }
+            None => self.store.head(&Path::default()).await.map(|_| ()),
+        };
+        let e = match result {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let detail = scrub(error_chain(&e), &self.secrets).replace('\n', " ");
+        if self.pager.is_none() {
+            // HTTP: a 403, 404 or 405 for the base URL (a directory) is still a server that
+            // answers; only one that cannot be reached fails.
+            let answered = detail.contains("status code")
+                || matches!(
+                    e,
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                );
+            return if answered {
+                Ok(())
+            } else {
+                Err(format!("cannot reach the server: {detail}"))
+            };
+        }
+        // object_store reports most listing failures as generic errors: the status tells.
+        let status = |code: &str| detail.contains(&format!("status code: {code}"));
+        match e {
+            // A listing that reached a key object_store cannot parse reached the bucket.
+            _ if unparseable_key(&e).is_some() => Ok(()),
+            object_store::Error::NotFound { .. } => {
+                Err(format!("the bucket (or container) does not exist ({detail})"))
+            }
+            _ if status("404") => {
+                Err(format!("the bucket (or container) does not exist ({detail})"))
+            }
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => {
+                Err(format!("access denied, check the credentials ({detail})"))
+            }
+            _ if status("401") || status("403") => {
+                Err(format!("access denied, check the credentials ({detail})"))
+            }
+            _ => Err(format!("cannot reach the store: {detail}")),
+        }
+    }
+
     async fn head_opt(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         if key.is_empty() {
             return Ok(None);

@@ -238,3 +238,55 @@ pub fn strip_ansi(s: &str) -> String {
     }
     out
 }
+
+/// Run the daemon in the foreground for a mount that must be refused at mount time: its exit
+/// code, its stderr and how long it took. A daemon that mounts instead is stopped (and the
+/// mount undone) after 60 s, and the code is then `None`.
+pub fn mount_refused(
+    source: &str,
+    mnt: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Option<i32>, String, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    std::fs::create_dir_all(mnt).unwrap();
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(super::BIN)
+        .arg(source)
+        .arg(mnt)
+        .arg("--foreground")
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            super::force_unmount(mnt);
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = started.elapsed();
+    super::force_unmount(mnt);
+    (code, std::fs::read_to_string(err.path()).unwrap(), took)
+}
+
+/// Assert that a refused mount said so in one line naming `what`, exited 2 within 30 s and
+/// left nothing mounted.
+pub fn assert_refused(result: (Option<i32>, String, std::time::Duration), what: &str) {
+    let (code, stderr, took) = result;
+    assert_eq!(code, Some(2), "{what}: exit code {code:?}, stderr:\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{what}: not one line:\n{stderr}");
+    assert!(stderr.contains(what), "{what}: {stderr}");
+    assert!(!stderr.contains(SECRET), "the secret in the message: {stderr}");
+    assert!(took < std::time::Duration::from_secs(30), "{what}: took {took:?}");
+}
