@@ -969,15 +969,25 @@ impl Store for ObjectStoreBackend {
         Ok(listing)
     }
 
-    /// HEAD of the key and a one-page LIST of `key/`, concurrently. A HEAD failure other than
-    /// 404 is ignored when the listing shows a directory (some servers answer 500 on
-    /// directory-like keys).
+    /// HEAD of the key and a one-page LIST of `key/`, concurrently. A listing that shows a
+    /// directory decides at once: the directory is what the mount shows (a key that is also a
+    /// prefix is hidden behind it), so the HEAD is not waited for. That matters on servers
+    /// that answer HEAD of a directory-like key with 500 (s3s-fs), which the client retries
+    /// for about a second. A HEAD failure other than 404 is ignored when the listing shows a
+    /// directory.
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        use futures::future::{select, Either};
         validate_key(key)?;
         if key.is_empty() {
             return Ok(Lookup { file: None, dir: true });
         }
-        let (head, dir) = futures::join!(self.head_opt(key), self.probe_dir(key));
+        let (head, probe) = (self.head_opt(key), self.probe_dir(key));
+        futures::pin_mut!(head, probe);
+        let (head, dir) = match select(head, probe).await {
+            Either::Right((Ok(true), _)) => return Ok(Lookup { file: None, dir: true }),
+            Either::Right((dir, head)) => (head.await, dir),
+            Either::Left((head, probe)) => (head, probe.await),
+        };
         match (head, dir) {
             (Ok(file), Ok(dir)) => Ok(Lookup { file, dir }),
             (Err(_), Ok(true)) => Ok(Lookup { file: None, dir: true }),
@@ -1302,6 +1312,8 @@ mod tests {
         refuse_long_suffix: bool,
         /// Any suffix range: not supported (object_store's Azure client).
         refuse_any_suffix: bool,
+        /// HEAD answers after this long (a server retried on 500s).
+        head_delay: Duration,
         requests: Mutex<Vec<String>>,
     }
 
@@ -1311,6 +1323,7 @@ mod tests {
                 inner: InMemory::new(),
                 refuse_long_suffix,
                 refuse_any_suffix,
+                head_delay: Duration::ZERO,
                 requests: Default::default(),
             }
         }
@@ -1355,6 +1368,9 @@ mod tests {
                 (Some(GetRange::Offset(o)), false) => format!("GET {o}-"),
             };
             self.requests.lock().unwrap().push(what);
+            if options.head {
+                tokio::time::sleep(self.head_delay).await;
+            }
             if let Some(GetRange::Suffix(n)) = options.range {
                 if self.refuse_any_suffix {
                     return Err(object_store::Error::NotSupported {
@@ -1474,6 +1490,24 @@ mod tests {
         // Known sizes: bounded is not needed for a suffix covering the object.
         assert_eq!(suffix(&b, "j", 6).await, Some((b"abcdef".to_vec(), 6)));
         assert_eq!(p.take(), vec!["GET"]);
+    }
+
+    #[tokio::test]
+    async fn a_directory_lookup_does_not_wait_for_a_slow_head() {
+        let mut p = Picky::new(false, false);
+        p.head_delay = Duration::from_secs(5);
+        let p = Arc::new(p);
+        p.inner.put(&Path::from("d/x"), PutPayload::from_static(b"x")).await.unwrap();
+        let mut b = ObjectStoreBackend::new(p.clone(), "", "picky://b".into());
+        b.pager = Some(Arc::new(FakeS3::new(&["d/x".to_string()])));
+        let started = std::time::Instant::now();
+        let l = b.lookup("d").await.unwrap();
+        assert!(l.dir && l.file.is_none());
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // A file still waits for its HEAD (it has to: the HEAD is what finds it).
+        let l = b.lookup("d/x").await.unwrap();
+        assert!(!l.dir && l.file.is_some_and(|m| m.size == 1));
+        assert!(started.elapsed() >= Duration::from_secs(5));
     }
 
     #[tokio::test]
