@@ -160,9 +160,10 @@ start() {
             ;;
         fake-gcs)
             # -public-host: object_store lists through the XML API (`GET /bucket?list-type=2`),
-            # which fake-gcs-server serves only for requests to its public host.
+            # which fake-gcs-server serves only for requests to its public host (a relay in
+            # front of it sets FAKE_GCS_PUBLIC_HOST to its own address).
             setsid "$(fake_gcs_bin)" -scheme http -host 127.0.0.1 -port "$port" \
-                -public-host "127.0.0.1:$port" \
+                -public-host "${FAKE_GCS_PUBLIC_HOST:-127.0.0.1:$port}" \
                 -backend filesystem -filesystem-root "$dir/data" -log-level debug \
                 >>"$log" 2>&1 </dev/null &
             ;;
