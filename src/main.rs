@@ -79,8 +79,13 @@ fn main() {
         Err(e) => usage_exit(&e.to_string()),
     };
     let readiness = if cfg.foreground { Readiness::none() } else { daemonize() };
+    let foreground = cfg.foreground;
     if let Err(e) = zarr_mount::mount::run(cfg, readiness) {
-        eprintln!("zarr-mount: {e}");
-        std::process::exit(1);
+        // A daemon's refused source reached its parent, which printed it: one line, not two.
+        if foreground || !zarr_mount::mount::source_refused() {
+            eprintln!("zarr-mount: {e}");
+        }
+        // A wrong endpoint, credentials or bucket: a usage error (2), as a bad argument.
+        std::process::exit(if zarr_mount::mount::source_refused() { 2 } else { 1 });
     }
 }

@@ -16,13 +16,23 @@ use crate::store::zip::ZipStore;
 use crate::store::Store;
 use crate::view::ViewKind;
 
+/// Set when the store could not be reached, was refused or does not exist at mount time
+/// (the endpoint, the credentials or the bucket are wrong): the exit code is then 2, like a
+/// bad argument, not 1.
+static SOURCE_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Did the mount fail because the source is wrong (see `SOURCE_REFUSED`)?
+pub fn source_refused() -> bool {
+    SOURCE_REFUSED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
-        Source::Directory(location) => open_directory(location, cfg),
+        Source::Directory(location) => open_directory(location, cfg).await,
         Source::Zip(location) => {
             // The archive is one object in a directory store (local or remote).
             let (parent, name) = split_archive_location(location)?;
-            let backing = open_directory(&parent, cfg)?;
+            let backing = open_directory(&parent, cfg).await?;
             let zip =
                 ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
@@ -37,46 +47,68 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             let mut target_cfg = cfg.clone();
             target_cfg.cache_size = 0;
             let opener: crate::store::reference::TargetOpener =
-                Arc::new(move |loc| open_directory(loc, &target_cfg).map_err(|e| e.0));
+                Arc::new(move |loc| directory_store(loc, &target_cfg).map_err(|e| e.0));
             let refs = crate::store::reference::ReferenceStore::open(location, opener)
                 .await
                 .map_err(|e| SessionError(e.to_string()))?;
-            let refs: Arc<dyn Store> = Arc::new(refs);
-            if cfg.cache_size == 0 {
-                return Ok(refs);
-            }
-            let cache = CacheConfig {
-                capacity: cfg.cache_size,
-                object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
-                ttl: cfg.metadata_ttl,
-            };
-            Ok(Arc::new(CachingStore::new(refs, cache)))
+            Ok(with_object_cache(Arc::new(refs), cfg))
         }
     }
 }
 
 /// A directory store: a local directory, or an object-store prefix behind a small-object cache.
-fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+/// An object store is first asked one cheap request, so that a wrong endpoint, wrong
+/// credentials or a missing bucket fail the mount with one line (exit 2).
+async fn open_directory(
+    location: &Location,
+    cfg: &MountConfig,
+) -> Result<Arc<dyn Store>, SessionError> {
+    let Location::Remote { cloud, url } = location else {
+        return directory_store(location, cfg);
+    };
+    let backend = open_object_store(*cloud, url, cfg)?;
+    if let Err(why) = backend.check().await {
+        SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
+        let url = crate::store::object::display_url(url);
+        return Err(SessionError(format!("cannot mount {url}: {why}")));
+    }
+    Ok(with_object_cache(Arc::new(backend), cfg))
+}
+
+/// [`open_directory`] without the start-up check, for stores opened on first use (the targets
+/// of a reference store), where a failure is an EIO on the files that need them.
+fn directory_store(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match location {
         Location::Local(p) => LocalStore::open(p)
             .map(|s| Arc::new(s) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
-            let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote).map_err(|e| {
-                SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
-            })?;
-            let backend: Arc<dyn Store> = Arc::new(backend);
-            if cfg.cache_size == 0 {
-                return Ok(backend);
-            }
-            let cache = CacheConfig {
-                capacity: cfg.cache_size,
-                object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
-                ttl: cfg.metadata_ttl,
-            };
-            Ok(Arc::new(CachingStore::new(backend, cache)))
+            Ok(with_object_cache(Arc::new(open_object_store(*cloud, url, cfg)?), cfg))
         }
     }
+}
+
+fn open_object_store(
+    cloud: crate::source::Cloud,
+    url: &str,
+    cfg: &MountConfig,
+) -> Result<ObjectStoreBackend, SessionError> {
+    ObjectStoreBackend::open(cloud, url, &cfg.remote).map_err(|e| {
+        SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
+    })
+}
+
+/// `store` behind the small-object memory cache (`--cache-size`; 0 disables it).
+fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store> {
+    if cfg.cache_size == 0 {
+        return store;
+    }
+    let cache = CacheConfig {
+        capacity: cfg.cache_size,
+        object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
+        ttl: cfg.metadata_ttl,
+    };
+    Arc::new(CachingStore::new(store, cache))
 }
 
 /// `dir/data.zip` -> (`dir`, `data.zip`), for paths and URLs alike.
@@ -137,7 +169,11 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,
         Err(e) => {
-            readiness.failed(&e.0);
+            if source_refused() {
+                readiness.refused(&e.0);
+            } else {
+                readiness.failed(&e.0);
+            }
             return Err(e);
         }
     };

@@ -1,7 +1,9 @@
-//! Mounts of `s3://bucket/prefix` against a local moto server (scripts/s3-server.sh).
+//! Mounts of `s3://bucket/prefix` against local S3-compatible servers (scripts/s3-server.sh):
+//! every test that talks to a server runs twice, against moto and against s3s-fs
+//! (`s3_tests!`, tests/common/s3.rs), as `NAME::moto` and `NAME::s3s_fs`.
 //!
 //! Each test starts its own server on a free port and its own mount; guards stop both, also
-//! when a test panics. The tests skip (with a message) only when moto cannot be installed.
+//! when a test panics. The tests skip (with a message) only when a server cannot be installed.
 
 mod common;
 
@@ -14,138 +16,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::s3::{S3Server, BUCKET, ENV, S3, SECRET};
 use common::Mount;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as OPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
-const BUCKET: &str = "bkt";
-const SECRET: &str = "test-secret-do-not-log";
-const ENV: &[(&str, &str)] = &[
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", SECRET),
-    ("AWS_REGION", "us-east-1"),
-];
-
-/// A moto server on 127.0.0.1:port, stopped on drop.
-struct Moto {
-    dir: tempfile::TempDir,
-    port: u16,
-    running: bool,
-}
-
-/// Drop terminal colour codes (moto colours some log lines).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-impl Moto {
-    /// None (after printing why) when moto cannot be installed.
-    fn start() -> Option<Moto> {
-        let status =
-            Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
-        if status.code() == Some(3) {
-            eprintln!(
-                "SKIPPED: moto[server] could not be installed (no network?); S3 tests not run"
-            );
-            return None;
-        }
-        assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
-        let mut m = Moto { dir: tempfile::tempdir().unwrap(), port: free_port(), running: false };
-        m.up();
-        Some(m)
-    }
-
-    fn up(&mut self) {
-        let status = Command::new(SCRIPT)
-            .arg("start")
-            .arg(self.dir.path())
-            .arg(self.port.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "moto did not start:\n{}", self.log());
-        self.running = true;
-        create_bucket(self.port);
-    }
-
-    fn down(&mut self) {
-        let status = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status().unwrap();
-        assert!(status.success());
-        self.running = false;
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
-    }
-
-    /// Request lines ("GET /bkt/..." etc.) logged since `from` bytes of the log.
-    fn requests_since(&self, from: usize) -> Vec<String> {
-        let log = self.log();
-        log.get(from..)
-            .unwrap_or("")
-            .lines()
-            .filter_map(|l| l.split('"').nth(1).map(strip_ansi))
-            .filter(|r| !r.starts_with("GET / "))
-            .collect()
-    }
-
-    fn client(&self) -> Arc<dyn ObjectStore> {
-        Arc::new(
-            AmazonS3Builder::new()
-                .with_endpoint(self.endpoint())
-                .with_allow_http(true)
-                .with_bucket_name(BUCKET)
-                .with_region("us-east-1")
-                .with_access_key_id("test")
-                .with_secret_access_key("test")
-                .build()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        if self.running {
-            let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
-        }
-    }
-}
-
-/// moto accepts unsigned requests: create the bucket with one plain HTTP PUT.
-fn create_bucket(port: u16) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    assert!(
-        resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"),
-        "create bucket: {resp}"
-    );
-}
+s3_tests!(
+    reads_writes_renames_and_directories,
+    a_directory_of_2000_keys_lists_fully,
+    server_outage_gives_eio_then_recovers_without_remount,
+    chunk_writes_through_the_unsharded_view_update_shards_in_s3,
+    a_zip_in_s3_is_read_by_ranges_not_downloaded,
+    zarr_python_v2_and_v3_round_trip_through_an_s3_mount,
+    decoded_and_v2_views_over_s3,
+    a_wrong_endpoint_bucket_or_secret_fails_at_mount_time,
+);
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
@@ -186,8 +71,8 @@ fn keys(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
     })
 }
 
-fn mount(moto: &Moto, tmp: &Path, extra: &[&str]) -> Mount {
-    let endpoint = moto.endpoint();
+fn mount(s3: &S3, tmp: &Path, extra: &[&str]) -> Mount {
+    let endpoint = s3.endpoint();
     let mut args = vec!["--endpoint-url", endpoint.as_str()];
     args.extend_from_slice(extra);
     Mount::start_with(&format!("s3://{BUCKET}/pre"), &tmp.join("mnt"), &args, ENV)
@@ -206,10 +91,9 @@ fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 % 251) as u8).collect()
 }
 
-#[test]
-fn reads_writes_renames_and_directories() {
-    let Some(moto) = Moto::start() else { return };
-    let client = moto.client();
+fn reads_writes_renames_and_directories(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
+    let client = s3.client();
     let big = pattern(9 << 20); // above the whole-object cache limit: ranged reads
     put_all(
         &client,
@@ -223,7 +107,7 @@ fn reads_writes_renames_and_directories() {
         ],
     );
     let tmp = tempfile::tempdir().unwrap();
-    let m = mount(&moto, tmp.path(), &[]);
+    let m = mount(&s3, tmp.path(), &[]);
 
     // Listing and metadata.
     assert_eq!(names(&m.mnt), vec!["a", "big", "zarr.json"]);
@@ -256,7 +140,7 @@ fn reads_writes_renames_and_directories() {
     assert_eq!(std::fs::read(m.path("big")).unwrap(), big);
 
     // create + several writes + close: one object, one PUT.
-    let mark = moto.log().len();
+    let mark = s3.log().len();
     {
         let mut f = std::fs::File::create(m.path("a/new.bin")).unwrap();
         for i in 0..10u8 {
@@ -266,7 +150,7 @@ fn reads_writes_renames_and_directories() {
     let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 1000]).collect();
     assert_eq!(get(&client, "pre/a/new.bin").unwrap(), want);
     let puts: Vec<String> =
-        moto.requests_since(mark).into_iter().filter(|r| r.starts_with("PUT ")).collect();
+        s3.requests_since(mark).into_iter().filter(|r| r.starts_with("PUT ")).collect();
     assert_eq!(puts.len(), 1, "{puts:?}");
     assert_eq!(std::fs::read(m.path("a/new.bin")).unwrap(), want);
 
@@ -276,12 +160,12 @@ fn reads_writes_renames_and_directories() {
     assert_eq!(get(&client, "pre/a/c/0/1").unwrap(), b"rewritten");
 
     // Write-to-temp-then-rename (zarr-python's pattern): only the final key is uploaded.
-    let mark = moto.log().len();
+    let mark = s3.log().len();
     std::fs::write(m.path("a/zarr.json.partial"), b"{\"v\":2}").unwrap();
     std::fs::rename(m.path("a/zarr.json.partial"), m.path("a/zarr.json")).unwrap();
     assert_eq!(std::fs::read(m.path("a/zarr.json")).unwrap(), b"{\"v\":2}");
     assert_eq!(get(&client, "pre/a/zarr.json").unwrap(), b"{\"v\":2}");
-    let reqs = moto.requests_since(mark);
+    let reqs = s3.requests_since(mark);
     assert!(
         !reqs
             .iter()
@@ -307,12 +191,12 @@ fn reads_writes_renames_and_directories() {
 
     // mkdir of an empty directory: visible, no object written, removable; a file inside
     // makes it a real prefix.
-    let mark = moto.log().len();
+    let mark = s3.log().len();
     std::fs::create_dir(m.path("empty")).unwrap();
     assert!(std::fs::metadata(m.path("empty")).unwrap().is_dir());
     assert!(names(&m.mnt).contains(&"empty".to_string()));
     assert!(names(&m.path("empty")).is_empty());
-    assert!(!moto.requests_since(mark).iter().any(|r| r.starts_with("PUT ")));
+    assert!(!s3.requests_since(mark).iter().any(|r| r.starts_with("PUT ")));
     std::fs::remove_dir(m.path("empty")).unwrap();
     assert!(!m.path("empty").exists());
     std::fs::create_dir(m.path("d2")).unwrap();
@@ -326,10 +210,9 @@ fn reads_writes_renames_and_directories() {
     assert!(st.is_dir() && st.ino() != 0);
 }
 
-#[test]
-fn a_directory_of_2000_keys_lists_fully() {
-    let Some(moto) = Moto::start() else { return };
-    let client = moto.client();
+fn a_directory_of_2000_keys_lists_fully(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
+    let client = s3.client();
     let objects: Vec<(String, Vec<u8>)> = (0..2000)
         .map(|i| (format!("pre/many/k{i:05}"), format!("value {i}").into_bytes()))
         .collect();
@@ -348,8 +231,8 @@ fn a_directory_of_2000_keys_lists_fully() {
             .await;
     });
     let tmp = tempfile::tempdir().unwrap();
-    let m = mount(&moto, tmp.path(), &[]);
-    let mark = moto.log().len();
+    let m = mount(&s3, tmp.path(), &[]);
+    let mark = s3.log().len();
     let started = Instant::now();
     let out = Command::new("ls").arg("-l").arg(m.path("many")).output().unwrap();
     let took = started.elapsed();
@@ -359,7 +242,7 @@ fn a_directory_of_2000_keys_lists_fully() {
     assert_eq!(listed.len(), 2000);
     assert!(listed[1234].ends_with(" k01234"), "{}", listed[1234]);
     assert!(listed[1234].contains(&format!(" {} ", "value 1234".len())), "{}", listed[1234]);
-    let reqs = moto.requests_since(mark);
+    let reqs = s3.requests_since(mark);
     let (lists, heads, gets) = (
         reqs.iter().filter(|r| r.starts_with("GET ") && r.contains("list-type=2")).count(),
         reqs.iter().filter(|r| r.starts_with("HEAD ")).count(),
@@ -376,22 +259,21 @@ fn a_directory_of_2000_keys_lists_fully() {
     assert_eq!(std::fs::read(m.path("many/k01999")).unwrap(), b"value 1999");
 }
 
-#[test]
-fn server_outage_gives_eio_then_recovers_without_remount() {
-    let Some(mut moto) = Moto::start() else { return };
-    let client = moto.client();
+fn server_outage_gives_eio_then_recovers_without_remount(kind: S3Server) {
+    let Some(mut s3) = S3::start(kind) else { return };
+    let client = s3.client();
     let objects: Vec<(String, Vec<u8>)> = vec![
         ("pre/one".into(), b"first object".to_vec()),
         ("pre/two".into(), b"second object".to_vec()),
     ];
     put_all(&client, &objects);
     let tmp = tempfile::tempdir().unwrap();
-    let m = mount(&moto, tmp.path(), &["--metadata-ttl", "1"]);
+    let m = mount(&s3, tmp.path(), &["--metadata-ttl", "1"]);
     assert_eq!(names(&m.mnt), vec!["one", "two"]);
     // Opened (looked up) while the server is up, not read yet: nothing cached.
     let mut opened = std::fs::File::open(m.path("one")).unwrap();
 
-    moto.down();
+    s3.down();
     let started = Instant::now();
     let mut buf = Vec::new();
     let err = opened.read_to_end(&mut buf).unwrap_err();
@@ -407,15 +289,48 @@ fn server_outage_gives_eio_then_recovers_without_remount() {
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(common::is_mounted(&m.mnt), "the mount must survive an outage");
 
-    // Same port again; moto starts empty, so the objects are put back.
-    moto.up();
-    put_all(&moto.client(), &objects);
+    // Same port again; moto starts empty, so the objects are put back (s3s-fs kept them).
+    s3.up();
+    put_all(&s3.client(), &objects);
     let mut buf = Vec::new();
     opened.seek(SeekFrom::Start(0)).unwrap();
     opened.read_to_end(&mut buf).unwrap();
     assert_eq!(buf, b"first object");
     assert_eq!(std::fs::read(m.path("two")).unwrap(), b"second object");
     assert!(!m.log_text().contains(SECRET));
+}
+
+/// A wrong endpoint, a missing bucket or (where the server checks signatures: s3s-fs, not
+/// moto) a wrong secret: one line and exit 2 at mount time, never a mount that fails later.
+fn a_wrong_endpoint_bucket_or_secret_fails_at_mount_time(kind: S3Server) {
+    use common::s3::{assert_refused, free_port, mount_refused};
+    let Some(s3) = S3::start(kind) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let endpoint = s3.endpoint();
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let source = format!("s3://{BUCKET}/pre");
+    assert_refused(
+        mount_refused(&source, &mnt, &["--endpoint-url", &nobody], ENV),
+        "cannot reach the store",
+    );
+    assert_refused(
+        mount_refused("s3://no-such-bucket/pre", &mnt, &["--endpoint-url", &endpoint], ENV),
+        "does not exist",
+    );
+    if kind == S3Server::S3sFs {
+        let wrong: Vec<(&str, &str)> = ENV
+            .iter()
+            .map(|&(k, v)| if k == "AWS_SECRET_ACCESS_KEY" { (k, "wrong-secret") } else { (k, v) })
+            .collect();
+        assert_refused(
+            mount_refused(&source, &mnt, &["--endpoint-url", &endpoint], &wrong),
+            "access denied",
+        );
+    }
+    // And the right ones mount.
+    let m = mount(&s3, tmp.path(), &[]);
+    assert!(common::is_mounted(&m.mnt));
 }
 
 #[test]
@@ -441,7 +356,7 @@ fn bad_object_store_options_are_usage_errors() {
     assert!(!common::is_mounted(&mnt));
 }
 
-/// Python from the project venv (scripts/setup.sh makes it; the moto server lives there too).
+/// Python from the project venv (scripts/setup.sh makes it; moto lives there too).
 fn venv_python() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
 }
@@ -480,13 +395,12 @@ fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// Issue 6 on S3: zarr-python writes an unsharded array through the mount; the bucket,
 /// downloaded and read natively by zarr-python and tensorstore, is the expected sharded array.
-#[test]
-fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
-    let Some(moto) = Moto::start() else { return };
+fn chunk_writes_through_the_unsharded_view_update_shards_in_s3(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
     if !venv_python().exists() {
         panic!("the project venv is missing: run scripts/setup.sh");
     }
-    let client = moto.client();
+    let client = s3.client();
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("local");
     run_python(
@@ -500,7 +414,7 @@ fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
     put_all(&client, &objects);
     assert!(get(&client, "pre/a/c/1/0").is_some());
 
-    let m = mount(&moto, tmp.path(), &[]);
+    let m = mount(&s3, tmp.path(), &[]);
     run_python(
         "import sys, zarr\n\
          a = zarr.open_array(sys.argv[1] + '/a', mode='r+')\n\
@@ -536,7 +450,7 @@ fn chunk_writes_through_the_unsharded_view_update_shards_in_s3() {
     drop(m);
 }
 
-/// A byte-counting TCP relay in front of moto: counts what the server sends back, so a test
+/// A byte-counting TCP relay in front of the server: counts what the server sends back, so a test
 /// can show how much of an object the mount really fetched. Threads end with their sockets.
 struct CountingRelay {
     port: u16,
@@ -589,10 +503,9 @@ impl CountingRelay {
 
 /// Issue 4: a zip written by zarr-python's ZipStore, stored in S3, mounted without being
 /// downloaded whole: reading one small array fetches a small fraction of the archive.
-#[test]
-fn a_zip_in_s3_is_read_by_ranges_not_downloaded() {
-    let Some(moto) = Moto::start() else { return };
-    let client = moto.client();
+fn a_zip_in_s3_is_read_by_ranges_not_downloaded(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
+    let client = s3.client();
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("data.zarr.zip");
     run_python(
@@ -609,7 +522,7 @@ fn a_zip_in_s3_is_read_by_ranges_not_downloaded() {
     let size = std::fs::metadata(&archive).unwrap().len();
     put_all(&client, &[("zips/data.zarr.zip".to_string(), std::fs::read(&archive).unwrap())]);
 
-    let relay = CountingRelay::start(moto.port);
+    let relay = CountingRelay::start(s3.port);
     let endpoint = format!("http://127.0.0.1:{}", relay.port);
     let m = Mount::start_with(
         &format!("s3://{BUCKET}/zips/data.zarr.zip"),
@@ -638,12 +551,11 @@ fn a_zip_in_s3_is_read_by_ranges_not_downloaded() {
 
 /// zarr-python writes v2 and v3 arrays and groups through the mount; the bucket, downloaded
 /// and read natively, holds exactly that; and zarr-python reads it back through the mount.
-#[test]
-fn zarr_python_v2_and_v3_round_trip_through_an_s3_mount() {
-    let Some(moto) = Moto::start() else { return };
-    let client = moto.client();
+fn zarr_python_v2_and_v3_round_trip_through_an_s3_mount(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
+    let client = s3.client();
     let tmp = tempfile::tempdir().unwrap();
-    let m = mount(&moto, tmp.path(), &["--view", "raw"]);
+    let m = mount(&s3, tmp.path(), &["--view", "raw"]);
     let script = "import sys, zarr, numpy as np\n\
          root, mode = sys.argv[1], sys.argv[2]\n\
          for fmt in (2, 3):\n\
@@ -675,15 +587,14 @@ fn zarr_python_v2_and_v3_round_trip_through_an_s3_mount() {
 
 /// Issue 7 on S3: the decoded view's chunk files are the raw elements (numpy.fromfile), and
 /// zarr-python 2 reads the v2 view of a sharded v3 array exactly.
-#[test]
-fn decoded_and_v2_views_over_s3() {
-    let Some(moto) = Moto::start() else { return };
+fn decoded_and_v2_views_over_s3(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
     let zarr2 = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-zarr2/bin/python");
     assert!(
         venv_python().exists() && zarr2.exists(),
         "the venvs are missing: run scripts/setup.sh"
     );
-    let client = moto.client();
+    let client = s3.client();
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("local");
     run_python(
@@ -700,7 +611,7 @@ fn decoded_and_v2_views_over_s3() {
     put_all(&client, &objects);
     let expected = "exp = np.arange(600).reshape(30, 20) / 4\nexp[20:30, 10:20] = -1\n";
 
-    let decoded = mount(&moto, tmp.path(), &["--view", "decoded"]);
+    let decoded = mount(&s3, tmp.path(), &["--view", "decoded"]);
     run_python(
         &format!(
             "import sys, os, numpy as np\n{expected}\
@@ -721,7 +632,7 @@ fn decoded_and_v2_views_over_s3() {
     );
     drop(decoded);
 
-    let v2 = mount(&moto, tmp.path(), &["--view", "v2"]);
+    let v2 = mount(&s3, tmp.path(), &["--view", "v2"]);
     let out = std::process::Command::new(&zarr2)
         .arg("-c")
         .arg(format!(

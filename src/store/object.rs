@@ -7,7 +7,8 @@
 //! builder are scrubbed from every message that leaves this module.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -20,8 +21,8 @@ use object_store::{
 };
 
 use super::{
-    name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, PutMode, Store,
-    StoreError, StoreResult,
+    join_key, name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta,
+    PutMode, Store, StoreError, StoreResult,
 };
 use crate::source::Cloud;
 
@@ -121,6 +122,73 @@ pub struct ObjectStoreBackend {
     hidden: HiddenKeys,
     /// Conditional updates are by generation, not ETag (GCS): see `put_opts`.
     update_by_generation: bool,
+    /// Object sizes seen, and what this server is known to refuse (see `get_ranged`).
+    shapes: RequestShapes,
+}
+
+/// How many object sizes a backend remembers (LRU; about 100 bytes each).
+const SIZES_REMEMBERED: usize = 65_536;
+
+/// What keeps ranged reads to request shapes every server accepts. A suffix range longer
+/// than the object (`bytes=-N`, N > size) is whole-object on AWS and moto, but s3s-fs
+/// answers 500, and Azure takes no suffix ranges at all: where the size is known, such a
+/// read asks for the whole object instead; where it is not and the server refuses the
+/// suffix, the read falls back to HEAD + a bounded range, and the mount remembers.
+struct RequestShapes {
+    /// Last known size of each key, from listings, HEADs and reads. Only a hint: a stale
+    /// size never gives wrong bytes (see `get_ranged`).
+    sizes: Mutex<lru::LruCache<String, u64>>,
+    /// Set once this server has refused a suffix range: from then on a suffix read of an
+    /// object of unknown size starts with a HEAD.
+    suffix_needs_size: AtomicBool,
+}
+
+impl Default for RequestShapes {
+    fn default() -> Self {
+        RequestShapes {
+            sizes: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(SIZES_REMEMBERED).expect("non-zero"),
+            )),
+            suffix_needs_size: Default::default(),
+        }
+    }
+}
+
+impl RequestShapes {
+    fn lock(&self) -> MutexGuard<'_, lru::LruCache<String, u64>> {
+        self.sizes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn note(&self, key: &str, size: u64) {
+        self.lock().put(key.to_string(), size);
+    }
+    fn forget(&self, key: &str) {
+        self.lock().pop(key);
+    }
+    fn size(&self, key: &str) -> Option<u64> {
+        self.lock().get(key).copied()
+    }
+    fn suffix_refused(&self) -> bool {
+        self.suffix_needs_size.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether `e`, the answer to a suffix-range GET, says the server refuses that request
+/// shape (rather than that the object is missing or the server is down): 416, 500 or 501,
+/// or a client that cannot send it (object_store's Azure client).
+fn refuses_suffix(e: &StoreError) -> bool {
+    match e {
+        StoreError::Unsupported(_) => true,
+        StoreError::Backend { message, .. } => ["416", "500", "501"]
+            .iter()
+            .any(|code| message.contains(&format!("status code: {code}"))),
+        _ => false,
+    }
+}
+
+/// The last `n` bytes of `data`.
+fn last_bytes(data: Bytes, n: u64) -> Bytes {
+    let keep = usize::try_from(n).unwrap_or(usize::MAX).min(data.len());
+    data.slice(data.len() - keep..)
 }
 
 impl ObjectStoreBackend {
@@ -136,6 +204,7 @@ impl ObjectStoreBackend {
             secrets: Vec::new(),
             hidden: HiddenKeys::default(),
             update_by_generation: false,
+            shapes: RequestShapes::default(),
         }
     }
 
@@ -254,6 +323,7 @@ impl ObjectStoreBackend {
                     secrets,
                     hidden: HiddenKeys::default(),
                     update_by_generation: false,
+                    shapes: RequestShapes::default(),
                 });
             }
         };
@@ -266,6 +336,7 @@ impl ObjectStoreBackend {
             secrets,
             hidden: HiddenKeys::default(),
             update_by_generation: cloud == Cloud::Gcs,
+            shapes: RequestShapes::default(),
         })
     }
 
@@ -352,15 +423,148 @@ impl ObjectStoreBackend {
         Ok(())
     }
 
+    /// One cheap request at mount time, so that a wrong endpoint, wrong credentials or a
+    /// missing bucket fail the mount with one line rather than every later operation with
+    /// EIO. `Err` holds the reason, one line, without secrets. Plain HTTP has no listing:
+    /// there any HTTP answer counts (only an unreachable server fails).
+    pub async fn check(&self) -> Result<(), String> {
+        let result = match &self.pager {
+            Some(pager) => {
+                let prefix = if self.prefix.is_empty() { None } else { Some(self.prefix.as_str()) };
+                let prefix = prefix.map(|p| format!("{p}/"));
+                let opts = PaginatedListOptions {
+                    delimiter: Some("/".into()),
+                    max_keys: Some(1),
+                    ..Default::default()
+                };
+                pager.list_paginated(prefix.as_deref(), opts).await.map(|_| ())
+            }
+            None => self.store.head(&Path::default()).await.map(|_| ()),
+        };
+        let e = match result {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let detail = scrub(error_chain(&e), &self.secrets).replace('\n', " ");
+        if self.pager.is_none() {
+            // HTTP: a 403, 404 or 405 for the base URL (a directory) is still a server that
+            // answers; only one that cannot be reached fails.
+            let answered = detail.contains("status code")
+                || matches!(
+                    e,
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                );
+            return if answered {
+                Ok(())
+            } else {
+                Err(format!("cannot reach the server: {detail}"))
+            };
+        }
+        // object_store reports most listing failures as generic errors: the status tells.
+        let status = |code: &str| detail.contains(&format!("status code: {code}"));
+        match e {
+            // A listing that reached a key object_store cannot parse reached the bucket.
+            _ if unparseable_key(&e).is_some() => Ok(()),
+            object_store::Error::NotFound { .. } => {
+                Err(format!("the bucket (or container) does not exist ({detail})"))
+            }
+            _ if status("404") => {
+                Err(format!("the bucket (or container) does not exist ({detail})"))
+            }
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => {
+                Err(format!("access denied, check the credentials ({detail})"))
+            }
+            _ if status("401") || status("403") => {
+                Err(format!("access denied, check the credentials ({detail})"))
+            }
+            _ => Err(format!("cannot reach the store: {detail}")),
+        }
+    }
+
     async fn head_opt(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         if key.is_empty() {
             return Ok(None);
         }
         let path = self.path(key)?;
         match self.store.head(&path).await {
-            Ok(m) => Ok(Some(to_meta(&m))),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Ok(m) => {
+                self.shapes.note(key, m.size);
+                Ok(Some(to_meta(&m)))
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                self.shapes.forget(key);
+                Ok(None)
+            }
             Err(e) => Err(self.err(key, e)),
+        }
+    }
+
+    /// One GET; `Ok(None)` for a missing object. The size it reports is remembered.
+    async fn get_opts(
+        &self,
+        key: &str,
+        path: &Path,
+        range: Option<GetRange>,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let opts = GetOptions { range, ..Default::default() };
+        let result = match self.store.get_opts(path, opts).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.shapes.forget(key);
+                return Ok(None);
+            }
+            Err(e) => return Err(self.err(key, e)),
+        };
+        let meta = to_meta(&result.meta);
+        self.shapes.note(key, meta.size);
+        let data = result.bytes().await.map_err(|e| self.err(key, e))?;
+        Ok(Some((data, meta)))
+    }
+
+    /// The last `n` bytes of an object whose size is known (`size`, possibly stale): a
+    /// suffix range no longer than the object, or the whole object. Never an over-long
+    /// suffix, which some servers refuse.
+    async fn get_suffix_sized(
+        &self,
+        key: &str,
+        path: &Path,
+        n: u64,
+        size: u64,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        if n >= size {
+            // The whole object; if it has grown since, keep its last `n` bytes.
+            let r = self.get_opts(key, path, None).await?;
+            return Ok(r.map(|(data, meta)| (last_bytes(data, n), meta)));
+        }
+        self.get_opts(key, path, Some(GetRange::Suffix(n))).await
+    }
+
+    /// The last `n` bytes with the size from a HEAD first: two requests, every server.
+    async fn get_suffix_after_head(
+        &self,
+        key: &str,
+        path: &Path,
+        n: u64,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let Some(meta) = self.head_opt(key).await? else { return Ok(None) };
+        if meta.size == 0 {
+            return Ok(Some((Bytes::new(), meta)));
+        }
+        if n >= meta.size {
+            return self.get_suffix_sized(key, path, n, meta.size).await;
+        }
+        // A bounded range rather than a suffix: this server may refuse suffixes altogether.
+        let range = GetRange::Bounded(meta.size - n..meta.size);
+        match self.get_opts(key, path, Some(range)).await? {
+            // The object shrank between the HEAD and the GET: read it whole.
+            None => Ok(None),
+            Some((_, now)) if now.size != meta.size => {
+                self.get_suffix_sized(key, path, n, now.size).await
+            }
+            r => Ok(r),
         }
     }
 }
@@ -597,7 +801,11 @@ impl Store for ObjectStoreBackend {
         }
     }
 
-    /// One GET with a Range header; the response carries the object's size and ETag.
+    /// One GET with a Range header; the response carries the object's size and ETag. A
+    /// suffix read never sends a suffix longer than the object when its size is known (the
+    /// whole object is asked for instead); when it is not known and the server refuses the
+    /// suffix (416, 500, 501), the read is retried once as HEAD + bounded range, and every
+    /// later suffix read of an unknown size on this mount starts with the HEAD.
     async fn get_ranged(
         &self,
         key: &str,
@@ -613,33 +821,48 @@ impl Store for ObjectStoreBackend {
             ByteRange::Suffix(0) => {
                 return Ok(self.head_opt(key).await?.map(|m| (Bytes::new(), m)))
             }
-            ByteRange::Suffix(n) => Some(GetRange::Suffix(*n)),
+            &ByteRange::Suffix(n) => {
+                if let Some(size) = self.shapes.size(key) {
+                    return match self.get_suffix_sized(key, &path, n, size).await {
+                        // Shrunk since its size was seen: the suffix is over-long again.
+                        Err(e) if refuses_suffix(&e) => {
+                            self.get_suffix_after_head(key, &path, n).await
+                        }
+                        r => r,
+                    };
+                }
+                if self.shapes.suffix_refused() {
+                    return self.get_suffix_after_head(key, &path, n).await;
+                }
+                Some(GetRange::Suffix(n))
+            }
         };
-        let opts = GetOptions { range: get_range, ..Default::default() };
-        let result = match self.store.get_opts(&path, opts).await {
-            Ok(r) => r,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        match self.get_opts(key, &path, get_range).await {
             Err(e) => {
-                // 416 for a range that starts at or past the end (also every range of an empty
-                // object): the answer is "no bytes", with the object's metadata.
-                let e = self.err(key, e);
-                if let StoreError::Backend { .. } = e {
+                if let ByteRange::Suffix(n) = range {
+                    if refuses_suffix(&e) {
+                        let r = self.get_suffix_after_head(key, &path, n).await?;
+                        // (Every server may answer 416 for an empty object: that says nothing.)
+                        let refused = r.as_ref().is_some_and(|(_, m)| m.size > 0);
+                        if refused && !self.shapes.suffix_needs_size.swap(true, Ordering::Relaxed) {
+                            tracing::info!(store = %self.description, error = %e, "the server refused a suffix range: suffix reads of objects of unknown size now start with a HEAD");
+                        }
+                        return Ok(r);
+                    }
+                }
+                // 416 for a range that starts at or past the end (also every range of an
+                // empty object): the answer is "no bytes", with the object's metadata.
+                if let (StoreError::Backend { .. }, ByteRange::Range(r)) = (&e, &range) {
                     if let Some(meta) = self.head_opt(key).await? {
-                        let past_end = match &range {
-                            ByteRange::Range(r) => r.start >= meta.size,
-                            ByteRange::Suffix(_) => meta.size == 0,
-                        };
-                        if past_end {
+                        if r.start >= meta.size {
                             return Ok(Some((Bytes::new(), meta)));
                         }
                     }
                 }
-                return Err(e);
+                Err(e)
             }
-        };
-        let meta = to_meta(&result.meta);
-        let data = result.bytes().await.map_err(|e| self.err(key, e))?;
-        Ok(Some((data, meta)))
+            ok => ok,
+        }
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
@@ -655,6 +878,7 @@ impl Store for ObjectStoreBackend {
             return Err(StoreError::IsADirectory(String::new()));
         }
         let path = self.path(key)?;
+        self.shapes.forget(key);
         let mode = match mode {
             PutMode::Overwrite if data.len() > MULTIPART_THRESHOLD => {
                 return self.put_multipart(key, &path, data).await;
@@ -693,6 +917,7 @@ impl Store for ObjectStoreBackend {
     async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
         self.check_writable()?;
         let path = self.path(key)?;
+        self.shapes.forget(key);
         match self.head_opt(key).await? {
             None => Err(StoreError::NotFound(key.to_string())),
             Some(m) if m.version != version => Err(StoreError::Conflict(key.to_string())),
@@ -707,6 +932,7 @@ impl Store for ObjectStoreBackend {
         if self.head_opt(key).await?.is_none() {
             return Err(StoreError::NotFound(key.to_string()));
         }
+        self.shapes.forget(key);
         self.store.delete(&path).await.map_err(|e| self.err(key, e))
     }
 
@@ -768,6 +994,7 @@ impl Store for ObjectStoreBackend {
             }
             match o.location.as_ref().strip_prefix(level.as_str()) {
                 Some(name) if name_problem(name).is_none() => {
+                    self.shapes.note(&join_key(prefix, name), o.size);
                     listing.files.push((name.to_string(), to_meta(o)))
                 }
                 Some(name) => self.hide(o.location.as_ref(), name_problem(name)),
@@ -790,15 +1017,25 @@ impl Store for ObjectStoreBackend {
         Ok(listing)
     }
 
-    /// HEAD of the key and a one-page LIST of `key/`, concurrently. A HEAD failure other than
-    /// 404 is ignored when the listing shows a directory (some servers answer 500 on
-    /// directory-like keys).
+    /// HEAD of the key and a one-page LIST of `key/`, concurrently. A listing that shows a
+    /// directory decides at once: the directory is what the mount shows (a key that is also a
+    /// prefix is hidden behind it), so the HEAD is not waited for. That matters on servers
+    /// that answer HEAD of a directory-like key with 500 (s3s-fs), which the client retries
+    /// for about a second. A HEAD failure other than 404 is ignored when the listing shows a
+    /// directory.
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        use futures::future::{select, Either};
         validate_key(key)?;
         if key.is_empty() {
             return Ok(Lookup { file: None, dir: true });
         }
-        let (head, dir) = futures::join!(self.head_opt(key), self.probe_dir(key));
+        let (head, probe) = (self.head_opt(key), self.probe_dir(key));
+        futures::pin_mut!(head, probe);
+        let (head, dir) = match select(head, probe).await {
+            Either::Right((Ok(true), _)) => return Ok(Lookup { file: None, dir: true }),
+            Either::Right((dir, head)) => (head.await, dir),
+            Either::Left((head, probe)) => (head, probe.await),
+        };
         match (head, dir) {
             (Ok(file), Ok(dir)) => Ok(Lookup { file, dir }),
             (Err(_), Ok(true)) => Ok(Lookup { file: None, dir: true }),
@@ -818,6 +1055,8 @@ impl Store for ObjectStoreBackend {
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.check_writable()?;
         let (pf, pt) = (self.path(from)?, self.path(to)?);
+        self.shapes.forget(from);
+        self.shapes.forget(to);
         self.store.copy(&pf, &pt).await.map_err(|e| self.err(from, e))?;
         self.store.delete(&pf).await.map_err(|e| self.err(from, e))
     }
@@ -1110,6 +1349,242 @@ mod tests {
         assert!(unparseable_reason("d/a\u{1}b").starts_with("control character"));
         assert_eq!(skip_past("d/x"), "d/x");
         assert_eq!(skip_past("d/x/"), format!("d/x/{}", char::MAX));
+    }
+
+    /// An object store over memory that refuses suffix ranges as some servers do, and
+    /// records every GET and HEAD it answers.
+    #[derive(Debug)]
+    struct Picky {
+        inner: InMemory,
+        /// `bytes=-N` with N > size: 500 (s3s-fs).
+        refuse_long_suffix: bool,
+        /// Any suffix range: not supported (object_store's Azure client).
+        refuse_any_suffix: bool,
+        /// HEAD answers after this long (a server retried on 500s).
+        head_delay: Duration,
+        requests: Mutex<Vec<String>>,
+    }
+
+    impl Picky {
+        fn new(refuse_long_suffix: bool, refuse_any_suffix: bool) -> Self {
+            Picky {
+                inner: InMemory::new(),
+                refuse_long_suffix,
+                refuse_any_suffix,
+                head_delay: Duration::ZERO,
+                requests: Default::default(),
+            }
+        }
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.requests.lock().unwrap())
+        }
+    }
+
+    impl std::fmt::Display for Picky {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "Picky")
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for Picky {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            let what = match (&options.range, options.head) {
+                (_, true) => "HEAD".to_string(),
+                (None, false) => "GET".to_string(),
+                (Some(GetRange::Bounded(r)), false) => format!("GET {r:?}"),
+                (Some(GetRange::Suffix(n)), false) => format!("GET -{n}"),
+                (Some(GetRange::Offset(o)), false) => format!("GET {o}-"),
+            };
+            self.requests.lock().unwrap().push(what);
+            if options.head {
+                tokio::time::sleep(self.head_delay).await;
+            }
+            if let Some(GetRange::Suffix(n)) = options.range {
+                if self.refuse_any_suffix {
+                    return Err(object_store::Error::NotSupported {
+                        source: "no suffix ranges here".into(),
+                    });
+                }
+                let size = self.inner.head(location).await?.size;
+                if self.refuse_long_suffix && n > size {
+                    return Err(object_store::Error::Generic {
+                        store: "Picky",
+                        source: "Error performing GET in 1ms - Server returned non-2xx status \
+                                 code: 500 Internal Server Error: seek: Invalid argument"
+                            .into(),
+                    });
+                }
+            }
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<Path>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    fn picky(long: bool, any: bool) -> (Arc<Picky>, ObjectStoreBackend) {
+        let p = Arc::new(Picky::new(long, any));
+        let b = ObjectStoreBackend::new(p.clone(), "", "picky://b".into());
+        (p, b)
+    }
+
+    async fn suffix(b: &ObjectStoreBackend, key: &str, n: u64) -> Option<(Vec<u8>, u64)> {
+        b.get_ranged(key, ByteRange::Suffix(n)).await.unwrap().map(|(d, m)| (d.to_vec(), m.size))
+    }
+
+    #[tokio::test]
+    async fn known_sizes_never_send_an_over_long_suffix() {
+        let (p, b) = picky(true, false);
+        b.put("s", Bytes::from_static(b"0123456789")).await.unwrap();
+        b.list("").await.unwrap(); // the listing tells the size
+        p.take();
+        assert_eq!(suffix(&b, "s", 64).await, Some((b"0123456789".to_vec(), 10)));
+        assert_eq!(suffix(&b, "s", 10).await, Some((b"0123456789".to_vec(), 10)));
+        assert_eq!(suffix(&b, "s", 4).await, Some((b"6789".to_vec(), 10)));
+        assert_eq!(p.take(), vec!["GET", "GET", "GET -4"]);
+        assert!(!b.shapes.suffix_refused());
+
+        // A stale size never gives wrong bytes: grown (whole GET, last n kept) ...
+        b.put("g", Bytes::from_static(b"ab")).await.unwrap();
+        b.head("g").await.unwrap();
+        p.inner.put(&Path::from("g"), PutPayload::from_static(b"abcdefgh")).await.unwrap();
+        assert_eq!(suffix(&b, "g", 5).await, Some((b"defgh".to_vec(), 8)));
+        // ... or shrunk below the suffix (refused, then HEAD + whole GET).
+        p.inner.put(&Path::from("g"), PutPayload::from_static(b"xyz")).await.unwrap();
+        p.take();
+        assert_eq!(suffix(&b, "g", 5).await, Some((b"xyz".to_vec(), 3)));
+        assert_eq!(p.take(), vec!["GET -5", "HEAD", "GET"]);
+        // Deleted behind the mount's back: missing, not an error.
+        p.inner.delete(&Path::from("g")).await.unwrap();
+        assert_eq!(suffix(&b, "g", 5).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_refused_suffix_falls_back_once_and_the_mount_remembers() {
+        let (p, b) = picky(true, false);
+        for k in ["a", "b", "c"] {
+            p.inner.put(&Path::from(k), PutPayload::from_static(b"0123456789")).await.unwrap();
+        }
+        p.inner.put(&Path::from("empty"), PutPayload::from_static(b"")).await.unwrap();
+        // Unknown size, a suffix this server accepts: one request.
+        assert_eq!(suffix(&b, "a", 3).await, Some((b"789".to_vec(), 10)));
+        assert_eq!(p.take(), vec!["GET -3"]);
+        assert!(!b.shapes.suffix_refused());
+        // Unknown size, over-long: refused, then HEAD + whole GET; remembered.
+        assert_eq!(suffix(&b, "b", 100).await, Some((b"0123456789".to_vec(), 10)));
+        assert_eq!(p.take(), vec!["GET -100", "HEAD", "GET"]);
+        assert!(b.shapes.suffix_refused());
+        // From now on a suffix of unknown size starts with the HEAD: no refused request.
+        assert_eq!(suffix(&b, "c", 4).await, Some((b"6789".to_vec(), 10)));
+        assert_eq!(p.take(), vec!["HEAD", "GET 6..10"]);
+        assert_eq!(suffix(&b, "missing", 4).await, None);
+        assert_eq!(p.take(), vec!["HEAD"]);
+        assert_eq!(suffix(&b, "empty", 4).await, Some((vec![], 0)));
+    }
+
+    #[tokio::test]
+    async fn a_server_without_suffix_ranges_gets_bounded_ones() {
+        let (p, b) = picky(false, true);
+        p.inner.put(&Path::from("k"), PutPayload::from_static(b"0123456789")).await.unwrap();
+        p.inner.put(&Path::from("j"), PutPayload::from_static(b"abcdef")).await.unwrap();
+        assert_eq!(suffix(&b, "k", 4).await, Some((b"6789".to_vec(), 10)));
+        assert_eq!(p.take(), vec!["GET -4", "HEAD", "GET 6..10"]);
+        assert_eq!(suffix(&b, "j", 2).await, Some((b"ef".to_vec(), 6)));
+        assert_eq!(p.take(), vec!["HEAD", "GET 4..6"]);
+        // Known sizes: bounded is not needed for a suffix covering the object.
+        assert_eq!(suffix(&b, "j", 6).await, Some((b"abcdef".to_vec(), 6)));
+        assert_eq!(p.take(), vec!["GET"]);
+    }
+
+    #[tokio::test]
+    async fn a_directory_lookup_does_not_wait_for_a_slow_head() {
+        let mut p = Picky::new(false, false);
+        p.head_delay = Duration::from_secs(5);
+        let p = Arc::new(p);
+        p.inner.put(&Path::from("d/x"), PutPayload::from_static(b"x")).await.unwrap();
+        let mut b = ObjectStoreBackend::new(p.clone(), "", "picky://b".into());
+        b.pager = Some(Arc::new(FakeS3::new(&["d/x".to_string()])));
+        let started = std::time::Instant::now();
+        let l = b.lookup("d").await.unwrap();
+        assert!(l.dir && l.file.is_none());
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // A file still waits for its HEAD (it has to: the HEAD is what finds it).
+        let l = b.lookup("d/x").await.unwrap();
+        assert!(!l.dir && l.file.is_some_and(|m| m.size == 1));
+        assert!(started.elapsed() >= Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn other_failures_are_not_taken_for_a_refused_suffix() {
+        // A server that is down: the error comes back, no fallback, nothing remembered.
+        let e = StoreError::Backend {
+            key: "k".into(),
+            message: "Error performing GET http://127.0.0.1:9/b/k in 3s - error sending \
+                      request: Connection refused"
+                .into(),
+        };
+        assert!(!refuses_suffix(&e));
+        assert!(!refuses_suffix(&StoreError::NotFound("k".into())));
+        assert!(!refuses_suffix(&StoreError::PermissionDenied("k".into())));
+        let e503 = StoreError::Backend {
+            key: "k".into(),
+            message: "Server returned non-2xx status code: 503 Service Unavailable".into(),
+        };
+        assert!(!refuses_suffix(&e503));
+        for code in
+            ["416 Range Not Satisfiable", "500 Internal Server Error", "501 Not Implemented"]
+        {
+            let e = StoreError::Backend {
+                key: "k".into(),
+                message: format!("Server returned non-2xx status code: {code}: x"),
+            };
+            assert!(refuses_suffix(&e), "{code}");
+        }
+        assert!(refuses_suffix(&StoreError::Unsupported("this operation")));
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod s3;
 pub mod soak;
 pub mod zfs;
 
