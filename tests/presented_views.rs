@@ -34,6 +34,16 @@ const SHARDED: &str = r#"{"zarr_format":3,"node_type":"array","shape":[8],"data_
         "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],
     "attributes":{}}"#;
 
+/// uint8 8 in shards of 4 with inner chunks of 2 stored as bytes + crc32c; the checksum of
+/// inner chunk 2 (shard 1) is wrong.
+const CRC: &str = r#"{"zarr_format":3,"node_type":"array","shape":[8],"data_type":"uint8",
+    "chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},
+    "chunk_key_encoding":{"name":"default"},"fill_value":0,
+    "codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2],
+        "codecs":[{"name":"bytes"},{"name":"crc32c"}],
+        "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]}}],
+    "attributes":{}}"#;
+
 /// The element values of plain chunk (y, 0): row-major, 2x4.
 fn plain_values(y: i16) -> Vec<i16> {
     (0..8).map(|i| y * 100 + i - 50).collect()
@@ -70,6 +80,21 @@ async fn store() -> Arc<dyn Store> {
             .collect();
         let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
         put(&format!("sharded/c.{shard}"), build_shard(&layout, &refs).unwrap().unwrap()).await;
+    }
+    put("crc/zarr.json", CRC.as_bytes().to_vec()).await;
+    let NodeMetadata::Array(meta) = parse_zarr_json(CRC.as_bytes()).unwrap() else { panic!() };
+    let layout = shard_layout(&meta).unwrap();
+    for shard in 0..2u8 {
+        let chunks: Vec<(u64, Vec<u8>)> = (0..2u8)
+            .map(|l| {
+                let mut c = vec![shard * 4 + l * 2 + 10, shard * 4 + l * 2 + 11];
+                let crc = crc32c::crc32c(&c) ^ u32::from((shard, l) == (1, 0));
+                c.extend_from_slice(&crc.to_le_bytes());
+                (u64::from(l), c)
+            })
+            .collect();
+        let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
+        put(&format!("crc/c/{shard}"), build_shard(&layout, &refs).unwrap().unwrap()).await;
     }
     // An array whose only chunk is garbage.
     let broken = PLAIN.replace("[5,4]", "[2,4]");
@@ -142,7 +167,7 @@ async fn v2_view() {
     let ns = view(Box::new(V2Presenter)).await;
     assert_eq!(
         names(&ns, "").await,
-        [".zattrs", ".zgroup", ".zmetadata", "broken", "plain", "sharded"]
+        [".zattrs", ".zgroup", ".zmetadata", "broken", "crc", "plain", "sharded"]
     );
     assert_eq!(read_json(&ns, ".zattrs").await, json!({"title": "t"}));
     assert!(ns.lookup("zarr.json").await.unwrap().is_none());
@@ -169,4 +194,14 @@ async fn v2_view() {
     assert_eq!(names(&ns, "sharded").await, [".zarray", ".zattrs", "0", "1", "2"]);
     assert_eq!(zstd::decode_all(&read(&ns, "sharded/2").await[..]).unwrap(), [14, 15]);
     assert_eq!(read_json(&ns, "sharded/.zarray").await["chunks"], json!([2]));
+    // A trailing crc32c is checked and cut off: the v2 form has no codec at all.
+    let zarray = read_json(&ns, "crc/.zarray").await;
+    assert_eq!((&zarray["compressor"], &zarray["filters"]), (&Value::Null, &Value::Null));
+    assert_eq!(read(&ns, "crc/0").await, [10, 11]);
+    assert_eq!(read(&ns, "crc/3").await, [16, 17]);
+    let node = ns.lookup("crc/2").await.unwrap().unwrap();
+    assert_eq!(node.size, 2);
+    let err = ns.read("crc/2", &node, 0, 2).await.unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "checksum mismatch");
+    assert_eq!(read(&ns, "crc/1").await, [12, 13], "the other chunks still read");
 }

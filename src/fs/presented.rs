@@ -18,7 +18,7 @@ use super::namespace::{read_all, slice_for_read, Namespace};
 use crate::store::{join_key, split_key, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::present::{ArrayPath, ArrayShow, DirDocs, DirShow, Files, Presenter};
-use crate::zarr::codecs::ChunkSpec;
+use crate::zarr::codecs::{strip_crc32c, ChunkSpec};
 
 const SHOW_CACHE: usize = 65_536;
 /// Child directories checked at once when a listing must drop hidden arrays.
@@ -155,6 +155,14 @@ impl PresentedNamespace {
 
     /// A stored chunk as this view serves it.
     fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
+        if show.strip_crc32c && show.decode.is_none() {
+            // A chunk shorter than its checksum is corrupt: it shows empty and reads give EIO.
+            return Ok(Node {
+                size: node.size.saturating_sub(4),
+                modified: node.modified,
+                backing: Backing::Checked { below, encoded: Box::new(node) },
+            });
+        }
         let Some(spec) = &show.decode else { return Ok(node) };
         let size = spec.decoded_size().map_err(|e| FsError::Corrupt(format!("{below}: {e}")))?;
         Ok(Node {
@@ -318,6 +326,35 @@ impl PresentedNamespace {
     }
 }
 
+impl PresentedNamespace {
+    /// A stored chunk checked against its trailing crc32c, without the checksum: one read
+    /// of the whole chunk, kept (as a view of that read, not a copy) in the decoded cache.
+    async fn checked(&self, below: &str, encoded: &Node) -> FsResult<Bytes> {
+        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
+        self.decoded
+            .get_or_load(&key, || async {
+                let stored = match u32::try_from(encoded.size) {
+                    Ok(n) => self.below.read(below, encoded, 0, n).await?,
+                    Err(_) => Bytes::from(read_all(self.below.as_ref(), below, encoded).await?),
+                };
+                let bad = |e: crate::zarr::codecs::CodecError| {
+                    tracing::error!(chunk = %below, error = %e, "crc32c check failed: reads give EIO");
+                    FsError::Corrupt(format!("{below}: {e}"))
+                };
+                if stored.len() as u64 != encoded.size {
+                    return Err(bad(crate::zarr::codecs::CodecError::WrongSize {
+                        codec: "crc32c",
+                        expected: encoded.size,
+                        actual: stored.len() as u64,
+                    }));
+                }
+                let payload = strip_crc32c(&stored).map_err(bad)?.len();
+                Ok(stored.slice(..payload))
+            })
+            .await
+    }
+}
+
 fn is_absent(e: &FsError) -> bool {
     matches!(
         e,
@@ -396,6 +433,10 @@ impl Namespace for PresentedNamespace {
                 let data = self.decoded(below, encoded, spec).await?;
                 Ok(slice_for_read(&data, offset, size))
             }
+            Backing::Checked { below, encoded } => {
+                let data = self.checked(below, encoded).await?;
+                Ok(slice_for_read(&data, offset, size))
+            }
             _ => {
                 let below = self.below_path(path).await?;
                 self.below.read(&below, node, offset, size).await
@@ -434,7 +475,9 @@ impl Namespace for PresentedNamespace {
     /// A decoded chunk is fetched ahead in its stored form; decoding waits for its read.
     async fn prefetch(&self, node: &Node) {
         match &node.backing {
-            Backing::Decoded { encoded, .. } => self.below.prefetch(encoded).await,
+            Backing::Decoded { encoded, .. } | Backing::Checked { encoded, .. } => {
+                self.below.prefetch(encoded).await
+            }
             _ => self.below.prefetch(node).await,
         }
     }

@@ -34,6 +34,12 @@ pub enum Backing {
         encoded: Box<Node>,
         spec: Arc<ChunkSpec>,
     },
+    /// A stored chunk ending in a crc32c checksum, served checked and without it: `encoded`
+    /// is the stored chunk at path `below` of the view below (4 bytes longer than this).
+    Checked {
+        below: String,
+        encoded: Box<Node>,
+    },
 }
 
 /// A resolved path: what backs it, with the attributes the mount shows.
@@ -64,6 +70,9 @@ impl Node {
             }
             Backing::Decoded { encoded, .. } => {
                 encoded.content_version().map(|v| format!("decoded:{v}"))
+            }
+            Backing::Checked { encoded, .. } => {
+                encoded.content_version().map(|v| format!("checked:{v}"))
             }
         }
     }

@@ -62,6 +62,9 @@ pub struct ArrayShow {
     pub keys: KeyMap,
     /// Decode every chunk with this spec; `None` serves the stored bytes.
     pub decode: Option<Arc<ChunkSpec>>,
+    /// (Without `decode`.) Every stored chunk ends in a crc32c checksum: serve it checked,
+    /// without the checksum.
+    pub strip_crc32c: bool,
 }
 
 /// How presented chunk keys relate to the keys of the view below.

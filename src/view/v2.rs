@@ -11,9 +11,9 @@ use serde_json::{json, Map, Value};
 use super::decoded::{grid, pretty};
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
-use crate::zarr::codecs::{ChunkSpec, DataType};
+use crate::zarr::codecs::ChunkSpec;
 use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
-use crate::zarr::v2::{v2_dtype, v3_codecs_to_v2, v3_fill_to_v2};
+use crate::zarr::v2::{v3_codecs_to_v2, v3_type_to_v2};
 
 pub struct V2Presenter;
 
@@ -34,6 +34,7 @@ impl Presenter for V2Presenter {
                     },
                     keys: array.keys,
                     decode: array.decode.map(Arc::new),
+                    strip_crc32c: array.strip_crc32c,
                 })),
                 Err(why) => {
                     tracing::warn!(array = ?dir, reason = %why, "array left out of the v2 view");
@@ -61,44 +62,52 @@ pub struct V2Form {
     pub keys: KeyMap,
     /// Set when v2 cannot express the codecs, so chunks are served decoded.
     pub decode: Option<ChunkSpec>,
+    /// The chain ends in `crc32c`, which the v2 form leaves out: chunks are served
+    /// checked and without their 4 checksum bytes.
+    pub strip_crc32c: bool,
+}
+
+/// True for a numcodecs `crc32c` configuration whose checksum trails the data.
+fn is_trailing_crc32c(numcodec: &Value) -> bool {
+    numcodec.get("id").and_then(Value::as_str) == Some("crc32c")
+        && numcodec.get("location").is_none_or(|l| l.is_null() || l == "end")
 }
 
 /// The v2 form of a v3 array (as the unsharded view shows it), or why there is none.
 pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
-    let data_type = DataType::from_json(&meta.data_type).map_err(|e| e.to_string())?;
     let chunks = meta
         .chunk_shape
         .clone()
         .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
-    let fill_value = v3_fill_to_v2(&data_type, &fill).map_err(|e| e.to_string())?;
-    let no_dtype = || format!("data type {} has no Zarr v2 equivalent", data_type.name);
-    let (dtype, compressor, filters, order, decode) =
-        match v3_codecs_to_v2(&meta.codecs, meta.shape.len()) {
-            Some(c) => {
-                let filters =
-                    if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
-                let order = if c.order_f { "F" } else { "C" };
-                (
-                    v2_dtype(&data_type, c.big_endian).ok_or_else(no_dtype)?,
-                    c.compressor.unwrap_or(Value::Null),
-                    filters,
-                    order,
-                    None,
-                )
-            }
-            None => {
-                let spec = ChunkSpec::from_v3(meta)
-                    .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
-                (
-                    v2_dtype(&data_type, false).ok_or_else(no_dtype)?,
-                    Value::Null,
-                    Value::Null,
-                    "C",
-                    Some(spec),
-                )
-            }
-        };
+    let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len());
+    let mut strip_crc32c = false;
+    if let Some(c) = &mut expressed {
+        // numcodecs registers `crc32c` only when an optional package is installed, so a
+        // trailing checksum is checked by the daemon and cut off instead.
+        if c.compressor.as_ref().is_some_and(is_trailing_crc32c) {
+            c.compressor = c.filters.pop();
+            strip_crc32c = true;
+        }
+        if c.filters.iter().any(|f| f.get("id").and_then(Value::as_str) == Some("crc32c")) {
+            expressed = None; // a checksum inside the chain: serve it decoded
+            strip_crc32c = false;
+        }
+    }
+    let (dtype, fill_value, compressor, filters, order, decode) = match expressed {
+        Some(c) => {
+            let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, c.big_endian, c.vlen)?;
+            let filters = if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
+            let order = if c.order_f { "F" } else { "C" };
+            (dtype, fill_value, c.compressor.unwrap_or(Value::Null), filters, order, None)
+        }
+        None => {
+            let spec = ChunkSpec::from_v3(meta)
+                .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
+            let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, false, None)?;
+            (dtype, fill_value, Value::Null, Value::Null, "C", Some(spec))
+        }
+    };
     let separator = meta.key_encoding.separator();
     let grid = grid(&meta.shape, &chunks);
     let keys = match meta.key_encoding {
@@ -117,7 +126,7 @@ pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
     zarray.insert("order".into(), Value::String(order.into()));
     zarray.insert("filters".into(), filters);
     zarray.insert("dimension_separator".into(), Value::String(separator.to_string()));
-    Ok(V2Form { zarray, zattrs: array_attributes(&meta.json), keys, decode })
+    Ok(V2Form { zarray, zattrs: array_attributes(&meta.json), keys, decode, strip_crc32c })
 }
 
 fn attributes(json: &Map<String, Value>) -> Map<String, Value> {
@@ -201,6 +210,94 @@ mod tests {
             NodeMetadata::Array(a) => a,
             NodeMetadata::Group(_) => panic!(),
         }
+    }
+
+    /// A numcodecs configuration compared with the one zarr-python 3 wrote: the same keys
+    /// and values, except that ours may spell out zstd's default `checksum: false` and may
+    /// leave out settings at numcodecs' defaults (`astype` = `dtype`, lzma's `format`, `check`
+    /// and `filters`), which zarr-python 3 fills in.
+    fn same_numcodec(ours: &Value, reference: &Value) -> bool {
+        let (Some(o), Some(r)) = (ours.as_object(), reference.as_object()) else {
+            return ours == reference;
+        };
+        o.iter().all(|(k, v)| r.get(k) == Some(v) || (k == "checksum" && v == &json!(false)))
+            && r.iter().all(|(k, v)| {
+                let default = match k.as_str() {
+                    "astype" => r.get("dtype").cloned(),
+                    "format" => Some(json!(1)),     // lzma
+                    "check" => Some(json!(-1)),     // lzma
+                    "filters" => Some(Value::Null), // lzma
+                    _ => None,
+                };
+                o.get(k) == Some(v) || (!o.contains_key(k) && default.as_ref() == Some(v))
+            })
+    }
+
+    /// Every v3 array of testdata/v2forms (written by zarr-python 3) shows as the `.zarray`
+    /// zarr-python 3 writes for the same array with `zarr_format=2` (see make_v2forms.py).
+    #[test]
+    fn zarr_python_3_v2_forms() {
+        let dir = crate::zarr::codecs::tests::testdata("v2forms");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let case = entry.unwrap().path();
+            let name = case.file_name().unwrap().to_string_lossy().into_owned();
+            let doc = std::fs::read(case.join("zarr.json")).unwrap();
+            let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(&doc) else { panic!("{name}") };
+            let want: Value =
+                serde_json::from_slice(&std::fs::read(case.join(".zarray")).unwrap()).unwrap();
+            let form = v2_array(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(form.decode.is_none(), "{name}: served decoded");
+            assert_eq!(form.strip_crc32c, name.contains("crc32c"), "{name}");
+            let got = &form.zarray;
+            for key in ["zarr_format", "shape", "chunks", "dtype", "fill_value", "order"] {
+                assert_eq!(got.get(key), want.get(key), "{name}: {key}");
+            }
+            assert!(same_numcodec(&got["compressor"], &want["compressor"]), "{name}: {got:?}");
+            match (&got["filters"], &want["filters"]) {
+                (Value::Array(a), Value::Array(b)) => {
+                    assert_eq!(a.len(), b.len(), "{name}");
+                    assert!(a.iter().zip(b).all(|(x, y)| same_numcodec(x, y)), "{name}: {a:?}");
+                }
+                (a, b) => assert_eq!(a, b, "{name}: filters"),
+            }
+            n += 1;
+        }
+        assert_eq!(n, 28);
+    }
+
+    #[test]
+    fn left_out_with_reasons() {
+        let why = |extra: Value| v2_array(&array(extra)).unwrap_err();
+        assert!(why(json!({"data_type": {"name": "optional", "configuration": {}}}))
+            .contains("no Zarr v2 equivalent"));
+        // A string type needs its vlen codec; a vlen codec needs a string type.
+        assert!(why(json!({"data_type": "string", "fill_value": ""})).contains("vlen-utf8"));
+        assert!(why(json!({"codecs": ["vlen-utf8"]})).contains("vlen-utf8"));
+        assert!(why(json!({"data_type": {"name": "numpy.datetime64",
+            "configuration": {"unit": "fortnight", "scale_factor": 1}}, "fill_value": 0}))
+        .contains("no Zarr v2 equivalent"));
+        assert!(why(json!({"data_type": {"name": "numpy.datetime64",
+            "configuration": {"unit": "s", "scale_factor": 1}}, "fill_value": 1.5}))
+        .contains("fill value"));
+        assert!(why(json!({"codecs": ["bytes", "numcodecs.delta"]})).contains("decodable"));
+    }
+
+    #[test]
+    fn checksums_inside_the_chain_are_decoded() {
+        let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let form = v2_array(&array(json!({"codecs": [le, "crc32c", "zstd"]}))).unwrap();
+        assert!(form.decode.is_some() && !form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"], Value::Null);
+        let form = v2_array(&array(json!({"codecs": [le, "zstd", "crc32c"]}))).unwrap();
+        assert!(form.decode.is_none() && form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"]["id"], "zstd");
+        assert_eq!(form.zarray["filters"], Value::Null);
+        // numcodecs' crc32c with the checksum at the start cannot be cut off the end.
+        let start = json!({"name": "numcodecs.crc32c", "configuration": {"location": "start"}});
+        let form = v2_array(&array(json!({"codecs": [le, start]}))).unwrap();
+        assert!(!form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"], json!({"id": "crc32c", "location": "start"}));
     }
 
     #[test]

@@ -52,13 +52,13 @@ def run_job(job: dict) -> dict:
     if kind == "array":
         z = zarr.open_array(job["path"], mode="r")
         info = _info(z)
-        _compare(z[...], np.load(job["expected"]))
+        _compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "consolidated":
         g = zarr.open_consolidated(job["root"], mode="r")
         z = g[job["member"]]
         info = _info(z)
-        _compare(z[...], np.load(job["expected"]))
+        _compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "group":
         g = zarr.open_group(job["path"], mode="r")

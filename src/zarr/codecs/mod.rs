@@ -456,6 +456,12 @@ impl Plan {
     }
 }
 
+/// Check a chunk that ends in a crc32c checksum and return it without the checksum
+/// (the v2 view serves such chunks so that readers without a crc32c codec can read them).
+pub fn strip_crc32c(data: &[u8]) -> Result<&[u8], CodecError> {
+    crc32c::decode(data)
+}
+
 /// Decode one stored chunk through `codecs` (a v3 array's `codecs`), returning
 /// exactly `decoded_size(data_type, chunk_shape)` bytes: the chunk's elements,
 /// little-endian, in C order of the array's axes. Sharding needs the fill value
