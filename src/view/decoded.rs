@@ -30,7 +30,7 @@ impl Presenter for DecodedPresenter {
                     },
                     keys,
                     decode: Some(Arc::new(spec)),
-                    strip_crc32c: false,
+                    unwrap: None,
                 })),
                 Err(why) => pass_through(dir, &why),
             };
@@ -74,7 +74,7 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
                 },
                 keys: KeyMap::identity(meta.key_encoding, grid(&meta.shape, &spec.chunk_shape)),
                 decode: Some(Arc::new(spec)),
-                strip_crc32c: false,
+                unwrap: None,
             })),
             Err(e) => pass_through(dir, &e.to_string()),
         },

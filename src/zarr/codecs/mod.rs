@@ -456,8 +456,46 @@ impl Plan {
     }
 }
 
-/// Check a chunk that ends in a crc32c checksum and return it without the checksum
-/// (the v2 view serves such chunks so that readers without a crc32c codec can read them).
+/// A chain of bytes->bytes codecs on its own: what follows the array->bytes codec when the
+/// views serve chunks still in that codec's byte form (a trailing `crc32c` cut off in the
+/// v2 view; the compressors after `vlen-utf8` undone in the v2-decoded view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BytesChain(Vec<BytesToBytes>);
+
+impl BytesChain {
+    /// The chain of `codecs`, each a bytes->bytes codec this module decodes.
+    pub fn new(codecs: &[Codec]) -> Result<Self, CodecError> {
+        codecs
+            .iter()
+            .map(|c| {
+                BytesToBytes::from_name(&c.name)
+                    .ok_or_else(|| CodecError::Unsupported(c.name.clone()))
+            })
+            .collect::<Result<_, _>>()
+            .map(BytesChain)
+    }
+
+    /// How much shorter the output always is when the chain only checks checksums
+    /// (`Some(4 * n)` for n crc32c), `None` when its size depends on the data.
+    pub fn fixed_overhead(&self) -> Option<u64> {
+        self.0.iter().all(|b| *b == BytesToBytes::Crc32c).then_some(4 * self.0.len() as u64)
+    }
+
+    /// Decode, innermost first. Checksums only: a slice of `data`, no copy.
+    pub fn decode(&self, data: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
+        let bound = SizeBound::AtMost(MAX_DECODED_CHUNK_BYTES);
+        let mut buf = data;
+        for codec in self.0.iter().rev() {
+            buf = match codec.decode(&buf, bound)? {
+                Cow::Borrowed(inner) => buf.slice_ref(inner),
+                Cow::Owned(v) => ::bytes::Bytes::from(v),
+            };
+        }
+        Ok(buf)
+    }
+}
+
+/// Check a chunk that ends in a crc32c checksum and return it without the checksum.
 pub fn strip_crc32c(data: &[u8]) -> Result<&[u8], CodecError> {
     crc32c::decode(data)
 }
