@@ -99,8 +99,7 @@ CODECS = {
 }
 # Fixed-size arrays whose codecs the daemon does not decode yet: v2-decoded shows them with
 # their codecs (and a log line) instead of decoded.
-NOT_DECODED = {"bitround", "fixedscaleoffset", "quantize_gzip", "delta_zlib", "shuffle_zstd", "bz2", "lz4",
-               "lzma", "adler32", "fletcher32", "crc32", "numcodecs_crc32c"}
+NOT_DECODED = {"delta_zlib", "fixedscaleoffset", "fletcher32"}
 
 
 def _write(root: Path) -> dict[str, np.ndarray]:
