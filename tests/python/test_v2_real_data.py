@@ -99,7 +99,7 @@ CODECS = {
 }
 # Fixed-size arrays whose codecs the daemon does not decode yet: v2-decoded shows them with
 # their codecs (and a log line) instead of decoded.
-NOT_DECODED = {"delta_zlib", "fixedscaleoffset", "fletcher32"}
+NOT_DECODED = {"fixedscaleoffset", "fletcher32"}
 
 
 def _write(root: Path) -> dict[str, np.ndarray]:

@@ -360,16 +360,25 @@ fn check_fill(spec: &ChunkSpec) -> Result<(), CodecError> {
     Ok(())
 }
 
+/// One array->array codec, parsed.
+#[derive(Debug)]
+enum ArrayStep {
+    /// A `transpose` as its `order` (`order[i]` is the axis that becomes encoded axis `i`)
+    /// and the shape it sees.
+    Transpose(Vec<usize>, Vec<u64>),
+    /// numcodecs' `delta` (same data type in and out).
+    Delta(numcodecs::Delta),
+}
+
 /// A checked chain for chunks of one shape, ready to decode.
 #[derive(Debug)]
 struct Plan {
     /// Decoded chunk size in bytes.
     size: u64,
     data_type: DataType,
-    /// Each `transpose` (the only array->array codec) as its `order` (`order[i]`
-    /// is the axis that becomes encoded axis `i`) and the shape it sees,
+    /// The array->array codecs that change bytes (`transpose`, numcodecs' `delta`),
     /// outermost first.
-    array_to_array: Vec<(Vec<usize>, Vec<u64>)>,
+    array_to_array: Vec<ArrayStep>,
     array_to_bytes: ArrayToBytes,
     bytes_to_bytes: Vec<BytesToBytes>,
 }
@@ -399,6 +408,10 @@ impl Plan {
             if array_to_bytes.is_none() && lossy_no_op(c, data_type)? {
                 continue; // nothing to undo when decoding
             }
+            if array_to_bytes.is_none() && name == "numcodecs.delta" {
+                array_to_array.push(ArrayStep::Delta(numcodecs::Delta::new(c, data_type)?));
+                continue;
+            }
             if !matches!(name, "transpose" | "bytes" | SHARDING_CODEC) {
                 return Err(CodecError::Unsupported(name.to_string()));
             }
@@ -412,7 +425,8 @@ impl Plan {
                 "transpose" => {
                     let order = transpose::parse_order(c)?;
                     let next = transpose::encoded_shape(&shape, &order)?;
-                    array_to_array.push((order, std::mem::replace(&mut shape, next)));
+                    let seen = std::mem::replace(&mut shape, next);
+                    array_to_array.push(ArrayStep::Transpose(order, seen));
                 }
                 "bytes" => {
                     array_to_bytes = Some(ArrayToBytes::Bytes {
@@ -480,8 +494,13 @@ impl Plan {
         };
 
         // array->array, innermost first.
-        for (order, shape) in self.array_to_array.iter().rev() {
-            data = transpose::decode(&data, self.data_type.itemsize, shape, order)?;
+        for step in self.array_to_array.iter().rev() {
+            match step {
+                ArrayStep::Transpose(order, shape) => {
+                    data = transpose::decode(&data, self.data_type.itemsize, shape, order)?;
+                }
+                ArrayStep::Delta(delta) => delta.decode(&mut data),
+            }
         }
         Ok(data)
     }
@@ -640,7 +659,7 @@ pub(crate) mod tests {
             .filter(|n| !n.ends_with(".py"))
             .collect();
         names.sort();
-        assert_eq!(names.len(), 12);
+        assert_eq!(names.len(), 15);
         for name in &names {
             check_vector(&format!("numcodecs/{name}"));
         }
@@ -679,7 +698,8 @@ pub(crate) mod tests {
             json!({"name": "numcodecs.adler32", "configuration": {"location": "middle"}}),
             json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": -1}}),
             json!({"name": "numcodecs.fletcher32", "configuration": {}}),
-            json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}),
+            json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i2"}}),
+            json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i4", "astype": "<i2"}}),
         ] {
             let c = codecs(json!([bad.clone(), le]));
             let c2 = codecs(json!([le, bad.clone()]));

@@ -9,7 +9,8 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
-use super::{read_bounded, CodecError, SizeBound};
+use super::{read_bounded, CodecError, DataType, SizeBound};
+use crate::zarr::metadata::Codec;
 
 /// One configured numcodecs bytes->bytes codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,5 +201,76 @@ impl Write for Bounded {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// numcodecs' `delta` array->array codec with `dtype` and `astype` both the array's data type:
+/// stored are the first element and then each difference (C order of the chunk); decoding is
+/// a running sum in that type, wrapping for integers as numpy's does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Delta {
+    kind: char,
+    size: usize,
+}
+
+impl Delta {
+    pub(crate) fn new(c: &Codec, data_type: &DataType) -> Result<Self, CodecError> {
+        let unsupported = || {
+            CodecError::Unsupported(format!(
+                "numcodecs.delta with dtype/astype other than the array's {}",
+                data_type.name
+            ))
+        };
+        let kind = data_type.numpy_kind().filter(|k| "iuf".contains(*k)).ok_or_else(unsupported)?;
+        let size = data_type.itemsize;
+        if kind == 'f' && size == 2 {
+            return Err(unsupported());
+        }
+        // numpy type strings for this type in little-endian or native order.
+        let ours = |s: &str| {
+            let body = s.trim_start_matches(['<', '|', '=']);
+            body.len() == s.len() - 1 && body == format!("{kind}{size}")
+        };
+        let dtype = c.configuration.get("dtype").and_then(Value::as_str);
+        if !dtype.is_some_and(ours) {
+            return Err(unsupported());
+        }
+        match c.configuration.get("astype") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if ours(s) => {}
+            Some(_) => return Err(unsupported()),
+        }
+        Ok(Delta { kind, size })
+    }
+
+    /// Undo the differences in place (little-endian elements).
+    pub(crate) fn decode(&self, data: &mut [u8]) {
+        macro_rules! running_sum {
+            ($t:ty, $add:expr) => {{
+                let mut acc: Option<$t> = None;
+                for chunk in data.chunks_exact_mut(std::mem::size_of::<$t>()) {
+                    let x = <$t>::from_le_bytes(chunk.try_into().expect("element size"));
+                    let v = match acc {
+                        None => x,
+                        Some(a) => $add(a, x),
+                    };
+                    chunk.copy_from_slice(&v.to_le_bytes());
+                    acc = Some(v);
+                }
+            }};
+        }
+        match (self.kind, self.size) {
+            ('i', 1) => running_sum!(i8, i8::wrapping_add),
+            ('i', 2) => running_sum!(i16, i16::wrapping_add),
+            ('i', 4) => running_sum!(i32, i32::wrapping_add),
+            ('i', 8) => running_sum!(i64, i64::wrapping_add),
+            ('u', 1) => running_sum!(u8, u8::wrapping_add),
+            ('u', 2) => running_sum!(u16, u16::wrapping_add),
+            ('u', 4) => running_sum!(u32, u32::wrapping_add),
+            ('u', 8) => running_sum!(u64, u64::wrapping_add),
+            ('f', 4) => running_sum!(f32, |a: f32, x: f32| a + x),
+            ('f', 8) => running_sum!(f64, |a: f64, x: f64| a + x),
+            _ => unreachable!("checked in new"),
+        }
     }
 }

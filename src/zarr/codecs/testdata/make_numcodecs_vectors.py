@@ -39,6 +39,9 @@ CASES = {
     "quantize_gzip": ("float64", dict(filters=[znc.Quantize(digits=2, dtype="<f8")],
                                       compressors=[znc.GZip(level=1)])),
     "lz4_big_endian": ("uint64", dict(serializer=BytesCodec(endian="big"), compressors=[znc.LZ4()])),
+    "delta_int32_zlib": ("int32", dict(filters=[znc.Delta(dtype="<i4")], compressors=[znc.Zlib(level=1)])),
+    "delta_uint8_wraps": ("uint8", dict(filters=[znc.Delta(dtype="|u1")], compressors=None)),
+    "delta_float32": ("float32", dict(filters=[znc.Delta(dtype="<f4", astype="<f4")], compressors=None)),
 }
 
 
