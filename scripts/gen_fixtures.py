@@ -538,13 +538,13 @@ def _(root, path):
     return data, {}
 
 
-@spec("v2/arr_delta_filter", "zarr-python",
-      "Zarr v2 array with a numcodecs Delta filter + zlib: a filter the decoded view cannot decode, "
+@spec("v2/arr_fletcher32_filter", "zarr-python",
+      "Zarr v2 array with a numcodecs Fletcher32 filter + zlib: a filter the decoded view cannot decode, "
       "so it passes through untouched (metadata and chunks)")
 def _(root, path):
     data = ramp((40,), "int32", offset=5) * 3
     a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype="<i4", chunks=(12,),
-                                     filters=[numcodecs.Delta(dtype="<i4")], compressors=numcodecs.Zlib(level=1))
+                                     filters=[numcodecs.Fletcher32()], compressors=numcodecs.Zlib(level=1))
     a[:] = data
     # tensorstore's zarr (v2) driver supports no filters
     return data, {"tensorstore_readable": False, "decoded_passthrough": True}

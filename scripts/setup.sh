@@ -94,6 +94,10 @@ make_venv "$ROOT/.venv" "$ROOT/tests/python/requirements.txt"
 
 if [[ "$WANT_ZARR2" == 1 ]]; then
     make_venv "$ROOT/.venv-zarr2" "$ROOT/tests/python/requirements-zarr2.txt"
+    # zarr-python 2 with its default dependencies only (issue 18): drop crc32c left by older setups.
+    if "$ROOT/.venv-zarr2/bin/python" -c 'import crc32c' 2>/dev/null; then
+        "$ROOT/.venv-zarr2/bin/python" -m pip uninstall -y -q crc32c
+    fi
 else
     step ".venv-zarr2" "skipped (ZM_SETUP_ZARR2=0; the zarr-2 tests will fail)"
 fi

@@ -13,7 +13,7 @@ use zarr_mount::store::memory::MemoryStore;
 use zarr_mount::store::Store;
 use zarr_mount::view::decoded::DecodedPresenter;
 use zarr_mount::view::present::Presenter;
-use zarr_mount::view::v2::V2Presenter;
+use zarr_mount::view::v2::{V2DecodedPresenter, V2Presenter};
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use zarr_mount::zarr::shard_build::build_shard;
 use zarr_mount::zarr::sharding::shard_layout;
@@ -33,6 +33,33 @@ const SHARDED: &str = r#"{"zarr_format":3,"node_type":"array","shape":[8],"data_
         "codecs":[{"name":"bytes"},{"name":"zstd","configuration":{"level":1,"checksum":false}}],
         "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],
     "attributes":{}}"#;
+
+/// uint8 8 in shards of 4 with inner chunks of 2 stored as bytes + crc32c; the checksum of
+/// inner chunk 2 (shard 1) is wrong.
+const CRC: &str = r#"{"zarr_format":3,"node_type":"array","shape":[8],"data_type":"uint8",
+    "chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},
+    "chunk_key_encoding":{"name":"default"},"fill_value":0,
+    "codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2],
+        "codecs":[{"name":"bytes"},{"name":"crc32c"}],
+        "index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]}}],
+    "attributes":{}}"#;
+
+/// Strings 3 in chunks of 2 (vlen-utf8 + zstd); chunk 1 holds "c" and the fill value.
+const STR: &str = r#"{"zarr_format":3,"node_type":"array","shape":[3],"data_type":"string",
+    "chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},
+    "chunk_key_encoding":{"name":"default"},"fill_value":"",
+    "codecs":[{"name":"vlen-utf8","configuration":{}},{"name":"zstd","configuration":{"level":1,"checksum":false}}],
+    "attributes":{}}"#;
+
+/// numcodecs' vlen-utf8 encoding: item count, then each item's length and bytes (u32 LE).
+fn vlen(items: &[&str]) -> Vec<u8> {
+    let mut out = (items.len() as u32).to_le_bytes().to_vec();
+    for s in items {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    out
+}
 
 /// The element values of plain chunk (y, 0): row-major, 2x4.
 fn plain_values(y: i16) -> Vec<i16> {
@@ -71,6 +98,24 @@ async fn store() -> Arc<dyn Store> {
         let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
         put(&format!("sharded/c.{shard}"), build_shard(&layout, &refs).unwrap().unwrap()).await;
     }
+    put("crc/zarr.json", CRC.as_bytes().to_vec()).await;
+    let NodeMetadata::Array(meta) = parse_zarr_json(CRC.as_bytes()).unwrap() else { panic!() };
+    let layout = shard_layout(&meta).unwrap();
+    for shard in 0..2u8 {
+        let chunks: Vec<(u64, Vec<u8>)> = (0..2u8)
+            .map(|l| {
+                let mut c = vec![shard * 4 + l * 2 + 10, shard * 4 + l * 2 + 11];
+                let crc = crc32c::crc32c(&c) ^ u32::from((shard, l) == (1, 0));
+                c.extend_from_slice(&crc.to_le_bytes());
+                (u64::from(l), c)
+            })
+            .collect();
+        let refs: Vec<(u64, &[u8])> = chunks.iter().map(|(l, b)| (*l, b.as_slice())).collect();
+        put(&format!("crc/c/{shard}"), build_shard(&layout, &refs).unwrap().unwrap()).await;
+    }
+    put("str/zarr.json", STR.as_bytes().to_vec()).await;
+    put("str/c/0", zstd(&vlen(&["a", "bé"]))).await;
+    put("str/c/1", zstd(&vlen(&["c", ""]))).await;
     // An array whose only chunk is garbage.
     let broken = PLAIN.replace("[5,4]", "[2,4]");
     put("broken/zarr.json", broken.into_bytes()).await;
@@ -142,7 +187,7 @@ async fn v2_view() {
     let ns = view(Box::new(V2Presenter)).await;
     assert_eq!(
         names(&ns, "").await,
-        [".zattrs", ".zgroup", ".zmetadata", "broken", "plain", "sharded"]
+        [".zattrs", ".zgroup", ".zmetadata", "broken", "crc", "plain", "sharded", "str"]
     );
     assert_eq!(read_json(&ns, ".zattrs").await, json!({"title": "t"}));
     assert!(ns.lookup("zarr.json").await.unwrap().is_none());
@@ -169,4 +214,39 @@ async fn v2_view() {
     assert_eq!(names(&ns, "sharded").await, [".zarray", ".zattrs", "0", "1", "2"]);
     assert_eq!(zstd::decode_all(&read(&ns, "sharded/2").await[..]).unwrap(), [14, 15]);
     assert_eq!(read_json(&ns, "sharded/.zarray").await["chunks"], json!([2]));
+    // A trailing crc32c is checked and cut off: the v2 form has no codec at all.
+    let zarray = read_json(&ns, "crc/.zarray").await;
+    assert_eq!((&zarray["compressor"], &zarray["filters"]), (&Value::Null, &Value::Null));
+    assert_eq!(read(&ns, "crc/0").await, [10, 11]);
+    assert_eq!(read(&ns, "crc/3").await, [16, 17]);
+    let node = ns.lookup("crc/2").await.unwrap().unwrap();
+    assert_eq!(node.size, 2);
+    let err = ns.read("crc/2", &node, 0, 2).await.unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "checksum mismatch");
+    assert_eq!(read(&ns, "crc/1").await, [12, 13], "the other chunks still read");
+}
+
+#[tokio::test]
+async fn v2_decoded_view() {
+    let ns = view(Box::new(V2DecodedPresenter)).await;
+    let zarray = read_json(&ns, "plain/.zarray").await;
+    assert_eq!((&zarray["compressor"], &zarray["filters"]), (&Value::Null, &Value::Null));
+    assert_eq!((zarray["dtype"].as_str(), zarray["order"].as_str()), (Some("<i2"), Some("C")));
+    assert_eq!(read(&ns, "plain/1/0").await, le16(&plain_values(1)));
+    assert!(ns.lookup("plain/2/0").await.unwrap().is_none(), "absent chunks stay absent");
+    assert_eq!(read_json(&ns, ".zmetadata").await["metadata"]["plain/.zarray"], zarray);
+    assert_eq!(read(&ns, "sharded/2").await, [14, 15]);
+    assert_eq!(read(&ns, "crc/0").await, [10, 11]);
+    let node = ns.lookup("crc/2").await.unwrap().unwrap();
+    assert_eq!(ns.read("crc/2", &node, 0, 2).await.unwrap_err().errno(), libc::EIO);
+    // Strings keep only their vlen filter; the size is known once listed or looked up.
+    let zarray = read_json(&ns, "str/.zarray").await;
+    assert_eq!(zarray["filters"], json!([{"id": "vlen-utf8"}]));
+    assert_eq!((&zarray["compressor"], zarray["dtype"].as_str()), (&Value::Null, Some("|O")));
+    assert_eq!(names(&ns, "str").await, [".zarray", ".zattrs", "0", "1"]);
+    let listed = ns.list("str").await.unwrap().into_iter().find(|(n, _)| n == "0").unwrap().1;
+    assert_eq!(listed.size, vlen(&["a", "bé"]).len() as u64);
+    assert_eq!(read(&ns, "str/0").await, vlen(&["a", "bé"]));
+    assert_eq!(read(&ns, "str/1").await, vlen(&["c", ""]));
+    assert_eq!(ns.write_file("str/0", Bytes::new()).await.unwrap_err().errno(), libc::EROFS);
 }

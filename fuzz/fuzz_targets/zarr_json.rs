@@ -71,17 +71,21 @@ fn array(meta: ArrayMetadata) {
         assert_eq!(shown.codecs.len(), 1);
         assert_eq!(shown.decoded_size().unwrap(), size);
     }
-    if let Ok(form) = v2_array(&meta) {
+    // V2Array (the v2 reader side) takes the core data types only; the v2 view also shows
+    // datetimes, strings and the like (issue 18).
+    if let (Ok(form), Ok(dt)) = (v2_array(&meta), DataType::from_json(&meta.data_type)) {
         let doc = serde_json::to_vec(&form.zarray).unwrap();
         let v2 = V2Array::parse(&doc).expect("generated .zarray parses");
-        let dt = DataType::from_json(&meta.data_type).expect("v2 form of a known data type");
         assert_eq!(v2.data_type, dt);
         assert_eq!(Some(&v2.chunks), meta.chunk_shape.as_ref());
         assert_eq!(v2.shape, meta.shape);
         if form.decode.is_none() {
-            // The stored chunks are served as they are, so the v2 document must describe them.
-            let spec = v2.chunk_spec().expect("generated .zarray has a chunk spec");
-            assert_eq!(spec.decoded_size().ok(), decoded_size(&dt, &v2.chunks).ok());
+            // The stored chunks are served as they are (a trailing crc32c cut off), so the v2
+            // document describes them; numcodecs codecs the daemon does not decode are
+            // written in v2 all the same, so only a spec that exists is checked.
+            if let Ok(spec) = v2.chunk_spec() {
+                assert_eq!(spec.decoded_size().ok(), decoded_size(&dt, &v2.chunks).ok());
+            }
         }
     }
 }

@@ -174,7 +174,7 @@ impl Namespace for RawNamespace {
                 Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
             // Only the presenting view that made a decoded node can read it.
-            Backing::Decoded { .. } => {
+            Backing::Decoded { .. } | Backing::Unwrapped { .. } => {
                 Err(FsError::NotSupported("a decoded chunk read below its view"))
             }
         }

@@ -18,7 +18,7 @@ use super::namespace::{read_all, slice_for_read, Namespace};
 use crate::store::{join_key, split_key, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::present::{ArrayPath, ArrayShow, DirDocs, DirShow, Files, Presenter};
-use crate::zarr::codecs::ChunkSpec;
+use crate::zarr::codecs::{BytesChain, ChunkSpec, CodecError};
 
 const SHOW_CACHE: usize = 65_536;
 /// Child directories checked at once when a listing must drop hidden arrays.
@@ -154,7 +154,24 @@ impl PresentedNamespace {
     }
 
     /// A stored chunk as this view serves it.
-    fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
+    async fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
+        if let (Some(chain), None) = (&show.unwrap, &show.decode) {
+            let size = match chain.fixed_overhead() {
+                // A chunk shorter than its checksums is corrupt: it shows empty, reads give EIO.
+                Some(overhead) => node.size.saturating_sub(overhead),
+                // The size depends on the data: decode now (cached for the reads).
+                None => self.unwrapped(&below, &node, chain).await?.len() as u64,
+            };
+            return Ok(Node {
+                size,
+                modified: node.modified,
+                backing: Backing::Unwrapped {
+                    below,
+                    encoded: Box::new(node),
+                    chain: chain.clone(),
+                },
+            });
+        }
         let Some(spec) = &show.decode else { return Ok(node) };
         let size = spec.decoded_size().map_err(|e| FsError::Corrupt(format!("{below}: {e}")))?;
         Ok(Node {
@@ -165,7 +182,7 @@ impl PresentedNamespace {
     }
 
     /// An entry of a listing inside an array: chunk files get the chunk treatment.
-    fn array_entry(
+    async fn array_entry(
         &self,
         show: &ArrayShow,
         shown_rel: &str,
@@ -173,7 +190,7 @@ impl PresentedNamespace {
         node: Node,
     ) -> FsResult<Node> {
         if !node.is_dir() && show.keys.chunk_coords(shown_rel).is_some() {
-            return self.chunk_node(show, below, node);
+            return self.chunk_node(show, below, node).await;
         }
         Ok(node)
     }
@@ -195,7 +212,9 @@ impl PresentedNamespace {
             ArrayPath::Chunk(key) => {
                 let below = join_key(dir, &key);
                 match self.below.lookup(&below).await? {
-                    Some(node) if !node.is_dir() => self.chunk_node(show, below, node).map(Some),
+                    Some(node) if !node.is_dir() => {
+                        self.chunk_node(show, below, node).await.map(Some)
+                    }
                     other => Ok(other),
                 }
             }
@@ -219,7 +238,7 @@ impl PresentedNamespace {
                 continue;
             }
             let Some(shown) = show.keys.shown_root_name(&name) else { continue };
-            let node = self.array_entry(show, &shown, join_key(dir, &name), node)?;
+            let node = self.array_entry(show, &shown, join_key(dir, &name), node).await?;
             out.push((shown, node));
         }
         if let Some(chunk_dir) = show.keys.root_chunk_dir_below() {
@@ -230,7 +249,7 @@ impl PresentedNamespace {
                 Err(e) => return Err(e),
             };
             for (name, node) in entries {
-                let node = self.array_entry(show, &name, join_key(&below_dir, &name), node)?;
+                let node = self.array_entry(show, &name, join_key(&below_dir, &name), node).await?;
                 out.push((name, node));
             }
         }
@@ -275,8 +294,9 @@ impl PresentedNamespace {
         };
         let mut out = Vec::new();
         for (name, node) in self.below.list(&below_dir).await? {
-            let node =
-                self.array_entry(show, &join_key(rel, &name), join_key(&below_dir, &name), node)?;
+            let node = self
+                .array_entry(show, &join_key(rel, &name), join_key(&below_dir, &name), node)
+                .await?;
             out.push((name, node));
         }
         Ok(out)
@@ -313,6 +333,34 @@ impl PresentedNamespace {
                     tracing::error!(chunk = %below, error = %e, "cannot decode chunk: reads give EIO");
                     FsError::Corrupt(format!("{below}: {e}"))
                 })
+            })
+            .await
+    }
+}
+
+impl PresentedNamespace {
+    /// A stored chunk with its bytes->bytes chain undone: one read of the whole chunk, kept
+    /// in the decoded cache. A chain of checksums only gives a slice of that read, no copy.
+    async fn unwrapped(&self, below: &str, encoded: &Node, chain: &BytesChain) -> FsResult<Bytes> {
+        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
+        self.decoded
+            .get_or_load(&key, || async {
+                let stored = match u32::try_from(encoded.size) {
+                    Ok(n) => self.below.read(below, encoded, 0, n).await?,
+                    Err(_) => Bytes::from(read_all(self.below.as_ref(), below, encoded).await?),
+                };
+                let bad = |e: CodecError| {
+                    tracing::error!(chunk = %below, error = %e, "cannot unwrap chunk: reads give EIO");
+                    FsError::Corrupt(format!("{below}: {e}"))
+                };
+                if stored.len() as u64 != encoded.size {
+                    return Err(bad(CodecError::WrongSize {
+                        codec: "read",
+                        expected: encoded.size,
+                        actual: stored.len() as u64,
+                    }));
+                }
+                chain.decode(stored).map_err(bad)
             })
             .await
     }
@@ -396,6 +444,10 @@ impl Namespace for PresentedNamespace {
                 let data = self.decoded(below, encoded, spec).await?;
                 Ok(slice_for_read(&data, offset, size))
             }
+            Backing::Unwrapped { below, encoded, chain } => {
+                let data = self.unwrapped(below, encoded, chain).await?;
+                Ok(slice_for_read(&data, offset, size))
+            }
             _ => {
                 let below = self.below_path(path).await?;
                 self.below.read(&below, node, offset, size).await
@@ -438,7 +490,9 @@ impl Namespace for PresentedNamespace {
     /// A decoded chunk is fetched ahead in its stored form; decoding waits for its read.
     async fn prefetch(&self, node: &Node) {
         match &node.backing {
-            Backing::Decoded { encoded, .. } => self.below.prefetch(encoded).await,
+            Backing::Decoded { encoded, .. } | Backing::Unwrapped { encoded, .. } => {
+                self.below.prefetch(encoded).await
+            }
             _ => self.below.prefetch(node).await,
         }
     }

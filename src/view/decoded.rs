@@ -30,6 +30,7 @@ impl Presenter for DecodedPresenter {
                     },
                     keys,
                     decode: Some(Arc::new(spec)),
+                    unwrap: None,
                 })),
                 Err(why) => pass_through(dir, &why),
             };
@@ -73,6 +74,7 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
                 },
                 keys: KeyMap::identity(meta.key_encoding, grid(&meta.shape, &spec.chunk_shape)),
                 decode: Some(Arc::new(spec)),
+                unwrap: None,
             })),
             Err(e) => pass_through(dir, &e.to_string()),
         },

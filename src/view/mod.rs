@@ -18,12 +18,14 @@ pub enum ViewKind {
     Decoded,
     /// As unsharded, with Zarr v3 groups and arrays presented as Zarr v2.
     V2,
+    /// As v2, with every chunk decoded (no compressor or filters, little-endian, order C).
+    V2Decoded,
 }
 
 impl ViewKind {
     /// Views whose files cannot be mapped back to stored bytes exactly.
     pub fn is_read_only(self) -> bool {
-        matches!(self, ViewKind::Decoded | ViewKind::V2)
+        matches!(self, ViewKind::Decoded | ViewKind::V2 | ViewKind::V2Decoded)
     }
 
     pub fn name(self) -> &'static str {
@@ -32,6 +34,7 @@ impl ViewKind {
             ViewKind::Unsharded => "unsharded",
             ViewKind::Decoded => "decoded",
             ViewKind::V2 => "v2",
+            ViewKind::V2Decoded => "v2-decoded",
         }
     }
 }

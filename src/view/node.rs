@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::zarr::codecs::ChunkSpec;
+use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
 /// The thing behind a file or directory of the mount.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +33,14 @@ pub enum Backing {
         below: String,
         encoded: Box<Node>,
         spec: Arc<ChunkSpec>,
+    },
+    /// A stored chunk served with only its bytes->bytes codecs undone (a trailing crc32c
+    /// checked and cut off, or the compressors after a vlen codec): `encoded` is the stored
+    /// chunk at path `below` of the view below, and `chain` decodes it.
+    Unwrapped {
+        below: String,
+        encoded: Box<Node>,
+        chain: Arc<BytesChain>,
     },
 }
 
@@ -64,6 +72,9 @@ impl Node {
             }
             Backing::Decoded { encoded, .. } => {
                 encoded.content_version().map(|v| format!("decoded:{v}"))
+            }
+            Backing::Unwrapped { encoded, .. } => {
+                encoded.content_version().map(|v| format!("unwrapped:{v}"))
             }
         }
     }

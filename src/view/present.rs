@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::zarr::chunk_key::ChunkKeyEncoding;
-use crate::zarr::codecs::ChunkSpec;
+use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
 /// The metadata documents of one directory, as the view below shows them.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +62,9 @@ pub struct ArrayShow {
     pub keys: KeyMap,
     /// Decode every chunk with this spec; `None` serves the stored bytes.
     pub decode: Option<Arc<ChunkSpec>>,
+    /// (Without `decode`.) Serve every stored chunk with this chain undone (e.g. a trailing
+    /// crc32c checked and cut off).
+    pub unwrap: Option<Arc<BytesChain>>,
 }
 
 /// How presented chunk keys relate to the keys of the view below.

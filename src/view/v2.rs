@@ -11,20 +11,48 @@ use serde_json::{json, Map, Value};
 use super::decoded::{grid, pretty};
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
-use crate::zarr::codecs::{ChunkSpec, DataType};
+use crate::zarr::codecs::{BytesChain, ChunkSpec};
 use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
-use crate::zarr::v2::{v2_dtype, v3_codecs_to_v2, v3_fill_to_v2};
+use crate::zarr::v2::{v3_codecs_to_v2, v3_type_to_v2};
 
 pub struct V2Presenter;
+
+/// `--view v2-decoded`: the v2 view with every chunk decoded (no compressor or filters,
+/// little-endian, order C), so a v2 reader that implements no codec reads every fixed-size
+/// array. Variable-length arrays keep only their `vlen-*` filter.
+pub struct V2DecodedPresenter;
 
 const HIDDEN: [&str; 1] = ["zarr.json"];
 
 impl Presenter for V2Presenter {
     fn present(&self, dir: &str, docs: &DirDocs) -> DirShow {
-        let Some(doc) = &docs.zarr_json else { return DirShow::PassThrough };
-        match parse_zarr_json(doc) {
-            Ok(NodeMetadata::Array(meta)) => match v2_array(&meta) {
-                Ok(array) => DirShow::Array(Arc::new(ArrayShow {
+        present(dir, docs, false)
+    }
+
+    fn may_hide(&self) -> bool {
+        true
+    }
+}
+
+impl Presenter for V2DecodedPresenter {
+    fn present(&self, dir: &str, docs: &DirDocs) -> DirShow {
+        present(dir, docs, true)
+    }
+
+    fn may_hide(&self) -> bool {
+        true
+    }
+}
+
+fn present(dir: &str, docs: &DirDocs, decoded: bool) -> DirShow {
+    let Some(doc) = &docs.zarr_json else { return DirShow::PassThrough };
+    match parse_zarr_json(doc) {
+        Ok(NodeMetadata::Array(meta)) => match v2_array_as(&meta, decoded) {
+            Ok(array) => {
+                if let Some(why) = &array.not_decoded {
+                    tracing::info!(array = ?dir, reason = %why, "array shown with its codecs");
+                }
+                DirShow::Array(Arc::new(ArrayShow {
                     files: Files {
                         generated: vec![
                             (".zarray".into(), pretty(array.zarray)),
@@ -34,22 +62,19 @@ impl Presenter for V2Presenter {
                     },
                     keys: array.keys,
                     decode: array.decode.map(Arc::new),
-                })),
-                Err(why) => {
-                    tracing::warn!(array = ?dir, reason = %why, "array left out of the v2 view");
-                    DirShow::Hidden
-                }
-            },
-            Ok(NodeMetadata::Group(group)) => DirShow::Group(Files {
-                generated: group_files(&group.json),
-                hidden: HIDDEN.to_vec(),
-            }),
-            Err(_) => DirShow::PassThrough, // the view below already logged it
-        }
-    }
-
-    fn may_hide(&self) -> bool {
-        true
+                    unwrap: array.unwrap.map(Arc::new),
+                }))
+            }
+            Err(why) => {
+                tracing::warn!(array = ?dir, reason = %why, "array left out of the v2 view");
+                DirShow::Hidden
+            }
+        },
+        Ok(NodeMetadata::Group(group)) => DirShow::Group(Files {
+            generated: group_files(&group.json, decoded),
+            hidden: HIDDEN.to_vec(),
+        }),
+        Err(_) => DirShow::PassThrough, // the view below already logged it
     }
 }
 
@@ -59,46 +84,138 @@ pub struct V2Form {
     pub zarray: Map<String, Value>,
     pub zattrs: Map<String, Value>,
     pub keys: KeyMap,
-    /// Set when v2 cannot express the codecs, so chunks are served decoded.
+    /// Set when chunks are served decoded (v2 cannot express the codecs, or the v2-decoded
+    /// view).
     pub decode: Option<ChunkSpec>,
+    /// The chain ends in `crc32c`, which the v2 form leaves out: chunks are served
+    /// checked and without their 4 checksum bytes.
+    pub strip_crc32c: bool,
+    /// Chunks are served with these bytes->bytes codecs undone (a trailing crc32c; in the
+    /// v2-decoded view, everything after a vlen codec).
+    pub unwrap: Option<BytesChain>,
+    /// v2-decoded only: why this array is shown with its codecs after all.
+    pub not_decoded: Option<String>,
+}
+
+/// True for a numcodecs `crc32c` configuration whose checksum trails the data.
+fn is_trailing_crc32c(numcodec: &Value) -> bool {
+    numcodec.get("id").and_then(Value::as_str) == Some("crc32c")
+        && numcodec.get("location").is_none_or(|l| l.is_null() || l == "end")
 }
 
 /// The v2 form of a v3 array (as the unsharded view shows it), or why there is none.
 pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
-    let data_type = DataType::from_json(&meta.data_type).map_err(|e| e.to_string())?;
+    v2_array_as(meta, false)
+}
+
+/// How a v3 array's chunks can be decoded for the v2-decoded view: its own chain, with a
+/// core stand-in for data types the decoder does not know (datetimes are int64; fixed-size
+/// strings get a trailing axis of their bytes or UTF-32 code units).
+fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
+    let stand_in = |ty: &str, extra: Option<u64>| {
+        let mut m = meta.clone();
+        m.data_type = json!(ty);
+        let zero = if ty == "int64" { meta.json.get("fill_value").cloned() } else { None };
+        let fill = match zero {
+            Some(Value::String(s)) if s == "NaT" => json!(i64::MIN),
+            Some(v) => v,
+            None => json!(0),
+        };
+        m.json.insert("fill_value".into(), fill);
+        if let Some(n) = extra {
+            // The extra axis is only right where nothing reorders or regroups elements.
+            if m.codecs.iter().any(|c| matches!(c.name.as_str(), "transpose" | "sharding_indexed"))
+            {
+                return Err("fixed-size strings decode only without transpose or sharding".into());
+            }
+            if let Some(shape) = &mut m.chunk_shape {
+                shape.push(n);
+            }
+        }
+        ChunkSpec::from_v3(&m).map_err(|e| e.to_string())
+    };
+    let name = match &meta.data_type {
+        Value::String(s) => s.as_str(),
+        v => v.get("name").and_then(Value::as_str).unwrap_or(""),
+    };
+    let length = || meta.data_type.get("configuration")?.get("length_bytes")?.as_u64();
+    match name {
+        "numpy.datetime64" | "numpy.timedelta64" => stand_in("int64", None),
+        "fixed_length_utf32" => match length() {
+            Some(n) if n % 4 == 0 && n > 0 => stand_in("uint32", Some(n / 4)),
+            _ => Err("bad length_bytes".into()),
+        },
+        "null_terminated_bytes" => match length() {
+            Some(n) if n > 0 => stand_in("uint8", Some(n)),
+            _ => Err("bad length_bytes".into()),
+        },
+        _ => ChunkSpec::from_v3(meta).map_err(|e| e.to_string()),
+    }
+}
+
+/// The v2 form of a v3 array in the v2 view, or (`decoded`) in the v2-decoded view.
+pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String> {
     let chunks = meta
         .chunk_shape
         .clone()
         .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
-    let fill_value = v3_fill_to_v2(&data_type, &fill).map_err(|e| e.to_string())?;
-    let no_dtype = || format!("data type {} has no Zarr v2 equivalent", data_type.name);
-    let (dtype, compressor, filters, order, decode) =
-        match v3_codecs_to_v2(&meta.codecs, meta.shape.len()) {
-            Some(c) => {
-                let filters =
-                    if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
-                let order = if c.order_f { "F" } else { "C" };
-                (
-                    v2_dtype(&data_type, c.big_endian).ok_or_else(no_dtype)?,
-                    c.compressor.unwrap_or(Value::Null),
-                    filters,
-                    order,
-                    None,
-                )
+    let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len());
+    let mut strip_crc32c = false;
+    if let Some(c) = &mut expressed {
+        // numcodecs registers `crc32c` only when an optional package is installed, so a
+        // trailing checksum is checked by the daemon and cut off instead.
+        if c.compressor.as_ref().is_some_and(is_trailing_crc32c) {
+            c.compressor = c.filters.pop();
+            strip_crc32c = true;
+        }
+        if c.filters.iter().any(|f| f.get("id").and_then(Value::as_str) == Some("crc32c")) {
+            expressed = None; // a checksum inside the chain: serve it decoded
+            strip_crc32c = false;
+        }
+    }
+    let mut unwrap = strip_crc32c.then(|| BytesChain::new(&[crc32c_codec()]).expect("known"));
+    let mut not_decoded = None;
+    let mut decode_all = None;
+    if decoded {
+        match expressed.as_mut().and_then(|c| c.vlen.map(|v| (c, v))) {
+            Some((c, vlen)) => {
+                // Keep only the vlen filter: undo what follows the vlen codec.
+                let at = meta.codecs.iter().position(|x| x.name == vlen).unwrap_or(0);
+                match BytesChain::new(&meta.codecs[at + 1..]) {
+                    Ok(chain) => {
+                        c.filters = vec![json!({ "id": vlen })];
+                        c.compressor = None;
+                        unwrap = Some(chain);
+                    }
+                    Err(e) => not_decoded = Some(format!("cannot decode its codecs: {e}")),
+                }
             }
-            None => {
-                let spec = ChunkSpec::from_v3(meta)
-                    .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?;
-                (
-                    v2_dtype(&data_type, false).ok_or_else(no_dtype)?,
-                    Value::Null,
-                    Value::Null,
-                    "C",
-                    Some(spec),
-                )
-            }
-        };
+            None => match decode_spec(meta) {
+                Ok(spec) => decode_all = Some(spec),
+                Err(e) => not_decoded = Some(format!("cannot decode its codecs: {e}")),
+            },
+        }
+    }
+    let (dtype, fill_value, compressor, filters, order, decode) = match (decode_all, expressed) {
+        (None, Some(c)) => {
+            let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, c.big_endian, c.vlen)?;
+            let filters = if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
+            let order = if c.order_f { "F" } else { "C" };
+            (dtype, fill_value, c.compressor.unwrap_or(Value::Null), filters, order, None)
+        }
+        (spec, _) => {
+            let spec = match spec {
+                Some(spec) => spec,
+                None => ChunkSpec::from_v3(meta)
+                    .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?,
+            };
+            unwrap = None;
+            strip_crc32c = false;
+            let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, false, None)?;
+            (dtype, fill_value, Value::Null, Value::Null, "C", Some(spec))
+        }
+    };
     let separator = meta.key_encoding.separator();
     let grid = grid(&meta.shape, &chunks);
     let keys = match meta.key_encoding {
@@ -117,7 +234,12 @@ pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
     zarray.insert("order".into(), Value::String(order.into()));
     zarray.insert("filters".into(), filters);
     zarray.insert("dimension_separator".into(), Value::String(separator.to_string()));
-    Ok(V2Form { zarray, zattrs: array_attributes(&meta.json), keys, decode })
+    let zattrs = array_attributes(&meta.json);
+    Ok(V2Form { zarray, zattrs, keys, decode, strip_crc32c, unwrap, not_decoded })
+}
+
+fn crc32c_codec() -> crate::zarr::metadata::Codec {
+    crate::zarr::metadata::Codec { name: "crc32c".into(), configuration: Map::new() }
 }
 
 fn attributes(json: &Map<String, Value>) -> Map<String, Value> {
@@ -144,10 +266,10 @@ fn zgroup() -> Map<String, Value> {
     m
 }
 
-fn group_files(json: &Map<String, Value>) -> Vec<(String, bytes::Bytes)> {
+fn group_files(json: &Map<String, Value>, decoded: bool) -> Vec<(String, bytes::Bytes)> {
     let mut files =
         vec![(".zgroup".into(), pretty(zgroup())), (".zattrs".into(), pretty(attributes(json)))];
-    if let Some(zmetadata) = consolidated(json) {
+    if let Some(zmetadata) = consolidated(json, decoded) {
         files.push((".zmetadata".into(), pretty(zmetadata)));
     }
     files
@@ -155,7 +277,7 @@ fn group_files(json: &Map<String, Value>) -> Vec<(String, bytes::Bytes)> {
 
 /// A v2 `.zmetadata` from a v3 group's inline consolidated metadata (arrays v2 cannot show
 /// are left out, as they are from the tree).
-fn consolidated(group: &Map<String, Value>) -> Option<Map<String, Value>> {
+fn consolidated(group: &Map<String, Value>, decoded: bool) -> Option<Map<String, Value>> {
     let entries = group.get("consolidated_metadata")?.get("metadata")?.as_object()?;
     let mut md = Map::new();
     md.insert(".zgroup".into(), Value::Object(zgroup()));
@@ -167,7 +289,7 @@ fn consolidated(group: &Map<String, Value>) -> Option<Map<String, Value>> {
                 md.insert(format!("{path}/.zattrs"), Value::Object(attributes(&g.json)));
             }
             Ok(NodeMetadata::Array(a)) => {
-                if let Ok(form) = v2_array(&a) {
+                if let Ok(form) = v2_array_as(&a, decoded) {
                     md.insert(format!("{path}/.zarray"), Value::Object(form.zarray));
                     md.insert(format!("{path}/.zattrs"), Value::Object(form.zattrs));
                 }
@@ -201,6 +323,140 @@ mod tests {
             NodeMetadata::Array(a) => a,
             NodeMetadata::Group(_) => panic!(),
         }
+    }
+
+    /// A numcodecs configuration compared with the one zarr-python 3 wrote: the same keys
+    /// and values, except that ours may spell out zstd's default `checksum: false` and may
+    /// leave out settings at numcodecs' defaults (`astype` = `dtype`, lzma's `format`, `check`
+    /// and `filters`), which zarr-python 3 fills in.
+    fn same_numcodec(ours: &Value, reference: &Value) -> bool {
+        let (Some(o), Some(r)) = (ours.as_object(), reference.as_object()) else {
+            return ours == reference;
+        };
+        o.iter().all(|(k, v)| r.get(k) == Some(v) || (k == "checksum" && v == &json!(false)))
+            && r.iter().all(|(k, v)| {
+                let default = match k.as_str() {
+                    "astype" => r.get("dtype").cloned(),
+                    "format" => Some(json!(1)),     // lzma
+                    "check" => Some(json!(-1)),     // lzma
+                    "filters" => Some(Value::Null), // lzma
+                    _ => None,
+                };
+                o.get(k) == Some(v) || (!o.contains_key(k) && default.as_ref() == Some(v))
+            })
+    }
+
+    /// Every v3 array of testdata/v2forms (written by zarr-python 3) shows as the `.zarray`
+    /// zarr-python 3 writes for the same array with `zarr_format=2` (see make_v2forms.py).
+    #[test]
+    fn zarr_python_3_v2_forms() {
+        let dir = crate::zarr::codecs::tests::testdata("v2forms");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let case = entry.unwrap().path();
+            let name = case.file_name().unwrap().to_string_lossy().into_owned();
+            let doc = std::fs::read(case.join("zarr.json")).unwrap();
+            let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(&doc) else { panic!("{name}") };
+            let want: Value =
+                serde_json::from_slice(&std::fs::read(case.join(".zarray")).unwrap()).unwrap();
+            let form = v2_array(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(form.decode.is_none(), "{name}: served decoded");
+            assert_eq!(form.strip_crc32c, name.contains("crc32c"), "{name}");
+            let got = &form.zarray;
+            for key in ["zarr_format", "shape", "chunks", "dtype", "fill_value", "order"] {
+                assert_eq!(got.get(key), want.get(key), "{name}: {key}");
+            }
+            assert!(same_numcodec(&got["compressor"], &want["compressor"]), "{name}: {got:?}");
+            match (&got["filters"], &want["filters"]) {
+                (Value::Array(a), Value::Array(b)) => {
+                    assert_eq!(a.len(), b.len(), "{name}");
+                    assert!(a.iter().zip(b).all(|(x, y)| same_numcodec(x, y)), "{name}: {a:?}");
+                }
+                (a, b) => assert_eq!(a, b, "{name}: filters"),
+            }
+            n += 1;
+        }
+        assert_eq!(n, 28);
+    }
+
+    /// The v2-decoded view over the same vectors: fixed-size arrays decoded (no codecs,
+    /// little-endian, order C) wherever the decoder knows the codecs, vlen arrays with only
+    /// their vlen filter.
+    #[test]
+    fn v2_decoded_forms() {
+        let dir = crate::zarr::codecs::tests::testdata("v2forms");
+        let (mut decoded, mut vlen, mut kept) = (0, 0, vec![]);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let case = entry.unwrap().path();
+            let name = case.file_name().unwrap().to_string_lossy().into_owned();
+            let doc = std::fs::read(case.join("zarr.json")).unwrap();
+            let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(&doc) else { panic!("{name}") };
+            let want: Value =
+                serde_json::from_slice(&std::fs::read(case.join(".zarray")).unwrap()).unwrap();
+            let form = v2_array_as(&meta, true).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let z = &form.zarray;
+            assert_eq!(z["fill_value"], want["fill_value"], "{name}");
+            if want["dtype"] == "|O" {
+                vlen += 1;
+                assert_eq!(z["filters"], json!([want["filters"][0]]), "{name}");
+                assert_eq!(z["compressor"], Value::Null, "{name}");
+                assert!(form.unwrap.is_some() && form.decode.is_none(), "{name}");
+            } else if let Some(spec) = &form.decode {
+                decoded += 1;
+                assert_eq!((&z["compressor"], &z["filters"]), (&Value::Null, &Value::Null));
+                assert_eq!(z["order"], "C");
+                let dtype = want["dtype"].as_str().unwrap().replacen('>', "<", 1);
+                assert_eq!(z["dtype"], json!(dtype), "{name}");
+                // The decoded chunk holds exactly the elements numpy's dtype describes.
+                let per_item: u64 = match &dtype[1..2] {
+                    "U" => 4 * dtype[2..].parse::<u64>().unwrap(),
+                    "S" => dtype[2..].parse::<u64>().unwrap(),
+                    _ => dtype[2..].split('[').next().unwrap().parse().unwrap(),
+                };
+                assert_eq!(spec.decoded_size().unwrap(), 3 * 2 * per_item, "{name}");
+            } else {
+                assert!(form.not_decoded.is_some(), "{name}");
+                kept.push(name);
+            }
+        }
+        assert_eq!((decoded, vlen), (23, 3));
+        kept.sort();
+        // numcodecs codecs the decoder does not know (shown with their codecs, logged).
+        assert_eq!(kept, ["float64_fixedscaleoffset", "int64_fletcher32"]);
+    }
+
+    #[test]
+    fn left_out_with_reasons() {
+        let why = |extra: Value| v2_array(&array(extra)).unwrap_err();
+        assert!(why(json!({"data_type": {"name": "optional", "configuration": {}}}))
+            .contains("no Zarr v2 equivalent"));
+        // A string type needs its vlen codec; a vlen codec needs a string type.
+        assert!(why(json!({"data_type": "string", "fill_value": ""})).contains("vlen-utf8"));
+        assert!(why(json!({"codecs": ["vlen-utf8"]})).contains("vlen-utf8"));
+        assert!(why(json!({"data_type": {"name": "numpy.datetime64",
+            "configuration": {"unit": "fortnight", "scale_factor": 1}}, "fill_value": 0}))
+        .contains("no Zarr v2 equivalent"));
+        assert!(why(json!({"data_type": {"name": "numpy.datetime64",
+            "configuration": {"unit": "s", "scale_factor": 1}}, "fill_value": 1.5}))
+        .contains("fill value"));
+        assert!(why(json!({"codecs": ["bytes", "numcodecs.delta"]})).contains("decodable"));
+    }
+
+    #[test]
+    fn checksums_inside_the_chain_are_decoded() {
+        let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let form = v2_array(&array(json!({"codecs": [le, "crc32c", "zstd"]}))).unwrap();
+        assert!(form.decode.is_some() && !form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"], Value::Null);
+        let form = v2_array(&array(json!({"codecs": [le, "zstd", "crc32c"]}))).unwrap();
+        assert!(form.decode.is_none() && form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"]["id"], "zstd");
+        assert_eq!(form.zarray["filters"], Value::Null);
+        // numcodecs' crc32c with the checksum at the start cannot be cut off the end.
+        let start = json!({"name": "numcodecs.crc32c", "configuration": {"location": "start"}});
+        let form = v2_array(&array(json!({"codecs": [le, start]}))).unwrap();
+        assert!(!form.strip_crc32c);
+        assert_eq!(form.zarray["compressor"], json!({"id": "crc32c", "location": "start"}));
     }
 
     #[test]

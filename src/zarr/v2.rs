@@ -120,11 +120,20 @@ impl V2Array {
             codecs.push(codec("transpose", json!({ "order": reversed })));
         }
         let endian = if self.big_endian { "big" } else { "little" };
-        codecs.push(codec("bytes", json!({ "endian": endian })));
-        let filters = match self.json.get("filters") {
+        let mut filters = match self.json.get("filters") {
             Some(Value::Array(fs)) => fs.as_slice(),
             _ => &[],
         };
+        // Leading array->array filters (bitround, quantize, ...) come before `bytes` in v3.
+        while let Some((first, rest)) = filters.split_first() {
+            let id = first.get("id").and_then(Value::as_str).unwrap_or("");
+            if !NUMCODECS_ARRAY_TO_ARRAY.contains(&id) {
+                break;
+            }
+            codecs.push(numcodec_to_v3(first, &self.data_type)?);
+            filters = rest;
+        }
+        codecs.push(codec("bytes", json!({ "endian": endian })));
         let compressor = self.json.get("compressor").filter(|c| !c.is_null());
         for numcodec in filters.iter().chain(compressor) {
             codecs.push(numcodec_to_v3(numcodec, &self.data_type)?);
@@ -167,18 +176,47 @@ pub struct V2Codecs {
     /// `"filters": null`.
     pub filters: Vec<Value>,
     pub compressor: Option<Value>,
+    /// The array->bytes codec is `vlen-utf8` or `vlen-bytes` (an object dtype in v2).
+    pub vlen: Option<&'static str>,
+}
+
+/// zarr-python 3 names numcodecs' codecs `numcodecs.<id>` in v3 metadata; their
+/// configuration is numcodecs' own without the `id`.
+pub const NUMCODECS_PREFIX: &str = "numcodecs.";
+/// numcodecs ids that zarr-python 3 uses as array->array codecs (before `bytes`).
+const NUMCODECS_ARRAY_TO_ARRAY: [&str; 6] =
+    ["delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"];
+/// numcodecs ids that zarr-python 3 uses as array->bytes codecs (instead of `bytes`).
+const NUMCODECS_ARRAY_TO_BYTES: [&str; 2] = ["pcodec", "zfpy"];
+/// The variable-length array->bytes codecs; their v2 form is the filter of the same id.
+const VLEN_CODECS: [&str; 2] = ["vlen-utf8", "vlen-bytes"];
+
+/// A `numcodecs.<id>` codec as the numcodecs configuration `{"id": <id>, ...}`.
+fn numcodecs_config(id: &str, c: &Codec) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), Value::String(id.to_string()));
+    for (k, v) in &c.configuration {
+        if k != "id" {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(m)
 }
 
 /// How a v3 codec chain (with no sharding left in it, as the unsharded view
 /// presents it) is written in v2, or `None` when v2 cannot express it (a transpose
-/// other than the identity or the full reversal, sharding, an unknown codec, a
-/// configuration numcodecs could not read).
+/// other than the identity or the full reversal, a transpose together with a
+/// numcodecs array->array codec, sharding, an unknown codec, a configuration
+/// numcodecs could not read).
 pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
     // The composed permutation: encoded axis i is array axis perm[i].
     let mut perm: Vec<usize> = (0..ndim).collect();
     let mut big_endian = None;
     let mut numcodecs = Vec::new();
+    let mut vlen = None;
+    let mut elementwise = false;
     for c in codecs {
+        let id = c.name.strip_prefix(NUMCODECS_PREFIX);
         match (c.name.as_str(), big_endian) {
             ("transpose", None) => {
                 let order = parse_order(c).ok()?;
@@ -186,6 +224,10 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
                     return None;
                 }
                 perm = order.iter().map(|&a| perm[a]).collect();
+            }
+            (_, None) if id.is_some_and(|id| NUMCODECS_ARRAY_TO_ARRAY.contains(&id)) => {
+                elementwise = true;
+                numcodecs.push(numcodecs_config(id?, c));
             }
             ("bytes", None) => {
                 big_endian = Some(match c.configuration.get("endian") {
@@ -195,6 +237,15 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
                     Some(_) => return None,
                 });
             }
+            (name, None) if VLEN_CODECS.contains(&name) => {
+                big_endian = Some(false);
+                vlen = VLEN_CODECS.into_iter().find(|&v| v == name);
+                numcodecs.push(json!({ "id": name }));
+            }
+            (_, None) if id.is_some_and(|id| NUMCODECS_ARRAY_TO_BYTES.contains(&id)) => {
+                big_endian = Some(false);
+                numcodecs.push(numcodecs_config(id?, c));
+            }
             (_, Some(_)) => numcodecs.push(v3_to_numcodec(c)?),
             _ => return None,
         }
@@ -202,13 +253,117 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
     let big_endian = big_endian?;
     let order_f = if perm.iter().enumerate().all(|(i, &a)| a == i) {
         false
-    } else if perm.iter().enumerate().all(|(i, &a)| a == ndim - 1 - i) {
+    } else if perm.iter().enumerate().all(|(i, &a)| a == ndim - 1 - i) && !elementwise {
+        // numcodecs filters see the chunk in C order in v3 but in the array's order in
+        // v2, so a transpose only goes with chains that have none.
         true
     } else {
         return None;
     };
-    let compressor = numcodecs.pop();
-    Some(V2Codecs { big_endian, order_f, filters: numcodecs, compressor })
+    // zarr-python writes array->array codecs and the vlen codecs as filters, also when
+    // nothing follows them.
+    let filter_only = |c: &Value| {
+        let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+        NUMCODECS_ARRAY_TO_ARRAY.contains(&id) || VLEN_CODECS.contains(&id)
+    };
+    let compressor = match numcodecs.last() {
+        Some(last) if !filter_only(last) => numcodecs.pop(),
+        _ => None,
+    };
+    Some(V2Codecs { big_endian, order_f, filters: numcodecs, compressor, vlen })
+}
+
+/// The name of a v3 `data_type` (a string, or the `name` of an object).
+fn data_type_name(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) => Some(s),
+        Value::Object(m) => m.get("name")?.as_str(),
+        _ => None,
+    }
+}
+
+fn data_type_config<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get("configuration")?.get(key)
+}
+
+/// numpy's datetime units.
+const TIME_UNITS: [&str; 13] =
+    ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"];
+
+/// The v2 `dtype` and `fill_value` of a v3 array's data type, the way zarr-python 3
+/// writes the same array with `zarr_format=2`: core types as before; `numpy.datetime64`
+/// and `numpy.timedelta64` as `<M8[10ms]` / `<m8[s]` (NaT as the int64 minimum);
+/// `fixed_length_utf32` as `<U<n>`; `null_terminated_bytes` as `|S<n>`; `string` and
+/// `variable_length_bytes` as `|O` (they need the `vlen-utf8` resp. `vlen-bytes` codec,
+/// `vlen`). An error says why a type has no v2 form.
+pub fn v3_type_to_v2(
+    data_type: &Value,
+    fill: &Value,
+    big_endian: bool,
+    vlen: Option<&str>,
+) -> Result<(String, Value), String> {
+    let shown_type = shown(data_type);
+    let no_form = || format!("data type {shown_type} has no Zarr v2 equivalent");
+    let name = data_type_name(data_type).ok_or_else(no_form)?;
+    let bad_fill = || format!("fill value {} is not valid for data type {shown_type}", shown(fill));
+    let want_vlen = match name {
+        "string" => Some("vlen-utf8"),
+        "variable_length_bytes" => Some("vlen-bytes"),
+        _ => None,
+    };
+    if want_vlen != vlen {
+        return Err(match (want_vlen, vlen) {
+            (Some(w), _) => format!("data type {name} needs the {w} codec for a v2 form"),
+            (None, Some(v)) => format!("codec {v} with data type {shown_type}"),
+            (None, None) => unreachable!("equal"),
+        });
+    }
+    let order = if big_endian { '>' } else { '<' };
+    if let Ok(dt) = DataType::from_json(data_type) {
+        let dtype = v2_dtype(&dt, big_endian).ok_or_else(no_form)?;
+        return Ok((dtype, v3_fill_to_v2(&dt, fill).map_err(|e| e.to_string())?));
+    }
+    match name {
+        "numpy.datetime64" | "numpy.timedelta64" => {
+            let unit = data_type_config(data_type, "unit").and_then(Value::as_str);
+            let unit = unit.filter(|u| TIME_UNITS.contains(u)).ok_or_else(no_form)?;
+            let scale = match data_type_config(data_type, "scale_factor") {
+                None => 1,
+                Some(v) => v.as_u64().filter(|&s| (1..1 << 31).contains(&s)).ok_or_else(no_form)?,
+            };
+            let kind = if name == "numpy.datetime64" { 'M' } else { 'm' };
+            let scale = if scale == 1 { String::new() } else { scale.to_string() };
+            let fill = match fill {
+                Value::String(s) if s == "NaT" => json!(i64::MIN),
+                Value::Number(n) if n.is_i64() => fill.clone(),
+                _ => return Err(bad_fill()),
+            };
+            Ok((format!("{order}{kind}8[{scale}{unit}]"), fill))
+        }
+        "fixed_length_utf32" | "null_terminated_bytes" => {
+            let n = data_type_config(data_type, "length_bytes")
+                .and_then(Value::as_u64)
+                .filter(|&n| n > 0 && n < 1 << 31)
+                .ok_or_else(no_form)?;
+            if !fill.is_string() {
+                return Err(bad_fill());
+            }
+            if name == "fixed_length_utf32" {
+                if n % 4 != 0 {
+                    return Err(no_form());
+                }
+                Ok((format!("{order}U{}", n / 4), fill.clone()))
+            } else {
+                // Both versions write the fill value as base64.
+                Ok((format!("|S{n}"), fill.clone()))
+            }
+        }
+        "string" | "variable_length_bytes" => match fill {
+            Value::String(_) => Ok(("|O".into(), fill.clone())),
+            _ => Err(bad_fill()),
+        },
+        _ => Err(no_form()),
+    }
 }
 
 /// A v3 `fill_value` as v2 JSON: numbers as numbers, `"NaN"`/`"Infinity"`/
@@ -319,7 +474,13 @@ fn numcodec_to_v3(cfg: &Value, data_type: &DataType) -> Result<Codec, CodecError
             Some(Value::String(s)) if s == "end" => codec("crc32c", json!({})),
             Some(_) => return Err(CodecError::Unsupported("numcodecs crc32c location".into())),
         },
-        _ => return Err(CodecError::Unsupported(format!("numcodecs {id}"))),
+        // The rest under zarr-python 3's name for them; the decoder knows which it decodes.
+        _ if !id.is_empty() => {
+            let mut config = config.clone();
+            config.remove("id");
+            codec(&format!("{NUMCODECS_PREFIX}{id}"), Value::Object(config))
+        }
+        _ => return Err(CodecError::Unsupported("numcodecs codec without an id".into())),
     })
 }
 
@@ -345,7 +506,17 @@ fn v3_to_numcodec(c: &Codec) -> Option<Value> {
         "gzip" => json!({"id": "gzip", "level": level(1)?}),
         "numcodecs.zlib" | "zlib" => json!({"id": "zlib", "level": level(1)?}),
         "crc32c" => json!({"id": "crc32c"}),
-        _ => return None,
+        name => match name.strip_prefix(NUMCODECS_PREFIX) {
+            // Array->array and array->bytes ones cannot come after `bytes`.
+            Some(id)
+                if !id.is_empty()
+                    && !NUMCODECS_ARRAY_TO_ARRAY.contains(&id)
+                    && !NUMCODECS_ARRAY_TO_BYTES.contains(&id) =>
+            {
+                numcodecs_config(id, c)
+            }
+            _ => return None,
+        },
     })
 }
 
@@ -592,7 +763,13 @@ mod tests {
         let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1).unwrap();
         assert_eq!(
             plain,
-            V2Codecs { big_endian: false, order_f: false, filters: vec![], compressor: None }
+            V2Codecs {
+                big_endian: false,
+                order_f: false,
+                filters: vec![],
+                compressor: None,
+                vlen: None
+            }
         );
         // Defaults for optional settings.
         let d = v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1).unwrap();
@@ -775,20 +952,51 @@ mod tests {
         }
     }
 
+    /// v2 arrays with numcodecs codecs decode through the same decoders: the numcodecs
+    /// vectors' chunks are also what zarr-python 2 stores for these filters and compressors.
+    #[test]
+    fn v2_numcodecs_decode() {
+        for (name, dtype, filters, compressor) in [
+            ("bz2", "<f8", json!(null), json!({"id": "bz2", "level": 5})),
+            ("lzma_alone", "<i4", json!(null), json!({"id": "lzma", "format": 2, "preset": 1})),
+            (
+                "shuffle_zstd",
+                "<f8",
+                json!([{"id": "shuffle", "elementsize": 8}]),
+                json!({"id": "zstd", "level": 2}),
+            ),
+            (
+                "quantize_gzip",
+                "<f8",
+                json!([{"id": "quantize", "digits": 2, "dtype": "<f8"}]),
+                json!({"id": "gzip", "level": 1}),
+            ),
+            ("lz4_big_endian", ">u8", json!(null), json!({"id": "lz4", "acceleration": 1})),
+        ] {
+            let doc = json!({"zarr_format": 2, "shape": [12, 10], "chunks": [4, 5], "dtype": dtype,
+                "compressor": compressor, "fill_value": 0, "order": "C", "filters": filters});
+            let a = V2Array::parse(&serde_json::to_vec(&doc).unwrap()).unwrap();
+            let spec = a.chunk_spec().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let dir = testdata("numcodecs").join(name);
+            let chunk = std::fs::read(dir.join("chunk")).unwrap();
+            assert!(spec.decode(&chunk).unwrap() == std::fs::read(dir.join("expected")).unwrap());
+        }
+    }
+
     #[test]
     fn chunk_spec_errors() {
         let spec =
             |edit: fn(&mut Map<String, Value>)| V2Array::parse(&doc(edit)).unwrap().chunk_spec();
         match spec(|d| {
-            d.insert("filters".into(), json!([{"id": "delta", "dtype": "<i2"}]));
+            d.insert("filters".into(), json!([{"id": "packbits"}]));
         }) {
-            Err(CodecError::Unsupported(s)) => assert_eq!(s, "numcodecs delta"),
+            Err(CodecError::Unsupported(s)) => assert_eq!(s, "numcodecs.packbits"),
             other => panic!("{other:?}"),
         }
         match spec(|d| {
-            d.insert("compressor".into(), json!({"id": "lz4"}));
+            d.insert("compressor".into(), json!({"id": "fletcher32"}));
         }) {
-            Err(CodecError::Unsupported(s)) => assert_eq!(s, "numcodecs lz4"),
+            Err(CodecError::Unsupported(s)) => assert_eq!(s, "numcodecs.fletcher32"),
             other => panic!("{other:?}"),
         }
         for c in [

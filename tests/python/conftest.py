@@ -208,11 +208,14 @@ def zarr2_python() -> Path:
     if not (py.is_file() and os.access(py, os.X_OK)):
         problem = f"zarr-python 2 interpreter not found at {py}"
     else:
+        # Default dependencies only: numcodecs must not know crc32c (the optional package).
         res = subprocess.run([str(py), "-c", "import zarr, numcodecs; print(zarr.__version__); "
-                              "numcodecs.get_codec({'id': 'crc32c'})"],
+                              "assert 'crc32c' not in numcodecs.registry.codec_registry, "
+                              "'the optional crc32c package is installed'"],
                              capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
-            problem = f"{py} cannot import zarr/numcodecs (with crc32c): {res.stderr.strip()[-500:]}"
+            problem = (f"{py} is not zarr-python 2 with its default dependencies only: "
+                       f"{res.stderr.strip()[-500:]}")
         elif not res.stdout.strip().startswith("2."):
             problem = f"{py} has zarr {res.stdout.strip()}, not zarr-python 2"
     if problem:

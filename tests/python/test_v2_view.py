@@ -24,8 +24,10 @@ from zm_readers import entry_for, zp_read
 from zm_views import assert_tree_unchanged, erofs_checks
 
 ARRAYS = fixture_array_paths()
-# v3 arrays whose data type has no v2 equivalent: the v2 view leaves them out
-LEFT_OUT = frozenset({"zp/string_vlen"})
+# v3 arrays with no v2 form are left out of the v2 view. Every fixture array has one (strings
+# included, as '|O' with vlen-utf8); the reasons for leaving arrays out are unit-tested in
+# src/view/v2.rs.
+LEFT_OUT: frozenset[str] = frozenset()
 SHOWN = tuple(p for p in ARRAYS if p not in LEFT_OUT)
 V3_ARRAYS = tuple(p for p in SHOWN if not p.startswith("v2/"))
 CONSOLIDATED_ARRAYS = tuple(p for p in SHOWN if p.startswith(("nested/", "v2/")))
@@ -48,7 +50,10 @@ def native_npy(fixtures_dir, tmp_path_factory) -> dict[str, str]:
 
 def test_reference_covers_every_v3_array(v2_ref):
     assert sorted(v2_ref.arrays) == sorted(V3_ARRAYS), "exactly the LEFT_OUT arrays have no v2 data type"
-    assert LEFT_OUT <= set(ARRAYS)
+    assert v2_ref.arrays["zp/string_vlen"].dtype == "|O"
+    # a trailing crc32c is stripped, so zarr-python 2 needs no crc32c codec
+    assert v2_ref.arrays["zp/i32_crc32c_inner"].plan["strip_crc32c"]
+    assert v2_ref.arrays["ts/u16_start_crc32c_ragged_v2keys"].plan["strip_crc32c"]
     kept = [p for p, a in v2_ref.arrays.items() if a.plan is not None]
     decoded = [p for p, a in v2_ref.arrays.items() if a.plan is None]
     # the fixtures exercise both ways of serving a chunk, order F and a big-endian dtype
@@ -168,8 +173,8 @@ def test_zmetadata_synthesized(v2_mount, v2_ref):
 @pytest.mark.mount
 def test_v2_data_and_other_files_pass_through(v2_mount, v2_ref, fixtures_dir):
     """The v2 group (its .zgroup/.zattrs/.zmetadata, every array's metadata and chunks, the
-    undecodable Delta array included) and non-Zarr files are byte for byte the stored ones."""
-    assert any(k.startswith("v2/arr_delta_filter/") for k in v2_ref.passthrough)
+    undecodable Fletcher32 array included) and non-Zarr files are byte for byte the stored ones."""
+    assert any(k.startswith("v2/arr_fletcher32_filter/") for k in v2_ref.passthrough)
     bad = []
     for rel, data in sorted(v2_ref.passthrough.items()):
         try:
@@ -199,18 +204,6 @@ def _check(results: dict, job_id: str) -> dict:
     r = results[job_id]
     assert r["ok"], f"zarr-python 2, {job_id}: {zm_zarr2.describe_failure(r)}"
     return r["info"]
-
-
-@pytest.mark.mount
-@pytest.mark.parametrize("path", sorted(LEFT_OUT))
-def test_left_out_arrays(path, v2_mount):
-    """An array whose data type has no v2 equivalent has no metadata and no chunks in the view
-    (zarr-python 2 does not list it: test_zarr2_group_members)."""
-    d = v2_mount.path / path
-    for name in ("zarr.json", ".zarray", ".zattrs"):
-        assert not os.path.lexists(d / name), f"{path}/{name} visible"
-    if d.is_dir():
-        assert not ref.tree_files(d), f"files left under {path}: {sorted(ref.tree_files(d))[:10]}"
 
 
 @pytest.mark.mount
@@ -256,6 +249,9 @@ def test_zarr3_reads_v2_form(path, v2_mount, fixtures_dir):
     native = zp_read(fixtures_dir, path)
     got = arr[...]
     assert got.shape == native.shape
+    if native.dtype.kind == "T":  # variable-length strings: '|O' in v2
+        assert got.dtype.kind in "OT" and got.tolist() == native.tolist(), path
+        return
     assert (got.dtype.kind, got.dtype.itemsize) == (native.dtype.kind, native.dtype.itemsize)
     np.testing.assert_array_equal(got, native, err_msg=path)
 

@@ -33,12 +33,13 @@ def _compare(got, expected: np.ndarray) -> None:
         raise AssertionError(f"shape {got.shape}, want {expected.shape}")
     if (got.dtype.kind, got.dtype.itemsize) != (expected.dtype.kind, expected.dtype.itemsize):
         raise AssertionError(f"dtype {got.dtype.str}, want {expected.dtype.str}")
-    if not np.array_equal(got, expected, equal_nan=expected.dtype.kind in "fc"):
+    nan = expected.dtype.kind in "fcmM"  # NaN and NaT equal themselves here
+    if not np.array_equal(got, expected, equal_nan=nan):
         diff = np.argwhere(~((got == expected) | (np.isnan(got) & np.isnan(expected))
-                             if expected.dtype.kind in "fc" else (got == expected)))
+                             if nan else (got == expected)))
         first = [tuple(int(x) for x in d) for d in diff[:5]]
         raise AssertionError(f"{len(diff)} of {expected.size} elements differ, first at {first}: "
-                             f"got {[got[i].item() for i in first]}, want {[expected[i].item() for i in first]}")
+                             f"got {[repr(got[i]) for i in first]}, want {[repr(expected[i]) for i in first]}")
 
 
 def _info(z) -> dict:
@@ -52,13 +53,13 @@ def run_job(job: dict) -> dict:
     if kind == "array":
         z = zarr.open_array(job["path"], mode="r")
         info = _info(z)
-        _compare(z[...], np.load(job["expected"]))
+        _compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "consolidated":
         g = zarr.open_consolidated(job["root"], mode="r")
         z = g[job["member"]]
         info = _info(z)
-        _compare(z[...], np.load(job["expected"]))
+        _compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "group":
         g = zarr.open_group(job["path"], mode="r")

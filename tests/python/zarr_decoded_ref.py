@@ -397,9 +397,16 @@ def reference_decoded_view(root: Path) -> tuple[dict[str, ref.Expect], dict[str,
 BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
+VLEN_CODECS = {"vlen-utf8", "vlen-bytes"}
+# v3 data types stored through a vlen codec: shown as dtype '|O' with that codec as a filter
+VLEN_TYPES = {"string": "vlen-utf8", "variable_length_bytes": "vlen-bytes"}
+
+
 def v2_codec_plan(codecs: list, ndim: int) -> dict | None:
     """How the v2 view expresses a v3 codec chain while keeping the encoded chunks, or None if
-    v2 cannot express it (the chunks are then served decoded)."""
+    v2 cannot express it (the chunks are then served decoded). A trailing crc32c is left out
+    of the v2 form (`strip_crc32c`: chunks are served without their last 4 bytes); a crc32c
+    anywhere else makes the chain one that is served decoded."""
     i, order = 0, "C"
     if codecs and codecs[0]["name"] == "transpose":
         perm = list(codecs[0]["configuration"]["order"])
@@ -410,11 +417,15 @@ def v2_codec_plan(codecs: list, ndim: int) -> dict | None:
         else:
             return None
         i = 1
-    if i >= len(codecs) or codecs[i]["name"] != "bytes":
+    if i >= len(codecs) or codecs[i]["name"] not in {"bytes"} | VLEN_CODECS:
         return None
     endian = (codecs[i].get("configuration") or {}).get("endian", "little")
-    ids = []
-    for c in codecs[i + 1:]:
+    ids = [{"id": codecs[i]["name"]}] if codecs[i]["name"] in VLEN_CODECS else []
+    rest = codecs[i + 1:]
+    strip = bool(rest) and rest[-1]["name"] == "crc32c"
+    if strip:
+        rest = rest[:-1]
+    for c in rest:
         cfg = c.get("configuration") or {}
         if c["name"] == "blosc":
             ids.append({"id": "blosc", "cname": cfg.get("cname"), "clevel": cfg.get("clevel"),
@@ -423,11 +434,9 @@ def v2_codec_plan(codecs: list, ndim: int) -> dict | None:
             ids.append({"id": "zstd", "level": cfg.get("level")})
         elif c["name"] == "gzip":
             ids.append({"id": "gzip", "level": cfg.get("level")})
-        elif c["name"] == "crc32c":
-            ids.append({"id": "crc32c"})
         else:
             return None
-    return {"order": order, "endian": endian, "codecs": ids}
+    return {"order": order, "endian": endian, "codecs": ids, "strip_crc32c": strip}
 
 
 def v2_dtype_str(dtype: np.dtype, endian: str) -> str:
@@ -471,7 +480,10 @@ class V2ArrayExpect:
                 for k, v in w.items():
                     if k != "id" and v is not None and g.get(k) != v:
                         p.append(f".zarray codec {w['id']}: {k} = {g.get(k)!r}, want {v!r}")
-        if "fill_value" in z:
+        if "fill_value" in z and self.dtype == "|O":
+            if z["fill_value"] != a.meta.get("fill_value"):
+                p.append(f".zarray fill_value {z['fill_value']!r}, want {a.meta.get('fill_value')!r}")
+        elif "fill_value" in z:
             try:
                 got_fill = v2_fill_value_of(z["fill_value"], np.dtype(self.dtype))
             except (TypeError, ValueError) as e:
@@ -486,14 +498,21 @@ def v2_array_expect(a: ViewArray) -> V2ArrayExpect:
     meta = a.meta
     plan = v2_codec_plan(meta["codecs"], len(a.shape))
     # A chain that ends in sharding (or anything else v2 cannot express) is served decoded.
-    if plan is None:
+    if a.dtype is None:  # a vlen type: '|O', its codecs kept
+        dtype, order = "|O", plan["order"]
+    elif plan is None:
         dtype, order = v2_dtype_str(a.dtype, "little"), "C"
     else:
         dtype, order = v2_dtype_str(a.dtype, plan["endian"]), plan["order"]
     enc = v2_view_encoding(meta)
     chunks = {}
     for key, coords in a.chunks.items():
-        data = a.encoded[key] if plan is not None else chunk_bytes(a.decode(key))
+        if plan is None:
+            data = chunk_bytes(a.decode(key))
+        elif plan["strip_crc32c"]:
+            data = crc32c_strip(a.encoded[key])
+        else:
+            data = a.encoded[key]
         chunks[ref.chunk_key(coords, enc)] = data
     attrs = copy.deepcopy(meta.get("attributes") or {})
     names = meta.get("dimension_names")
@@ -532,8 +551,10 @@ def reference_v2_view(root: Path) -> V2View:
     v3_arrays = {p: a for p, a in arrays.items() if a.zarr_format == 3}
     view = V2View({}, {}, {}, {})
     for p, a in v3_arrays.items():
-        if a.dtype is not None:  # data types without a v2 equivalent are left out
-            view.arrays[p] = v2_array_expect(a)
+        vlen = VLEN_TYPES.get(a.meta.get("data_type"))
+        plan = v2_codec_plan(a.meta["codecs"], len(a.shape)) if vlen else None
+        if a.dtype is not None or (plan and plan["codecs"][:1] == [{"id": vlen}]):
+            view.arrays[p] = v2_array_expect(a)  # other data types without a v2 equivalent are left out
     for rel, e in unsharded.items():
         d, _, name = rel.rpartition("/")
         if any(rel.startswith(p + "/") for p in v3_arrays):
@@ -601,7 +622,8 @@ def reference_zarray(a: V2ArrayExpect) -> dict:
     codecs = [_numcodecs_config(c) for c in (a.plan["codecs"] if a.plan else [])]
     return {"zarr_format": 2, "shape": list(a.view.shape), "chunks": list(a.view.chunk_shape), "dtype": a.dtype,
             "compressor": codecs[-1] if codecs else None, "filters": codecs[:-1] or None,
-            "fill_value": _v2_fill_json(a.view.fill(), np.dtype(a.dtype)), "order": a.order,
+            "fill_value": (a.view.meta.get("fill_value") if a.dtype == "|O"
+                           else _v2_fill_json(a.view.fill(), np.dtype(a.dtype))), "order": a.order,
             "dimension_separator": a.separator}
 
 

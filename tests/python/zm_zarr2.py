@@ -22,7 +22,9 @@ def save_expected(native: dict[str, np.ndarray], npy_dir: Path) -> dict[str, str
     out = {}
     for path, arr in native.items():
         f = npy_dir / (path.replace("/", "__") + ".npy")
-        np.save(f, arr)
+        if arr.dtype.kind == "T":  # numpy 2 strings: zarr-python 2 reads them as objects
+            arr = arr.astype(object)
+        np.save(f, arr, allow_pickle=True)
         out[path] = str(f)
     return out
 
