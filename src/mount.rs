@@ -11,6 +11,7 @@ use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Location, Source};
 use crate::store::cache::{CacheConfig, CachingStore};
 use crate::store::local::LocalStore;
+use crate::store::metered::MeteredStore;
 use crate::store::object::ObjectStoreBackend;
 use crate::store::zip::ZipStore;
 use crate::store::Store;
@@ -35,13 +36,14 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
 fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match location {
         Location::Local(p) => LocalStore::open(p)
-            .map(|s| Arc::new(s) as Arc<dyn Store>)
+            .map(|s| Arc::new(MeteredStore::new(Arc::new(s))) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
             let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote).map_err(|e| {
                 SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
             })?;
-            let backend: Arc<dyn Store> = Arc::new(backend);
+            // Metered below the cache: the backend series count what the backend is asked.
+            let backend: Arc<dyn Store> = Arc::new(MeteredStore::new(Arc::new(backend)));
             if cfg.cache_size == 0 {
                 return Ok(backend);
             }
@@ -52,6 +54,22 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
             };
             Ok(Arc::new(CachingStore::new(backend, cache)))
         }
+    }
+}
+
+/// The `backend` label of `build_info`: where the bytes are, and `+zip` for an archive.
+fn backend_kind(source: &Source) -> String {
+    use crate::source::Cloud;
+    let place = match source.location() {
+        Location::Local(_) => "local",
+        Location::Remote { cloud: Cloud::S3, .. } => "s3",
+        Location::Remote { cloud: Cloud::Gcs, .. } => "gcs",
+        Location::Remote { cloud: Cloud::Azure, .. } => "azure",
+        Location::Remote { cloud: Cloud::Http, .. } => "http",
+    };
+    match source {
+        Source::Zip(_) => format!("{place}+zip"),
+        Source::Directory(_) => place.to_string(),
     }
 }
 
@@ -110,6 +128,19 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         .thread_name("zarr-mount-io")
         .build()
         .map_err(|e| SessionError(format!("cannot start the runtime: {e}")))?;
+    // Bound before anything else, so a port already taken fails the start, not the scrape.
+    let metrics_listener = match &cfg.metrics_addr {
+        Some(addr) => match rt.block_on(crate::metrics::server::bind(addr)) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let e = SessionError(format!("--metrics-addr {addr}: cannot listen: {e}"));
+                readiness.failed(&e.0);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    crate::metrics::global().set_build_info(cfg.view.name(), &backend_kind(&cfg.source));
     let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,
         Err(e) => {
@@ -126,6 +157,21 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         ns,
         FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only },
     ));
+    if let Some(listener) = metrics_listener {
+        let fs = fs.clone();
+        let refresh: crate::metrics::server::Refresh = Arc::new(move || {
+            let g = fs.gauges();
+            let m = crate::metrics::global();
+            m.open_handles.set(g.open_handles as i64);
+            m.known_inodes.set(g.known_inodes as i64);
+            m.writeback_pending_buffers.set(g.write_buffers as i64);
+            m.writeback_pending_bytes.set(g.buffer_bytes as i64);
+        });
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "serving metrics at http://{addr}/metrics");
+        }
+        rt.spawn(crate::metrics::server::serve(listener, refresh));
+    }
     let opts = SessionOptions {
         mountpoint: cfg.mountpoint.clone(),
         fs_name,
@@ -150,7 +196,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         }
     });
     if cfg.stats_interval > 0 {
-        crate::stats::global().snapshot().log(started.elapsed().as_secs());
+        crate::stats::snapshot().log(started.elapsed().as_secs());
     }
     if let Err(e) = &result {
         readiness.failed(&e.0);
@@ -167,7 +213,7 @@ async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
     every.tick().await; // the first tick is immediate
     loop {
         every.tick().await;
-        let snap = crate::stats::global().snapshot();
+        let snap = crate::stats::snapshot();
         snap.log(started.elapsed().as_secs());
         crate::fuse::notify::status(&format!("{status}; {}", snap.summary()));
     }

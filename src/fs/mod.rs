@@ -189,6 +189,16 @@ pub struct ZarrFs {
     scans: scan_ahead::ScanAhead,
 }
 
+/// See `ZarrFs::gauges`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FsGauges {
+    pub open_handles: u64,
+    pub known_inodes: u64,
+    /// Files with a write buffer in memory (written and not yet closed, or failed to store).
+    pub write_buffers: u64,
+    pub buffer_bytes: u64,
+}
+
 /// What a write buffer shows as a file.
 fn buf_node(b: &WriteBuf) -> Node {
     Node {
@@ -1206,6 +1216,20 @@ impl ZarrFs {
 
     pub fn statfs(&self) -> (u64, u64) {
         self.ns.capacity().unwrap_or((1 << 50, 1 << 49))
+    }
+
+    /// Figures for the metrics endpoint, read when scraped. A write buffer locked right now
+    /// (being written) is counted without its bytes rather than waited for.
+    pub fn gauges(&self) -> FsGauges {
+        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let buffer_bytes =
+            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len() as u64)).sum();
+        FsGauges {
+            open_handles: lock(&self.handles).len() as u64,
+            known_inodes: lock(&self.inodes).count() as u64,
+            write_buffers: bufs.len() as u64,
+            buffer_bytes,
+        }
     }
 
     /// Write back every dirty buffer and keep staged temp files under their own names (so

@@ -72,6 +72,9 @@ impl ShardWriter {
         if ops.len() > 1 {
             tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
         }
+        let m = crate::metrics::global();
+        m.shard_rewrites.inc();
+        m.shard_rewrite_chunks.observe(ops.len() as f64);
         let outcome: Outcome =
             self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await.map_err(Arc::new);
         for tx in senders {

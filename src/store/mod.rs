@@ -8,6 +8,7 @@ pub mod cache;
 pub mod fault;
 pub mod local;
 pub mod memory;
+pub mod metered;
 pub mod object;
 pub mod recording;
 pub mod zip;
