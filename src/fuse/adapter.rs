@@ -732,7 +732,7 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         // Terminal and filesystem ioctls (Python probes TCGETS on open) mean nothing here. The
         // kernel forwards them all (there is no ENOSYS opt-out), so they are counted.
-        Req::new(Op::Ioctl, Target::default()).refused(Errno::ENOTTY);
+        Req::new(Op::Ioctl, ino(_ino)).refused(Errno::ENOTTY);
         reply.error(Errno::ENOTTY);
     }
 

@@ -7,6 +7,7 @@
 //! observation two, with no lock and no label lookup. Labelled series that are resolved per
 //! event (errors by errno) are on error paths only.
 
+pub mod openmetrics;
 pub mod server;
 
 use std::cell::Cell;

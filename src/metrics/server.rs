@@ -1,6 +1,7 @@
 //! `--metrics-addr`: a small HTTP/1 server (hyper) on the mount's tokio runtime that answers
-//! `GET /metrics` with every series in the Prometheus text format. Anything else is 404 (or
-//! 405 for another method on `/metrics`).
+//! `GET /metrics` with every series in the Prometheus text format, or in OpenMetrics when the
+//! scraper's `Accept` header asks for `application/openmetrics-text`. Anything else is 404
+//! (or 405 for another method on `/metrics`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -86,8 +87,21 @@ fn answer(req: &Request<Incoming>, refresh: &Refresh) -> Response<Full<Bytes>> {
         return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "use GET\n".into());
     }
     refresh();
+    if wants_openmetrics(req) {
+        let body = super::openmetrics::encode(super::global().gather());
+        return reply(StatusCode::OK, super::openmetrics::CONTENT_TYPE, body);
+    }
     let body = super::global().encode_text();
     reply(StatusCode::OK, TEXT_FORMAT, body)
+}
+
+/// Whether the scraper accepts OpenMetrics (Prometheus lists it first when it does).
+fn wants_openmetrics(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"))
 }
 
 #[cfg(test)]
