@@ -10,9 +10,12 @@ use crate::metrics::{self, Op};
 pub fn snapshot() -> Snapshot {
     let m = metrics::global();
     let not_found = m.fuse.errors_with(libc::ENOENT);
+    // ENOSYS (to OPEN and FLUSH of a read-only mount) and ENOTTY (to terminal ioctls) are
+    // answers by design that tell the kernel or a program to stop asking, not failures.
+    let by_design = |e: &str| e == "ENOENT" || e == "ENOSYS" || e == "ENOTTY";
     Snapshot {
         ops: Op::ALL.iter().map(|op| (op.name(), m.fuse.requests(*op).get())).collect(),
-        errors: m.fuse.error_counts(|_, _| true) - not_found,
+        errors: m.fuse.error_counts(|_, e| !by_design(e)),
         not_found,
         bytes_read: m.fuse.read_bytes.get(),
         bytes_written: m.fuse.written_bytes.get(),
@@ -22,7 +25,7 @@ pub fn snapshot() -> Snapshot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub ops: Vec<(&'static str, u64)>,
-    /// Requests answered with an error other than ENOENT.
+    /// Requests answered with an error other than ENOENT, ENOSYS and ENOTTY.
     pub errors: u64,
     /// Requests answered with ENOENT (a lookup of a name that is not there is everyday
     /// traffic, counted apart from real errors).

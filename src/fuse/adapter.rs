@@ -687,7 +687,6 @@ impl fuser::Filesystem for FuseAdapter {
         _size: u32,
         reply: ReplyXattr,
     ) {
-        Req::new(Op::Other, ino(_ino)).refused(Errno::ENOTSUP);
         reply.error(Errno::ENOTSUP);
     }
 
@@ -701,7 +700,6 @@ impl fuser::Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        Req::new(Op::Other, ino(_ino)).refused(Errno::ENOTSUP);
         reply.error(Errno::ENOTSUP);
     }
 
@@ -715,7 +713,6 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        Req::new(Op::Other, ino(_ino)).refused(Errno::ENOTSUP);
         reply.error(Errno::ENOTSUP);
     }
 
