@@ -46,7 +46,7 @@ def test_text_and_openmetrics_parse_and_agree(mount_factory, fixtures_dir):
                       extra_args=["--metrics-addr", f"127.0.0.1:{port}"])
     files = 0
     for dirpath, _, names in os.walk(m.path):
-        for n in names:
+        for n in names[:20]:  # a sample of every directory keeps the test short
             with open(os.path.join(dirpath, n), "rb") as f:
                 f.read()
             files += 1
