@@ -78,6 +78,10 @@ pub struct Args {
     /// SECS seconds; 0 = never.
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub stats_interval: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics: HOST:PORT, or a bare PORT for the
+    /// loopback interface (e.g. 9464). Off by default; see README "Metrics".
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
     /// Read KEY=VALUE lines (e.g. AWS_SECRET_ACCESS_KEY=...) into the environment before
     /// anything else, so credentials stay off the command line and out of fstab.
     #[arg(long, value_name = "PATH")]
@@ -109,6 +113,8 @@ pub struct MountConfig {
     pub cache_size: u64,
     /// Seconds between stats log lines (0 = none).
     pub stats_interval: u64,
+    /// Where to serve /metrics (already defaulted to loopback), if anywhere.
+    pub metrics_addr: Option<String>,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -127,6 +133,13 @@ impl Args {
             Some(s) => crate::store::cache::parse_size(s)
                 .map_err(|e| usage(format!("--cache-size {e}")))?,
             None => crate::store::cache::default_cache_bytes(),
+        };
+        let metrics_addr = match &self.metrics_addr {
+            Some(a) => Some(
+                crate::metrics::server::parse_addr(a)
+                    .map_err(|e| usage(format!("--metrics-addr {e}")))?,
+            ),
+            None => None,
         };
         let mut source = Source::parse(&self.source)
             .map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
@@ -199,6 +212,7 @@ impl Args {
             remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
             cache_size,
             stats_interval: self.stats_interval,
+            metrics_addr,
         })
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
-//!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=` -> the flag of the same name;
+//!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=` -> the flag
+//!   of the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
 //!   `x-systemd.*`, `x-*`, `comment=`, `exec`, `nosuid`, `noatime`, ...) are dropped;
@@ -67,6 +68,7 @@ const VALUE_FLAGS: &[&str] = &[
     "fuse_threads",
     "stats_interval",
     "env_file",
+    "metrics_addr",
 ];
 
 /// Split on commas not preceded by a backslash; `\,` becomes `,`.
@@ -156,6 +158,7 @@ mod tests {
         assert_eq!(args("log_file=/var/log/zm.log"), ["--log-file", "/var/log/zm.log"]);
         assert_eq!(args("fuse_threads=4"), ["--fuse-threads", "4"]);
         assert_eq!(args("stats_interval=60"), ["--stats-interval", "60"]);
+        assert_eq!(args("metrics_addr=127.0.0.1:9464"), ["--metrics-addr", "127.0.0.1:9464"]);
         assert_eq!(
             args("env_file=/etc/zarr-mount/data.env"),
             ["--env-file", "/etc/zarr-mount/data.env"]

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod fs;
 pub mod fstab;
 pub mod fuse;
+pub mod metrics;
 pub mod mount;
 pub mod source;
 pub mod stats;

@@ -11,6 +11,7 @@ use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Location, Source};
 use crate::store::cache::{CacheConfig, CachingStore};
 use crate::store::local::LocalStore;
+use crate::store::metered::MeteredStore;
 use crate::store::object::ObjectStoreBackend;
 use crate::store::zip::ZipStore;
 use crate::store::Store;
@@ -72,7 +73,7 @@ async fn open_directory(
         let url = crate::store::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
-    Ok(with_object_cache(Arc::new(backend), cfg))
+    Ok(with_object_cache(metered(backend), cfg))
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -80,10 +81,11 @@ async fn open_directory(
 fn directory_store(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match location {
         Location::Local(p) => LocalStore::open(p)
-            .map(|s| Arc::new(s) as Arc<dyn Store>)
+            .map(|s| Arc::new(MeteredStore::new(Arc::new(s))) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
-            Ok(with_object_cache(Arc::new(open_object_store(*cloud, url, cfg)?), cfg))
+            let backend = open_object_store(*cloud, url, cfg)?;
+            Ok(with_object_cache(metered(backend), cfg))
         }
     }
 }
@@ -98,6 +100,12 @@ fn open_object_store(
     })
 }
 
+/// The backend behind the metering layer: the backend series of `/metrics` count what the
+/// backend itself is asked, below every cache.
+fn metered(backend: ObjectStoreBackend) -> Arc<dyn Store> {
+    Arc::new(MeteredStore::new(Arc::new(backend)))
+}
+
 /// `store` behind the small-object memory cache (`--cache-size`; 0 disables it).
 fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store> {
     if cfg.cache_size == 0 {
@@ -109,6 +117,23 @@ fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store>
         ttl: cfg.metadata_ttl,
     };
     Arc::new(CachingStore::new(store, cache))
+}
+
+/// The `backend` label of `build_info`: where the bytes are, and `+zip` for an archive.
+fn backend_kind(source: &Source) -> String {
+    use crate::source::Cloud;
+    let place = match source.location() {
+        Location::Local(_) => "local",
+        Location::Remote { cloud: Cloud::S3, .. } => "s3",
+        Location::Remote { cloud: Cloud::Gcs, .. } => "gcs",
+        Location::Remote { cloud: Cloud::Azure, .. } => "azure",
+        Location::Remote { cloud: Cloud::Http, .. } => "http",
+    };
+    match source {
+        Source::Zip(_) => format!("{place}+zip"),
+        Source::Directory(_) => place.to_string(),
+        Source::Reference(_) => format!("{place}+reference"),
+    }
 }
 
 /// `dir/data.zip` -> (`dir`, `data.zip`), for paths and URLs alike.
@@ -167,6 +192,19 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         .thread_name("zarr-mount-io")
         .build()
         .map_err(|e| SessionError(format!("cannot start the runtime: {e}")))?;
+    // Bound before anything else, so a port already taken fails the start, not the scrape.
+    let metrics_listener = match &cfg.metrics_addr {
+        Some(addr) => match rt.block_on(crate::metrics::server::bind(addr)) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let e = SessionError(format!("--metrics-addr {addr}: cannot listen: {e}"));
+                readiness.failed(&e.0);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    crate::metrics::global().set_build_info(cfg.view.name(), &backend_kind(&cfg.source));
     let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,
         Err(e) => {
@@ -187,6 +225,21 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         ns,
         FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only },
     ));
+    if let Some(listener) = metrics_listener {
+        let fs = fs.clone();
+        let refresh: crate::metrics::server::Refresh = Arc::new(move || {
+            let g = fs.gauges();
+            let m = crate::metrics::global();
+            m.open_handles.set(g.open_handles as i64);
+            m.known_inodes.set(g.known_inodes as i64);
+            m.writeback_pending_buffers.set(g.write_buffers as i64);
+            m.writeback_pending_bytes.set(g.buffer_bytes as i64);
+        });
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "serving metrics at http://{addr}/metrics");
+        }
+        rt.spawn(crate::metrics::server::serve(listener, refresh));
+    }
     let opts = SessionOptions {
         mountpoint: cfg.mountpoint.clone(),
         fs_name,
@@ -211,7 +264,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         }
     });
     if cfg.stats_interval > 0 {
-        crate::stats::global().snapshot().log(started.elapsed().as_secs());
+        crate::stats::snapshot().log(started.elapsed().as_secs());
     }
     if let Err(e) = &result {
         readiness.failed(&e.0);
@@ -228,7 +281,7 @@ async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
     every.tick().await; // the first tick is immediate
     loop {
         every.tick().await;
-        let snap = crate::stats::global().snapshot();
+        let snap = crate::stats::snapshot();
         snap.log(started.elapsed().as_secs());
         crate::fuse::notify::status(&format!("{status}; {}", snap.summary()));
     }

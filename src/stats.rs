@@ -1,151 +1,47 @@
-//! Counters since start: FUSE requests per operation, errors, bytes read and written. Plain
-//! relaxed atomics in one process-wide table, bumped by the FUSE adapter and logged by
-//! `--stats-interval` as one INFO line.
+//! The `--stats-interval` log line: FUSE requests per operation, errors, bytes read and
+//! written since start, read from the metrics registry (`crate::metrics`), the same numbers
+//! `/metrics` serves.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The operations counted, in the order they are printed. Anything else counts as "other".
-pub const OPS: &[&str] = &[
-    "lookup",
-    "getattr",
-    "setattr",
-    "open",
-    "read",
-    "write",
-    "flush",
-    "release",
-    "fsync",
-    "create",
-    "mkdir",
-    "unlink",
-    "rmdir",
-    "rename",
-    "opendir",
-    "readdir",
-    "readdirplus",
-    "ioctl",
-    "other",
-];
+use crate::metrics::{self, Op};
 
-pub struct Stats {
-    ops: [AtomicU64; OPS.len()],
-    errors: AtomicU64,
-    not_found: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
-}
-
-static GLOBAL: Stats = Stats::new();
-
-/// Conditional writes to the store (#20): kept apart from `Stats` so they can move into a
-/// metrics registry as they are. Bumped by the fs layer, printed in the stats line.
-#[derive(Default)]
-pub struct WriteCounters {
-    /// Puts and deletes made with a condition (create-if-absent, update/delete-if-version).
-    pub conditional_writes: AtomicU64,
-    /// Conditions that failed because another writer got there first (shard rewrites that must
-    /// be redone, creates of a key that exists at the store).
-    pub write_conflicts: AtomicU64,
-    /// Shard rewrites read, spliced and written again after a conflict.
-    pub write_retries: AtomicU64,
-}
-
-pub static WRITES: WriteCounters = WriteCounters {
-    conditional_writes: AtomicU64::new(0),
-    write_conflicts: AtomicU64::new(0),
-    write_retries: AtomicU64::new(0),
-};
-
-impl WriteCounters {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Relaxed);
-    }
-
-    /// `conditional_writes=N write_conflicts=N write_retries=N`.
-    pub fn line(&self) -> String {
-        format!(
-            "conditional_writes={} write_conflicts={} write_retries={}",
-            self.conditional_writes.load(Relaxed),
-            self.write_conflicts.load(Relaxed),
-            self.write_retries.load(Relaxed)
-        )
-    }
-}
-
-pub fn global() -> &'static Stats {
-    &GLOBAL
-}
-
-fn op_index(op: &str) -> usize {
-    OPS.iter().position(|o| *o == op).unwrap_or(OPS.len() - 1)
-}
-
-/// The fuser callback an adapter closure was written in, from its type name
-/// (`...FuseAdapter>::lookup::{{closure}}` -> `lookup`); "other" when it cannot be told.
-pub fn op_of_closure<W>() -> &'static str {
-    let name = std::any::type_name::<W>();
-    let head = name.split("::{{closure}}").next().unwrap_or(name);
-    head.rsplit("::").next().unwrap_or("other")
-}
-
-impl Stats {
-    pub const fn new() -> Self {
-        Stats {
-            ops: [const { AtomicU64::new(0) }; OPS.len()],
-            errors: AtomicU64::new(0),
-            not_found: AtomicU64::new(0),
-            bytes_read: AtomicU64::new(0),
-            bytes_written: AtomicU64::new(0),
-        }
-    }
-
-    pub fn request(&self, op: &str) {
-        self.ops[op_index(op)].fetch_add(1, Relaxed);
-    }
-
-    /// A request answered with `errno`. ENOENT (a lookup of a name that is not there) is
-    /// everyday traffic, counted apart from real errors.
-    pub fn error(&self, errno: i32) {
-        if errno == libc::ENOENT {
-            self.not_found.fetch_add(1, Relaxed);
-        } else {
-            self.errors.fetch_add(1, Relaxed);
-        }
-    }
-
-    pub fn read(&self, n: u64) {
-        self.bytes_read.fetch_add(n, Relaxed);
-    }
-
-    pub fn written(&self, n: u64) {
-        self.bytes_written.fetch_add(n, Relaxed);
-    }
-
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            ops: OPS.iter().zip(&self.ops).map(|(n, c)| (*n, c.load(Relaxed))).collect(),
-            errors: self.errors.load(Relaxed),
-            not_found: self.not_found.load(Relaxed),
-            bytes_read: self.bytes_read.load(Relaxed),
-            bytes_written: self.bytes_written.load(Relaxed),
-        }
-    }
-}
-
-impl Default for Stats {
-    fn default() -> Self {
-        Self::new()
+/// The counters now.
+pub fn snapshot() -> Snapshot {
+    let m = metrics::global();
+    let not_found = m.fuse.errors_with(libc::ENOENT);
+    // ENOSYS (to OPEN and FLUSH of a read-only mount) and ENOTTY (to terminal ioctls) are
+    // answers by design that tell the kernel or a program to stop asking, not failures.
+    let by_design = |e: &str| e == "ENOENT" || e == "ENOSYS" || e == "ENOTTY";
+    Snapshot {
+        ops: Op::ALL.iter().map(|op| (op.name(), m.fuse.requests(*op).get())).collect(),
+        errors: m.fuse.error_counts(|_, e| !by_design(e)),
+        not_found,
+        bytes_read: m.fuse.read_bytes.get(),
+        bytes_written: m.fuse.written_bytes.get(),
+        conditional_writes: m.conditional_writes.get(),
+        write_conflicts: m.create_conflicts.get() + m.shard_rewrite_conflicts.get(),
+        write_retries: m.shard_rewrite_retries.get(),
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub ops: Vec<(&'static str, u64)>,
+    /// Requests answered with an error other than ENOENT, ENOSYS and ENOTTY.
     pub errors: u64,
+    /// Requests answered with ENOENT (a lookup of a name that is not there is everyday
+    /// traffic, counted apart from real errors).
     pub not_found: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Puts and deletes made with a condition (create-if-absent, update/delete-if-version).
+    pub conditional_writes: u64,
+    /// Conditions another writer won: creates of a key that exists at the store, shard
+    /// rewrites that found the shard changed.
+    pub write_conflicts: u64,
+    /// Shard rewrites read, spliced and written again after a conflict.
+    pub write_retries: u64,
 }
 
 impl Snapshot {
@@ -177,7 +73,9 @@ impl Snapshot {
             bytes_read = self.bytes_read,
             bytes_written = self.bytes_written,
             ops = ?self.ops_line(),
-            writes = %WRITES.line(),
+            conditional_writes = self.conditional_writes,
+            write_conflicts = self.write_conflicts,
+            write_retries = self.write_retries,
             "stats"
         );
     }
@@ -199,36 +97,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_and_formats() {
-        let s = Stats::new();
-        s.request("read");
-        s.request("read");
-        s.request("lookup");
-        s.request("bogus");
-        s.error(libc::EIO);
-        s.error(libc::ENOENT);
-        s.read(100);
-        s.written(7);
-        let snap = s.snapshot();
+    fn formats() {
+        let snap = Snapshot {
+            ops: vec![("lookup", 1), ("read", 2), ("write", 0), ("other", 1)],
+            errors: 1,
+            not_found: 1,
+            bytes_read: 100,
+            bytes_written: 7,
+            conditional_writes: 0,
+            write_conflicts: 0,
+            write_retries: 0,
+        };
         assert_eq!(snap.requests(), 4);
-        assert_eq!((snap.errors, snap.not_found), (1, 1));
         assert_eq!(snap.ops_line(), "lookup=1 read=2 other=1");
         assert_eq!(snap.summary(), "4 requests, 1 errors, 100 bytes read, 7 bytes written");
-        assert_eq!(Stats::new().snapshot().ops_line(), "none");
+        let none = Snapshot { ops: vec![("read", 0)], ..snap };
+        assert_eq!(none.ops_line(), "none");
     }
 
     #[test]
-    fn op_names_from_closures() {
-        struct Adapter;
-        impl Adapter {
-            fn lookup(&self) -> &'static str {
-                fn name_of<W>(_: &W) -> &'static str {
-                    op_of_closure::<W>()
-                }
-                let c = || 1;
-                name_of(&c)
-            }
-        }
-        assert_eq!(Adapter.lookup(), "lookup");
+    fn reads_the_metrics_registry() {
+        // Other tests count into the same registry meanwhile: compare by lower bounds.
+        let before = snapshot();
+        let m = metrics::global();
+        m.fuse.requests(Op::Rmdir).inc_by(2);
+        m.fuse.error(Op::Rmdir, libc::ENOTEMPTY);
+        m.fuse.error(Op::Lookup, libc::ENOENT);
+        m.fuse.read_bytes.inc_by(10);
+        let after = snapshot();
+        let rmdir = |s: &Snapshot| s.ops.iter().find(|(n, _)| *n == "rmdir").unwrap().1;
+        assert!(rmdir(&after) >= rmdir(&before) + 2);
+        assert!(after.errors > before.errors);
+        assert!(after.not_found > before.not_found);
+        assert!(after.bytes_read >= before.bytes_read + 10);
     }
 }

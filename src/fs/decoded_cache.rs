@@ -24,8 +24,20 @@ struct Inner {
     inflight: HashMap<String, Slot>,
 }
 
+fn metrics() -> &'static crate::metrics::CacheMetrics {
+    crate::metrics::global().cache(crate::metrics::CacheKind::Decoded)
+}
+
+impl Drop for DecodedCache {
+    fn drop(&mut self) {
+        metrics().capacity.sub(self.budget_bytes as i64);
+        metrics().held(-(self.lock().bytes as i64));
+    }
+}
+
 impl DecodedCache {
     pub fn new(budget_bytes: usize) -> Self {
+        metrics().capacity.add(budget_bytes as i64);
         DecodedCache {
             budget_bytes,
             inner: Mutex::new(Inner {
@@ -49,8 +61,10 @@ impl DecodedCache {
         let slot = {
             let mut inner = self.lock();
             if let Some(bytes) = inner.entries.get(key) {
+                metrics().hit();
                 return Ok(bytes.clone());
             }
+            metrics().miss();
             inner.inflight.entry(key.to_string()).or_default().clone()
         };
         let result = slot.get_or_init(|| async { load().await.map_err(Arc::new) }).await.clone();
@@ -71,11 +85,17 @@ impl DecodedCache {
         }
         if let Some(old) = inner.entries.put(key.to_string(), bytes) {
             inner.bytes -= old.len() + key.len();
+            metrics().held(-((old.len() + key.len()) as i64));
         }
         inner.bytes += size;
+        metrics().held(size as i64);
         while inner.bytes > self.budget_bytes {
             match inner.entries.pop_lru() {
-                Some((k, v)) => inner.bytes -= v.len() + k.len(),
+                Some((k, v)) => {
+                    inner.bytes -= v.len() + k.len();
+                    metrics().held(-((v.len() + k.len()) as i64));
+                    metrics().evictions.inc();
+                }
                 None => break,
             }
         }

@@ -37,6 +37,11 @@ impl InodeTable {
         self.by_ino.get(&ino).is_some_and(|e| self.by_path.get(&e.path) == Some(&ino))
     }
 
+    /// How many inodes exist now (the root included).
+    pub fn count(&self) -> usize {
+        self.by_ino.len()
+    }
+
     /// The inode for `path`, created if needed; `lookup` adds a kernel reference.
     pub fn get_or_insert(&mut self, path: &str, lookup: bool) -> u64 {
         let ino = match self.by_path.get(path) {

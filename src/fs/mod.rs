@@ -34,7 +34,6 @@ pub use error::{FsError, FsResult};
 use inode::{InodeTable, ROOT_INO};
 use namespace::Namespace;
 
-use crate::stats::{WriteCounters, WRITES};
 use crate::store::{join_key, split_key};
 use crate::view::node::{Backing, Node};
 
@@ -192,6 +191,16 @@ pub struct ZarrFs {
     changes: Arc<ChangeLog>,
     /// Which files to fetch ahead of a reader scanning a directory.
     scans: scan_ahead::ScanAhead,
+}
+
+/// See `ZarrFs::gauges`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FsGauges {
+    pub open_handles: u64,
+    pub known_inodes: u64,
+    /// Files with a write buffer in memory (written and not yet closed, or failed to store).
+    pub write_buffers: u64,
+    pub buffer_bytes: u64,
 }
 
 /// What a write buffer shows as a file.
@@ -1014,12 +1023,12 @@ impl ZarrFs {
         let path = b.path.clone();
         let data = Bytes::copy_from_slice(&b.data);
         if b.exclusive {
-            WriteCounters::bump(&WRITES.conditional_writes);
+            crate::metrics::global().conditional_writes.inc();
             let result = self.ns.create_file(&path, data).await;
             if matches!(result, Err(FsError::Exists)) {
                 // Another writer (another daemon) created the key after our open: this file
                 // lost the race. Nothing of it is stored, and its name now means the winner's.
-                WriteCounters::bump(&WRITES.write_conflicts);
+                crate::metrics::global().create_conflicts.inc();
                 tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
                 b.unlinked = true;
                 b.dirty = false;
@@ -1293,13 +1302,13 @@ impl ZarrFs {
         } else {
             match self.ns.create_file(&to, data).await {
                 Err(FsError::Exists) => {
-                    WriteCounters::bump(&WRITES.write_conflicts);
+                    crate::metrics::global().create_conflicts.inc();
                     self.invalidate(&to);
                     return Err(FsError::Exists);
                 }
                 r => r?,
             }
-            WriteCounters::bump(&WRITES.conditional_writes);
+            crate::metrics::global().conditional_writes.inc();
         }
         self.invalidate(&to);
         let new_ino = lock(&self.inodes).get_or_insert(&to, true);
@@ -1309,6 +1318,20 @@ impl ZarrFs {
 
     pub fn statfs(&self) -> (u64, u64) {
         self.ns.capacity().unwrap_or((1 << 50, 1 << 49))
+    }
+
+    /// Figures for the metrics endpoint, read when scraped. A write buffer locked right now
+    /// (being written) is counted without its bytes rather than waited for.
+    pub fn gauges(&self) -> FsGauges {
+        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let buffer_bytes =
+            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len() as u64)).sum();
+        FsGauges {
+            open_handles: lock(&self.handles).len() as u64,
+            known_inodes: lock(&self.inodes).count() as u64,
+            write_buffers: bufs.len() as u64,
+            buffer_bytes,
+        }
     }
 
     /// Write back every dirty buffer and keep staged temp files under their own names (so

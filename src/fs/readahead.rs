@@ -58,6 +58,13 @@ pub struct ReadAhead {
     budget: Arc<Budget>,
     /// Bytes reserved from the budget (for `data`, or for a fetch in flight).
     held: u64,
+    /// Bytes of `data` fetched ahead of the read that fetched them and not served since
+    /// (for the used/wasted read-ahead series).
+    unread: u64,
+}
+
+fn metrics() -> &'static crate::metrics::AheadMetrics {
+    crate::metrics::global().ahead(crate::metrics::Ahead::ReadAhead)
 }
 
 impl Default for ReadAhead {
@@ -70,18 +77,20 @@ impl Default for ReadAhead {
 impl Drop for ReadAhead {
     fn drop(&mut self) {
         self.budget.release(self.held);
+        metrics().wasted.inc_by(self.unread);
     }
 }
 
 impl ReadAhead {
     pub fn new(budget: Arc<Budget>) -> Self {
-        ReadAhead { start: 0, data: Bytes::new(), next: 0, window: 0, budget, held: 0 }
+        ReadAhead { start: 0, data: Bytes::new(), next: 0, window: 0, budget, held: 0, unread: 0 }
     }
 
     /// Drop the buffer and give its bytes back to the budget.
     fn clear(&mut self) {
         self.data = Bytes::new();
         self.budget.release(std::mem::take(&mut self.held));
+        metrics().wasted.inc_by(std::mem::take(&mut self.unread));
     }
 
     /// Serve `offset .. offset + size` from the buffer, if it holds all of it.
@@ -92,6 +101,9 @@ impl ReadAhead {
             self.next = end;
             let from = (offset - self.start) as usize;
             let answer = self.data.slice(from..from + (end - offset) as usize);
+            let used = (answer.len() as u64).min(self.unread);
+            self.unread -= used;
+            metrics().used.inc_by(used);
             if end == buf_end {
                 self.clear(); // all of it was read: the memory goes back now, not at close
             }
@@ -129,6 +141,8 @@ impl ReadAhead {
                 self.budget.release(self.held - keep);
                 self.held = keep;
             }
+            self.unread = (fetched.len() - n) as u64;
+            metrics().fetched.inc_by(self.unread);
             self.data = fetched;
         } else {
             self.clear();

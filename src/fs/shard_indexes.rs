@@ -53,8 +53,20 @@ struct CacheInner {
     inflight: HashMap<String, Slot>,
 }
 
+fn metrics() -> &'static crate::metrics::CacheMetrics {
+    crate::metrics::global().cache(crate::metrics::CacheKind::ShardIndex)
+}
+
+impl Drop for ShardIndexCache {
+    fn drop(&mut self) {
+        metrics().capacity.sub(self.budget_bytes as i64);
+        metrics().held(-(self.lock().bytes as i64));
+    }
+}
+
 impl ShardIndexCache {
     pub fn new(store: Arc<dyn Store>, ttl: Duration, budget_bytes: usize) -> Self {
+        metrics().capacity.add(budget_bytes as i64);
         ShardIndexCache {
             store,
             ttl,
@@ -83,6 +95,7 @@ impl ShardIndexCache {
         inner.inflight.remove(key);
         if let Some((_, _, size)) = inner.entries.pop(key) {
             inner.bytes -= size;
+            metrics().held(-(size as i64));
         }
     }
 
@@ -104,9 +117,11 @@ impl ShardIndexCache {
             let mut inner = self.lock();
             if let Some((state, at, _)) = inner.entries.get(key) {
                 if at.elapsed() < self.ttl {
+                    metrics().hit();
                     return Ok(state.clone());
                 }
             }
+            metrics().miss();
             inner.inflight.entry(key.to_string()).or_default().clone()
         };
         let result = slot.get_or_init(|| self.fetch(array, key, layout)).await.clone();
@@ -125,11 +140,17 @@ impl ShardIndexCache {
                     inner.entries.put(key.to_string(), (state.clone(), Instant::now(), size))
                 {
                     inner.bytes -= old;
+                    metrics().held(-(old as i64));
                 }
                 inner.bytes += size;
+                metrics().held(size as i64);
                 while inner.bytes > self.budget_bytes {
                     match inner.entries.pop_lru() {
-                        Some((_, (_, _, s))) => inner.bytes -= s,
+                        Some((_, (_, _, s))) => {
+                            inner.bytes -= s;
+                            metrics().held(-(s as i64));
+                            metrics().evictions.inc();
+                        }
                         None => break,
                     }
                 }

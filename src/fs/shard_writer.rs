@@ -21,7 +21,6 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::error::{FsError, FsResult};
-use crate::stats::{WriteCounters, WRITES};
 use crate::store::{split_key, PutMode, Store, StoreError};
 use crate::zarr::shard_build::build_shard;
 use crate::zarr::shard_index::ShardIndex;
@@ -109,6 +108,9 @@ impl ShardWriter {
         if ops.len() > 1 {
             tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
         }
+        let m = crate::metrics::global();
+        m.shard_rewrites.inc();
+        m.shard_rewrite_chunks.observe(ops.len() as f64);
         let n = ops.len();
         let result = self.rewrite(shard_key, layout, &in_grid, ops, stop_dir).await;
         let (outcome, refused): (Outcome, Vec<bool>) = match result {
@@ -117,7 +119,7 @@ impl ShardWriter {
         };
         for (tx, refused) in senders.into_iter().zip(refused) {
             if refused {
-                WriteCounters::bump(&WRITES.write_conflicts);
+                crate::metrics::global().create_conflicts.inc();
             }
             let _ = tx.send(if refused { Err(Arc::new(FsError::Exists)) } else { outcome.clone() });
         }
@@ -149,14 +151,14 @@ impl ShardWriter {
             attempt += 1;
             match self.try_rewrite(key, layout, in_grid, &ops, stop_dir).await {
                 Err(FsError::Store(StoreError::Conflict(_) | StoreError::AlreadyExists(_))) => {
-                    WriteCounters::bump(&WRITES.write_conflicts);
+                    crate::metrics::global().shard_rewrite_conflicts.inc();
                     if attempt >= CAS_ATTEMPTS {
                         tracing::warn!(shard = ?key, attempts = attempt, "shard kept changing under us; giving up");
                         return Err(StoreError::Conflict(key.to_string()).into());
                     }
                     tracing::debug!(shard = ?key, attempt, "shard changed since it was read; splicing again");
                     tokio::time::sleep(backoff(attempt)).await;
-                    WriteCounters::bump(&WRITES.write_retries);
+                    crate::metrics::global().shard_rewrite_retries.inc();
                 }
                 r => return r,
             }
@@ -212,12 +214,12 @@ impl ShardWriter {
                     Some(v) => PutMode::Update(v),
                     None => PutMode::Create,
                 };
-                WriteCounters::bump(&WRITES.conditional_writes);
+                crate::metrics::global().conditional_writes.inc();
                 self.store.put_opts(key, Bytes::from(shard), mode).await?;
             }
             (None, Some(version)) => {
                 // Every inner chunk is absent: the shard goes, as zarr-python and tensorstore do.
-                WriteCounters::bump(&WRITES.conditional_writes);
+                crate::metrics::global().conditional_writes.inc();
                 match self.store.delete_if_version(key, &version).await {
                     Ok(()) | Err(StoreError::NotFound(_)) => {}
                     Err(e) => return Err(e.into()),
@@ -271,7 +273,7 @@ mod tests {
     async fn two_daemons_lose_nothing(one: Arc<dyn Store>, two: Arc<dyn Store>) {
         let writers = [Arc::new(ShardWriter::new(one.clone())), Arc::new(ShardWriter::new(two))];
         let lay = layout(ENTRIES, IndexLocation::End, true);
-        let before = WRITES.write_conflicts.load(std::sync::atomic::Ordering::Relaxed);
+        let before = crate::metrics::global().shard_rewrite_conflicts.get();
         let mut tasks = Vec::new();
         for local in 0..ENTRIES {
             for shard in ["a/c/0", "a/c/1"] {
@@ -296,7 +298,7 @@ mod tests {
                 assert_eq!(data.as_ref(), [local as u8, 4, shard.len() as u8], "{shard}/{local}");
             }
         }
-        let after = WRITES.write_conflicts.load(std::sync::atomic::Ordering::Relaxed);
+        let after = crate::metrics::global().shard_rewrite_conflicts.get();
         eprintln!("conflicts: {}", after - before);
     }
 

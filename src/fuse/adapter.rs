@@ -1,9 +1,12 @@
 //! The `fuser::Filesystem` implementation: each callback hands the work to a tokio task that
 //! calls `ZarrFs` and replies from there, so the FUSE dispatch thread never waits on I/O.
+//!
+//! Every request is accounted here (`crate::metrics`: count, latency, in-flight, errors by
+//! errno) and every failed one is logged once, with its operation, inode or handle and name.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
@@ -14,6 +17,7 @@ use fuser::{
 use tokio::runtime::Handle;
 
 use crate::fs::{Attr, DirEntry, FileKind, FsError, Opened, SetAttr, ZarrFs};
+use crate::metrics::{CacheKind, Op};
 
 /// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
 #[derive(Clone, Copy)]
@@ -64,8 +68,8 @@ impl FuseAdapter {
         FuseAdapter { fs, rt, maker: AttrMaker { uid, gid, ttl } }
     }
 
-    /// Run `work` on the runtime and give its result to `done`, which replies.
-    fn spawn<T, Fut, W, D>(&self, work: W, done: D)
+    /// Run `work` (request `req`) on the runtime and give its result to `done`, which replies.
+    fn spawn<T, Fut, W, D>(&self, req: Req, work: W, done: D)
     where
         T: Send + 'static,
         Fut: std::future::Future<Output = Result<T, FsError>> + Send + 'static,
@@ -74,27 +78,103 @@ impl FuseAdapter {
     {
         let fs = self.fs.clone();
         let maker = self.maker;
-        let stats = crate::stats::global();
-        stats.request(crate::stats::op_of_closure::<W>());
         self.rt.spawn(async move {
             let result = work(fs).await;
-            if let Err(e) = &result {
-                stats.error(e.errno());
-                if e.is_notable() {
-                    tracing::warn!(error = %e, "request failed");
-                }
-            }
+            req.outcome(&result);
             done(result, maker);
         });
     }
 }
 
-/// Count a request answered on the dispatch thread from the metadata cache.
-fn count_cached<T>(op: &str, r: &Result<T, FsError>) {
-    let stats = crate::stats::global();
-    stats.request(op);
-    if let Err(e) = r {
-        stats.error(e.errno());
+/// What a request was about, for its log line if it fails.
+#[derive(Debug, Clone, Copy, Default)]
+struct Target<'a> {
+    ino: Option<u64>,
+    fh: Option<u64>,
+    name: Option<&'a OsStr>,
+}
+
+fn ino(i: INodeNo) -> Target<'static> {
+    Target { ino: Some(i.0), ..Target::default() }
+}
+
+fn fh(h: FileHandle) -> Target<'static> {
+    Target { fh: Some(h.0), ..Target::default() }
+}
+
+fn entry(parent: INodeNo, name: &OsStr) -> Target<'_> {
+    Target { ino: Some(parent.0), name: Some(name), ..Target::default() }
+}
+
+/// One FUSE request from arrival to reply: counted when made, timed until dropped (after the
+/// reply), its error (if any) counted by errno and logged once.
+struct Req {
+    op: Op,
+    started: Instant,
+    /// What the request was about, for its log line (printed escaped, only if it fails).
+    ino: Option<u64>,
+    fh: Option<u64>,
+    name: Option<String>,
+}
+
+impl Req {
+    fn new(op: Op, t: Target<'_>) -> Req {
+        let m = &crate::metrics::global().fuse;
+        m.requests(op).inc();
+        m.in_flight.inc();
+        Req {
+            op,
+            started: Instant::now(),
+            ino: t.ino,
+            fh: t.fh,
+            // Names are copied (lossily: it is only for the log) because the reply may come
+            // from another thread after the kernel's buffer is gone; one small allocation,
+            // next to a FUSE round trip of several microseconds.
+            name: t.name.map(|n| n.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// Count and log the error of a finished request.
+    fn outcome<T>(&self, r: &Result<T, FsError>) {
+        if let Err(e) = r {
+            self.failed(e.errno(), e.is_notable(), e);
+        }
+    }
+
+    /// A failure with `errno`. Ordinary answers (ENOENT, EEXIST, ENOTEMPTY, ...) are DEBUG;
+    /// failures of the store or the data are WARN. Names print escaped (`{:?}`): they are
+    /// untrusted and a newline in one must not forge a log line.
+    fn failed(&self, errno: i32, notable: bool, e: &dyn std::fmt::Display) {
+        crate::metrics::global().fuse.error(self.op, errno);
+        let (op, errno_name) = (self.op.name(), crate::metrics::errno_name(errno));
+        if notable {
+            tracing::warn!(op, ino = self.ino, fh = self.fh, name = ?self.name, errno, errno_name, error = %e, "request failed");
+        } else {
+            tracing::debug!(op, ino = self.ino, fh = self.fh, name = ?self.name, errno, errno_name, error = %e, "request failed");
+        }
+    }
+
+    /// Answered with a fixed errno by the adapter itself (not supported here).
+    fn refused(self, errno: Errno) {
+        self.failed(errno.code(), false, &"refused by the adapter");
+    }
+}
+
+impl Drop for Req {
+    fn drop(&mut self) {
+        let m = &crate::metrics::global().fuse;
+        m.in_flight.dec();
+        m.duration(self.op).observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// A lookup, getattr or open that the metadata cache answered (or could not).
+fn metadata_cache(hit: bool) {
+    let c = crate::metrics::global().cache(CacheKind::Metadata);
+    if hit {
+        c.hits.inc();
+    } else {
+        c.misses.inc();
     }
 }
 
@@ -143,8 +223,11 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if let Some(r) = name.to_str().and_then(|n| self.fs.lookup_cached(parent.0, n)) {
-            count_cached("lookup", &r);
+        let req = Req::new(Op::Lookup, entry(parent, name));
+        let cached = name.to_str().and_then(|n| self.fs.lookup_cached(parent.0, n));
+        metadata_cache(cached.is_some());
+        if let Some(r) = cached {
+            req.outcome(&r);
             return match r {
                 Ok(a) => reply.entry(&self.maker.ttl, &self.maker.attr(&a), Generation(0)),
                 Err(e) => reply.error(errno(&e)),
@@ -152,6 +235,7 @@ impl fuser::Filesystem for FuseAdapter {
         }
         let name = name_of(name);
         self.spawn(
+            req,
             move |fs| async move { fs.lookup(parent.0, &name?).await },
             move |r, m| match r {
                 Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
@@ -165,14 +249,18 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if let Some(r) = self.fs.getattr_cached(ino.0) {
-            count_cached("getattr", &r);
+        let req = Req::new(Op::Getattr, self::ino(ino));
+        let cached = self.fs.getattr_cached(ino.0);
+        metadata_cache(cached.is_some());
+        if let Some(r) = cached {
+            req.outcome(&r);
             return match r {
                 Ok(a) => reply.attr(&self.maker.ttl, &self.maker.attr(&a)),
                 Err(e) => reply.error(errno(&e)),
             };
         }
         self.spawn(
+            req,
             move |fs| async move { fs.getattr(ino.0).await },
             move |r, m| match r {
                 Ok(a) => reply.attr(&m.ttl, &m.attr(&a)),
@@ -205,6 +293,7 @@ impl fuser::Filesystem for FuseAdapter {
         let gid = gid.filter(|&g| g != self.maker.gid);
         let set = SetAttr { size, fh: fh.map(|f| f.0), mode, uid, gid };
         self.spawn(
+            Req::new(Op::Setattr, self::ino(ino)),
             move |fs| async move { fs.setattr(ino.0, set).await },
             move |r, m| match r {
                 Ok(a) => reply.attr(&m.ttl, &m.attr(&a)),
@@ -222,8 +311,10 @@ impl fuser::Filesystem for FuseAdapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let req = Req::new(Op::Mkdir, entry(parent, name));
         let name = name_of(name);
         self.spawn(
+            req,
             move |fs| async move { fs.mkdir(parent.0, &name?).await },
             move |r, m| match r {
                 Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
@@ -233,16 +324,20 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let req = Req::new(Op::Unlink, entry(parent, name));
         let name = name_of(name);
         self.spawn(
+            req,
             move |fs| async move { fs.unlink(parent.0, &name?).await },
             move |r, _| empty(r, reply),
         );
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let req = Req::new(Op::Rmdir, entry(parent, name));
         let name = name_of(name);
         self.spawn(
+            req,
             move |fs| async move { fs.rmdir(parent.0, &name?).await },
             move |r, _| empty(r, reply),
         );
@@ -258,8 +353,10 @@ impl fuser::Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let req = Req::new(Op::Rename, entry(parent, name));
         let (name, newname) = (name_of(name), name_of(newname));
         self.spawn(
+            req,
             move |fs| async move {
                 fs.rename(parent.0, &name?, newparent.0, &newname?, flags.bits()).await
             },
@@ -275,7 +372,8 @@ impl fuser::Filesystem for FuseAdapter {
         _target: &std::path::Path,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::from_i32(libc::EPERM));
+        Req::new(Op::Other, Target::default()).refused(Errno::EPERM);
+        reply.error(Errno::EPERM);
     }
 
     /// An atomic create of `newname` with the file's content (see `ZarrFs::link`).
@@ -287,8 +385,10 @@ impl fuser::Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let req = Req::new(Op::Link, entry(newparent, newname));
         let newname = name_of(newname);
         self.spawn(
+            req,
             move |fs| async move { fs.link(ino.0, newparent.0, &newname?).await },
             move |r, m| match r {
                 Ok(a) => reply.entry(&m.ttl, &m.attr(&a), Generation(0)),
@@ -308,23 +408,28 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyEntry,
     ) {
         // Regular files are made with create(); devices, fifos and sockets have no place in a store.
-        reply.error(Errno::from_i32(libc::EPERM));
+        Req::new(Op::Other, Target::default()).refused(Errno::EPERM);
+        reply.error(Errno::EPERM);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let req = Req::new(Op::Open, self::ino(ino));
         if self.fs.is_openless() {
             // The kernel remembers this and sends no more OPENs; reads then come with fh 0.
-            crate::stats::global().request("open");
+            req.refused(Errno::ENOSYS);
             return reply.error(Errno::ENOSYS);
         }
-        if let Some(r) = self.fs.open_cached(ino.0, flags.0) {
-            count_cached("open", &r);
+        let cached = self.fs.open_cached(ino.0, flags.0);
+        metadata_cache(cached.is_some());
+        if let Some(r) = cached {
+            req.outcome(&r);
             return match r {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
                 Err(e) => reply.error(errno(&e)),
             };
         }
         self.spawn(
+            req,
             move |fs| async move { fs.open(ino.0, flags.0).await },
             move |r, _| match r {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
@@ -343,8 +448,10 @@ impl fuser::Filesystem for FuseAdapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let req = Req::new(Op::Create, entry(parent, name));
         let name = name_of(name);
         self.spawn(
+            req,
             move |fs| async move { fs.create(parent.0, &name?, flags).await },
             move |r, m| match r {
                 Ok((a, o)) => reply.created(
@@ -371,6 +478,7 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         self.spawn(
+            Req::new(Op::Read, Target { ino: Some(ino.0), fh: Some(fh.0), name: None }),
             move |fs| async move {
                 // Handles start at 1: 0 is a file the kernel opened without asking us.
                 if fh.0 == 0 && fs.is_openless() {
@@ -381,7 +489,7 @@ impl fuser::Filesystem for FuseAdapter {
             },
             move |r, _| match r {
                 Ok(data) => {
-                    crate::stats::global().read(data.len() as u64);
+                    crate::metrics::global().fuse.read_bytes.inc_by(data.len() as u64);
                     reply.data(&data)
                 }
                 Err(e) => reply.error(errno(&e)),
@@ -403,10 +511,11 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         let data = data.to_vec();
         self.spawn(
+            Req::new(Op::Write, self::fh(fh)),
             move |fs| async move { fs.write(fh.0, offset, &data).await },
             move |r, _| match r {
                 Ok(n) => {
-                    crate::stats::global().written(u64::from(n));
+                    crate::metrics::global().fuse.written_bytes.inc_by(u64::from(n));
                     reply.written(n)
                 }
                 Err(e) => reply.error(errno(&e)),
@@ -422,12 +531,17 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let req = Req::new(Op::Flush, self::fh(fh));
         if self.fs.is_openless() {
             // Nothing is ever written: ENOSYS makes the kernel stop sending FLUSH at close().
-            crate::stats::global().request("flush");
+            req.refused(Errno::ENOSYS);
             return reply.error(Errno::ENOSYS);
         }
-        self.spawn(move |fs| async move { fs.flush(fh.0).await }, move |r, _| empty(r, reply));
+        self.spawn(
+            req,
+            move |fs| async move { writeback(fs.flush(fh.0).await) },
+            move |r, _| empty(r, reply),
+        );
     }
 
     fn release(
@@ -440,11 +554,16 @@ impl fuser::Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let req = Req::new(Op::Release, self::fh(fh));
         if self.fs.release_reader(fh.0) {
-            crate::stats::global().request("release");
+            drop(req);
             return reply.ok();
         }
-        self.spawn(move |fs| async move { fs.release(fh.0).await }, move |r, _| empty(r, reply));
+        self.spawn(
+            req,
+            move |fs| async move { writeback(fs.release(fh.0).await) },
+            move |r, _| empty(r, reply),
+        );
     }
 
     fn fsync(
@@ -455,14 +574,19 @@ impl fuser::Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |fs| async move { fs.fsync(fh.0).await }, move |r, _| empty(r, reply));
+        self.spawn(
+            Req::new(Op::Fsync, self::fh(fh)),
+            move |fs| async move { writeback(fs.fsync(fh.0).await) },
+            move |r, _| empty(r, reply),
+        );
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         // No I/O here: the listing is taken at the first READDIR, which does not come while the
         // kernel's cached listing (FOPEN_CACHE_DIR) is kept.
+        let req = Req::new(Op::Opendir, self::ino(ino));
         let r = self.fs.opendir_lazy(ino.0);
-        count_cached("opendir", &r);
+        req.outcome(&r);
         match r {
             Ok(o) => {
                 let mut flags = FopenFlags::FOPEN_CACHE_DIR;
@@ -483,19 +607,21 @@ impl fuser::Filesystem for FuseAdapter {
         offset: u64,
         reply: ReplyDirectory,
     ) {
+        let req = Req::new(Op::Readdir, self::fh(fh));
         match self.fs.readdir_listed(fh.0) {
-            Ok(Some(entries)) => {
-                crate::stats::global().request("readdir");
-                fill_dir(&entries, offset, reply)
-            }
+            Ok(Some(entries)) => fill_dir(&entries, offset, reply),
             Ok(None) => self.spawn(
+                req,
                 move |fs| async move { fs.list_dir(fh.0).await },
                 move |r, _| match r {
                     Ok(entries) => fill_dir(&entries, offset, reply),
                     Err(e) => reply.error(errno(&e)),
                 },
             ),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => {
+                req.failed(e.errno(), e.is_notable(), &e);
+                reply.error(errno(&e))
+            }
         }
     }
 
@@ -507,19 +633,21 @@ impl fuser::Filesystem for FuseAdapter {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
+        let req = Req::new(Op::Readdirplus, self::fh(fh));
         match self.fs.readdir_listed(fh.0) {
-            Ok(Some(entries)) => {
-                crate::stats::global().request("readdirplus");
-                fill_dir_plus(&self.fs, fh, &entries, offset, self.maker, reply)
-            }
+            Ok(Some(entries)) => fill_dir_plus(&self.fs, fh, &entries, offset, self.maker, reply),
             Ok(None) => self.spawn(
+                req,
                 move |fs| async move { Ok((fs.list_dir(fh.0).await?, fs)) },
                 move |r, m| match r {
                     Ok((entries, fs)) => fill_dir_plus(&fs, fh, &entries, offset, m, reply),
                     Err(e) => reply.error(errno(&e)),
                 },
             ),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => {
+                req.failed(e.errno(), e.is_notable(), &e);
+                reply.error(errno(&e))
+            }
         }
     }
 
@@ -569,7 +697,7 @@ impl fuser::Filesystem for FuseAdapter {
         _size: u32,
         reply: ReplyXattr,
     ) {
-        reply.error(Errno::from_i32(libc::ENOTSUP));
+        reply.error(Errno::ENOTSUP);
     }
 
     fn setxattr(
@@ -582,7 +710,7 @@ impl fuser::Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::from_i32(libc::ENOTSUP));
+        reply.error(Errno::ENOTSUP);
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -595,7 +723,7 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::from_i32(libc::ENOTSUP));
+        reply.error(Errno::ENOTSUP);
     }
 
     fn ioctl(
@@ -611,8 +739,8 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         // Terminal and filesystem ioctls (Python probes TCGETS on open) mean nothing here. The
         // kernel forwards them all (there is no ENOSYS opt-out), so they are counted.
-        crate::stats::global().request("ioctl");
-        reply.error(Errno::from_i32(libc::ENOTTY));
+        Req::new(Op::Ioctl, ino(_ino)).refused(Errno::ENOTTY);
+        reply.error(Errno::ENOTTY);
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
@@ -664,6 +792,16 @@ fn fill_dir_plus(
         }
     }
     reply.ok();
+}
+
+/// A flush, fsync or release: its store failure is a failed write-back.
+fn writeback(r: Result<(), FsError>) -> Result<(), FsError> {
+    if let Err(e) = &r {
+        if e.is_notable() {
+            crate::metrics::global().writeback_failures.inc();
+        }
+    }
+    r
 }
 
 fn empty(r: Result<(), FsError>, reply: ReplyEmpty) {

@@ -73,6 +73,9 @@ struct Entry {
     data: Bytes,
     meta: ObjectMeta,
     confirmed: Instant,
+    /// Fetched by `prefetch` (scan-ahead) and not read since: counted as used bytes at its
+    /// first read, as wasted if it leaves the cache unread.
+    prefetched: bool,
 }
 
 /// An error that several waiters of one fetch can each get a copy of.
@@ -140,10 +143,20 @@ impl CachingStore {
             }),
             epoch: AtomicU64::new(0),
         }
+        .counted()
+    }
+
+    fn counted(self) -> Self {
+        Self::metrics().capacity.add(self.cfg.capacity as i64);
+        self
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn metrics() -> &'static crate::metrics::CacheMetrics {
+        crate::metrics::global().cache(crate::metrics::CacheKind::Objects)
     }
 
     /// Bytes of object data held now.
@@ -208,8 +221,15 @@ impl CachingStore {
     async fn cached(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let (data, meta, fresh) = {
             let mut st = self.state();
-            match st.entries.get(key) {
-                Some(e) => (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl),
+            match st.entries.get_mut(key) {
+                Some(e) => {
+                    if std::mem::take(&mut e.prefetched) {
+                        let ahead =
+                            crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
+                        ahead.used.inc_by(e.data.len() as u64);
+                    }
+                    (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl)
+                }
                 None => return Ok(None),
             }
         };
@@ -280,11 +300,17 @@ impl CachingStore {
         }
         let mut st = self.state();
         remove_entry(&mut st, key);
-        st.entries.put(key.to_string(), Entry { data, meta, confirmed: Instant::now() });
+        let entry = Entry { data, meta, confirmed: Instant::now(), prefetched: false };
+        st.entries.put(key.to_string(), entry);
         st.used += size;
+        Self::metrics().held(size as i64);
         while st.used > self.cfg.capacity {
             match st.entries.pop_lru() {
-                Some((_, e)) => st.used -= e.data.len() as u64,
+                Some((_, e)) => {
+                    st.used -= e.data.len() as u64;
+                    left(&e);
+                    Self::metrics().evictions.inc();
+                }
                 None => break,
             }
         }
@@ -292,8 +318,10 @@ impl CachingStore {
 
     async fn read(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         if let Some((data, meta)) = self.cached(key).await? {
+            Self::metrics().hit();
             return Ok(Some((slice(&data, &range), meta)));
         }
+        Self::metrics().miss();
         // A read of everything (a metadata document) goes through the shared fetch too, so
         // that concurrent first readers of one document send one request.
         let everything = matches!(&range, ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX);
@@ -323,6 +351,24 @@ impl CachingStore {
 fn remove_entry(st: &mut State, key: &str) {
     if let Some(e) = st.entries.pop(key) {
         st.used -= e.data.len() as u64;
+        left(&e);
+    }
+}
+
+/// `e` left the cache (evicted, replaced or invalidated).
+fn left(e: &Entry) {
+    let n = e.data.len() as u64;
+    CachingStore::metrics().held(-(n as i64));
+    if e.prefetched {
+        crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead).wasted.inc_by(n);
+    }
+}
+
+impl Drop for CachingStore {
+    fn drop(&mut self) {
+        let m = Self::metrics();
+        m.capacity.sub(self.cfg.capacity as i64);
+        m.held(-(self.state().used as i64));
     }
 }
 
@@ -451,8 +497,18 @@ impl Store for CachingStore {
         if !self.wants_whole(key) || self.state().entries.contains(key) {
             return;
         }
-        if let Err(e) = self.fetch_whole(key).await {
-            tracing::debug!(key = ?key, error = %e, "prefetch failed");
+        match self.fetch_whole(key).await {
+            Ok(Some((data, _))) => {
+                let mut st = self.state();
+                // Only if it was kept (and is still the fetched copy): else nothing is held.
+                if let Some(e) = st.entries.peek_mut(key).filter(|e| e.data.len() == data.len()) {
+                    e.prefetched = true;
+                    let ahead = crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
+                    ahead.fetched.inc_by(data.len() as u64);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(key = ?key, error = %e, "prefetch failed"),
         }
     }
 }

@@ -10,6 +10,7 @@ mod conditional_tests;
 pub mod fault;
 pub mod local;
 pub mod memory;
+pub mod metered;
 pub mod object;
 pub mod recording;
 pub mod reference;

@@ -788,6 +788,7 @@ impl Store for ObjectStoreBackend {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         let path = self.path(key)?;
         let r = self.store.get(&path).await.map_err(|e| self.err(key, e))?;
+        crate::metrics::first_byte_now(); // headers in, body not yet read
         r.bytes().await.map_err(|e| self.err(key, e))
     }
 

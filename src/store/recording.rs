@@ -3,6 +3,7 @@
 //! GET", "N concurrent readers share one fetch"); it is also handy for measuring a workload.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +16,9 @@ pub struct RecordingStore {
     inner: Arc<dyn Store>,
     calls: Mutex<Vec<String>>,
     read_delay: Duration,
+    /// Object bytes returned by reads and given to puts.
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
 }
 
 /// The request kinds, as the first word of each recorded call.
@@ -27,7 +31,30 @@ impl RecordingStore {
 
     /// Every read waits `delay` before reaching the store (lets concurrent readers pile up).
     pub fn with_read_delay(inner: Arc<dyn Store>, delay: Duration) -> Self {
-        RecordingStore { inner, calls: Mutex::new(Vec::new()), read_delay: delay }
+        RecordingStore {
+            inner,
+            calls: Mutex::new(Vec::new()),
+            read_delay: delay,
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        }
+    }
+
+    /// Object bytes the store below returned to reads so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::SeqCst)
+    }
+
+    /// Object bytes given to puts so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written.load(Ordering::SeqCst)
+    }
+
+    fn read_bytes<T>(&self, r: StoreResult<T>, len: impl Fn(&T) -> usize) -> StoreResult<T> {
+        if let Ok(v) = &r {
+            self.bytes_read.fetch_add(len(v) as u64, Ordering::SeqCst);
+        }
+        r
     }
 
     fn record(&self, call: String) {
@@ -67,11 +94,11 @@ impl Store for RecordingStore {
     }
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.record_read(format!("get {key}")).await;
-        self.inner.get(key).await
+        self.read_bytes(self.inner.get(key).await, Bytes::len)
     }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.record_read(format!("get_range {key} {range:?}")).await;
-        self.inner.get_range(key, range).await
+        self.read_bytes(self.inner.get_range(key, range).await, Bytes::len)
     }
     async fn get_ranged(
         &self,
@@ -79,7 +106,8 @@ impl Store for RecordingStore {
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.record_read(format!("get_ranged {key} {range:?}")).await;
-        self.inner.get_ranged(key, range).await
+        let r = self.inner.get_ranged(key, range).await;
+        self.read_bytes(r, |r| r.as_ref().map_or(0, |(b, _)| b.len()))
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.record(format!("head {key}"));
@@ -90,6 +118,7 @@ impl Store for RecordingStore {
             PutMode::Overwrite => self.record(format!("put {key}")),
             m => self.record(format!("put {key} {m:?}")),
         }
+        self.bytes_written.fetch_add(data.len() as u64, Ordering::SeqCst);
         self.inner.put_opts(key, data, mode).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {

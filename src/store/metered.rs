@@ -1,0 +1,145 @@
+//! A store adapter that accounts every request reaching the backend below it (the
+//! `backend_*` series of `crate::metrics`): count, latency, time to first byte (when the
+//! backend reports it), bytes in and out, errors. A mount puts it directly on the backend,
+//! below every cache, so it counts what the backend is really asked.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+use crate::metrics::{self, Kind};
+
+pub struct MeteredStore {
+    inner: Arc<dyn Store>,
+}
+
+impl MeteredStore {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        MeteredStore { inner }
+    }
+}
+
+/// The `error` label of a failed request: a short class, never the key.
+fn class(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::NotFound(_) => "not_found",
+        StoreError::PermissionDenied(_) => "permission_denied",
+        StoreError::DirectoryNotEmpty(_)
+        | StoreError::NotADirectory(_)
+        | StoreError::IsADirectory(_) => "directory",
+        StoreError::AlreadyExists(_) => "exists",
+        StoreError::Conflict(_) => "conflict",
+        StoreError::InvalidKey(..) => "invalid_key",
+        StoreError::Unsupported(_) => "unsupported",
+        StoreError::NoSpace => "no_space",
+        StoreError::ReadOnly => "read_only",
+        StoreError::Timeout(_) => "timeout",
+        StoreError::Io { .. } => "io",
+        StoreError::Backend { .. } => "backend",
+    }
+}
+
+/// Time one request of `kind`; `received` and `sent` say how many object bytes it moved.
+async fn metered<T, F>(
+    kind: Kind,
+    sent: u64,
+    received: impl Fn(&T) -> u64,
+    fut: F,
+) -> StoreResult<T>
+where
+    F: std::future::Future<Output = StoreResult<T>>,
+{
+    let m = &metrics::global().backend;
+    m.requests(kind).inc();
+    let started = Instant::now();
+    let (r, first_byte) = metrics::with_first_byte(fut).await;
+    m.duration(kind).observe(started.elapsed().as_secs_f64());
+    if let Some(t) = first_byte {
+        m.first_byte(kind).observe(t.as_secs_f64());
+    }
+    if sent > 0 {
+        m.sent(kind).inc_by(sent);
+    }
+    match &r {
+        Ok(v) => m.received(kind).inc_by(received(v)),
+        Err(e) => m.error(kind, class(e)),
+    }
+    r
+}
+
+fn nothing<T>(_: &T) -> u64 {
+    0
+}
+
+#[async_trait]
+impl Store for MeteredStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn has_real_dirs(&self) -> bool {
+        self.inner.has_real_dirs()
+    }
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        metered(Kind::Get, 0, |b: &Bytes| b.len() as u64, self.inner.get(key)).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        metered(Kind::Range, 0, |b: &Bytes| b.len() as u64, self.inner.get_range(key, range)).await
+    }
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let got = |r: &Option<(Bytes, ObjectMeta)>| r.as_ref().map_or(0, |(b, _)| b.len() as u64);
+        metered(Kind::Range, 0, got, self.inner.get_ranged(key, range)).await
+    }
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        metered(Kind::Head, 0, nothing, self.inner.head(key)).await
+    }
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        let n = data.len() as u64;
+        metered(Kind::Put, n, nothing, self.inner.put_opts(key, data, mode)).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        metered(Kind::Delete, 0, nothing, self.inner.delete(key)).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        metered(Kind::Delete, 0, nothing, self.inner.delete_if_version(key, version)).await
+    }
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        metered(Kind::List, 0, nothing, self.inner.list(prefix)).await
+    }
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        metered(Kind::Lookup, 0, nothing, self.inner.lookup(key)).await
+    }
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        metered(Kind::Copy, 0, nothing, self.inner.rename(from, to)).await
+    }
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        metered(Kind::Dir, 0, nothing, self.inner.create_dir(key)).await
+    }
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        metered(Kind::Dir, 0, nothing, self.inner.remove_dir(key)).await
+    }
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        metered(Kind::Copy, 0, nothing, self.inner.rename_dir(from, to)).await
+    }
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.inner.capacity()
+    }
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.inner.check_key(key)
+    }
+    fn whole_object_limit(&self) -> u64 {
+        self.inner.whole_object_limit()
+    }
+    /// A hint, not a request: the store below decides whether it fetches anything (and, if
+    /// it does, through its own `get`s, which are not seen here).
+    async fn prefetch(&self, key: &str, size: u64) {
+        self.inner.prefetch(key, size).await
+    }
+}
