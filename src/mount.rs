@@ -41,7 +41,10 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
             let backend = ObjectStoreBackend::open(*cloud, url, &cfg.remote).map_err(|e| {
                 SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
             })?;
-            let backend: Arc<dyn Store> = Arc::new(backend);
+            let mut backend: Arc<dyn Store> = Arc::new(backend);
+            if let Some(disk) = &cfg.disk_cache {
+                backend = open_disk_cache(backend, disk, cfg)?;
+            }
             if cfg.cache_size == 0 {
                 return Ok(backend);
             }
@@ -53,6 +56,24 @@ fn open_directory(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Stor
             Ok(Arc::new(CachingStore::new(backend, cache)))
         }
     }
+}
+
+/// `--cache-dir`: the persistent block cache, between the backend and the memory cache (so
+/// shard indexes and whole small objects read through any view land in it too).
+fn open_disk_cache(
+    backend: Arc<dyn Store>,
+    disk: &crate::store::disk_cache::DiskCacheOptions,
+    cfg: &MountConfig,
+) -> Result<Arc<dyn Store>, SessionError> {
+    use crate::store::disk_cache::{DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE};
+    let dcfg = DiskCacheConfig {
+        max_bytes: disk.max_bytes,
+        block_size: BLOCK_SIZE,
+        ttl: cfg.metadata_ttl,
+    };
+    let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
+        .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?;
+    Ok(Arc::new(DiskCache(Arc::new(store))))
 }
 
 /// `dir/data.zip` -> (`dir`, `data.zip`), for paths and URLs alike.

@@ -5,6 +5,7 @@
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
 pub mod cache;
+pub mod disk_cache;
 pub mod fault;
 pub mod local;
 pub mod memory;
