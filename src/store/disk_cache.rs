@@ -230,10 +230,14 @@ impl DiskCacheStore {
         // A smaller bound than last time: shrink now.
         let victims = store.reserve(0);
         store.remove_files(&victims);
+        let (blocks, bytes) = {
+            let st = store.state();
+            (st.blocks.len(), st.used)
+        };
         tracing::info!(
             dir = %store.root.display(),
-            blocks = store.state().blocks.len(),
-            bytes = store.state().used,
+            blocks,
+            bytes,
             max = store.cfg.max_bytes,
             "disk cache opened"
         );
