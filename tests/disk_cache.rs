@@ -292,3 +292,20 @@ fn a_second_daemon_on_the_same_cache_directory_is_refused() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(!common::is_mounted(&mnt2.canonicalize().unwrap()));
 }
+
+#[test]
+fn cache_flags_are_checked_before_anything_is_mounted() {
+    let (tmp, src, mnt) = common::dirs();
+    let cache = tmp.path().join("cache");
+    let run = |args: &[&str]| {
+        let out = Command::new(common::BIN).arg(&src).arg(&mnt).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).trim().to_string())
+    };
+    let (code, err) = run(&["--cache-dir", cache.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--cache-dir applies only to object-store sources"), "{err}");
+    let (code, err) = run(&["--cache-max-size", "1G"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--cache-max-size needs --cache-dir"), "{err}");
+    assert!(!common::is_mounted(&mnt.canonicalize().unwrap()));
+}
