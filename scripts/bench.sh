@@ -8,6 +8,10 @@
 #   scripts/bench.sh --peers    also rclone mount (local and S3 on a local moto server) and
 #                               ratarmount (zip) (scripts/bench_peers.py; installs rclone and ratarmount)
 #   scripts/bench.sh --quick    smaller data for a smoke run (about a minute)
+#   scripts/bench.sh --cloud    also S3 behind a latency proxy at 0 and 20 ms (scripts/bench_cloud.py:
+#                               disk cache cold and warm, large-object reads, peak RSS);
+#                               --cloud-args="--big-mib 256 --delays 20" passes options to it;
+#                               --cloud-only runs just that part
 #
 # Other arguments go to bench.py and bench_scale.py, e.g. --only files,listing (parts: files,
 # zarr for bench.py; listing, rss for bench_scale.py) or --mount-args="--fuse-threads 4" (bench.py).
@@ -15,11 +19,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 peers=0
+cloud=0
+cloud_args=()
 base_args=()
 scale_args=()
 for a in "$@"; do
     case "$a" in
         --peers) peers=1 ;;
+        --cloud) cloud=1 ;;
+        --cloud-only) cloud=2 ;;
+        --cloud-args=*) read -ra cloud_args <<<"${a#--cloud-args=}" ;;
         --only=*)
             # each script takes the parts it knows
             IFS=, read -ra parts <<<"${a#--only=}"
@@ -45,8 +54,13 @@ scripts/s3-server.sh install >/dev/null
 cargo build --release --quiet
 BIN="$ROOT/target/release/zarr-mount"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, kernel $(uname -r), commit $(git rev-parse --short HEAD)"
-.venv/bin/python -W ignore scripts/bench.py --bin "$BIN" "${base_args[@]}"
-.venv/bin/python -W ignore scripts/bench_scale.py --bin "$BIN" "${scale_args[@]}"
+if [[ $cloud != 2 ]]; then
+    .venv/bin/python -W ignore scripts/bench.py --bin "$BIN" "${base_args[@]}"
+    .venv/bin/python -W ignore scripts/bench_scale.py --bin "$BIN" "${scale_args[@]}"
+fi
+if [[ $cloud != 0 ]]; then
+    .venv/bin/python -W ignore scripts/bench_cloud.py --bin "$BIN" "${cloud_args[@]}"
+fi
 if [[ $peers == 1 ]]; then
     command -v rclone >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone >/dev/null
     [[ -x .venv/bin/ratarmount ]] || .venv/bin/pip install -q ratarmount

@@ -73,6 +73,13 @@ pub struct Args {
     /// Default: 1/8 of RAM, at most 2G.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    /// Keep bytes read from an object store (or a remote zip) in this directory, across
+    /// remounts and reboots; one mount per directory. See README "Disk cache".
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Bound of --cache-dir, e.g. 20G (least recently used blocks are dropped first). Default: 10G.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_max_size: Option<String>,
     // ---- running as a service ----
     /// Log one INFO line of counters (requests per operation, errors, bytes read/written) every
     /// SECS seconds; 0 = never.
@@ -115,6 +122,8 @@ pub struct MountConfig {
     pub stats_interval: u64,
     /// Where to serve /metrics (already defaulted to loopback), if anywhere.
     pub metrics_addr: Option<String>,
+    /// `--cache-dir`: the persistent disk cache (locked for this mount), if any.
+    pub disk_cache: Option<crate::store::disk_cache::DiskCacheOptions>,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -181,6 +190,8 @@ impl Args {
             return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
         }
         let mountpoint = check_mountpoint(&self.mountpoint)?;
+        let disk_cache =
+            disk_cache_options(self.cache_dir.as_deref(), self.cache_max_size.as_deref(), &source)?;
         let default_ttl = match source.location() {
             Location::Local(_) if matches!(source, Source::Directory(_)) => 1.0,
             _ => 60.0,
@@ -213,8 +224,40 @@ impl Args {
             cache_size,
             stats_interval: self.stats_interval,
             metrics_addr,
+            disk_cache,
         })
     }
+}
+
+/// `--cache-dir` / `--cache-max-size`: only for remote sources; the directory is locked here,
+/// so a second mount on it fails with a usage error (exit 2) before anything is mounted.
+fn disk_cache_options(
+    dir: Option<&Path>,
+    max: Option<&str>,
+    source: &Source,
+) -> Result<Option<crate::store::disk_cache::DiskCacheOptions>, UsageError> {
+    use crate::store::disk_cache::{DirLock, DiskCacheOptions, DEFAULT_MAX_BYTES};
+    let Some(dir) = dir else {
+        return match max {
+            Some(_) => Err(usage("--cache-max-size needs --cache-dir")),
+            None => Ok(None),
+        };
+    };
+    if matches!(source.location(), Location::Local(_)) {
+        return Err(usage(
+            "--cache-dir applies only to object-store sources (s3://, gs://, az://, http(s)://)",
+        ));
+    }
+    let max_bytes = match max {
+        Some(s) => crate::store::cache::parse_size(s)
+            .map_err(|e| usage(format!("--cache-max-size {e}")))?,
+        None => DEFAULT_MAX_BYTES,
+    };
+    if max_bytes < crate::store::disk_cache::BLOCK_SIZE * 2 {
+        return Err(usage("--cache-max-size must be at least 2M"));
+    }
+    let lock = DirLock::acquire(dir).map_err(usage)?;
+    Ok(Some(DiskCacheOptions { lock: std::sync::Arc::new(lock), max_bytes }))
 }
 
 /// `-o key=value` pairs.

@@ -47,6 +47,8 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             // is never downloaded whole for one chunk. --cache-size bounds it as usual.
             let mut target_cfg = cfg.clone();
             target_cfg.cache_size = 0;
+            // One disk cache per --cache-dir: it stays with the mount's own backend.
+            target_cfg.disk_cache = None;
             let opener: crate::store::reference::TargetOpener =
                 Arc::new(move |loc| directory_store(loc, &target_cfg).map_err(|e| e.0));
             let refs = crate::store::reference::ReferenceStore::open(location, opener)
@@ -73,7 +75,7 @@ async fn open_directory(
         let url = crate::store::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
-    Ok(with_object_cache(metered(backend), cfg))
+    Ok(with_object_cache(backend_layers(backend, cfg)?, cfg))
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -85,7 +87,7 @@ fn directory_store(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Sto
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
             let backend = open_object_store(*cloud, url, cfg)?;
-            Ok(with_object_cache(metered(backend), cfg))
+            Ok(with_object_cache(backend_layers(backend, cfg)?, cfg))
         }
     }
 }
@@ -134,6 +136,37 @@ fn backend_kind(source: &Source) -> String {
         Source::Directory(_) => place.to_string(),
         Source::Reference(_) => format!("{place}+reference"),
     }
+}
+
+/// The layers below the memory cache: metering (the backend series count what the backend
+/// itself is asked) and, with `--cache-dir`, the disk cache.
+fn backend_layers(
+    backend: ObjectStoreBackend,
+    cfg: &MountConfig,
+) -> Result<Arc<dyn Store>, SessionError> {
+    let store = metered(backend);
+    match &cfg.disk_cache {
+        Some(disk) => open_disk_cache(store, disk, cfg),
+        None => Ok(store),
+    }
+}
+
+/// `--cache-dir`: the persistent block cache, between the backend and the memory cache (so
+/// shard indexes and whole small objects read through any view land in it too).
+fn open_disk_cache(
+    backend: Arc<dyn Store>,
+    disk: &crate::store::disk_cache::DiskCacheOptions,
+    cfg: &MountConfig,
+) -> Result<Arc<dyn Store>, SessionError> {
+    use crate::store::disk_cache::{DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE};
+    let dcfg = DiskCacheConfig {
+        max_bytes: disk.max_bytes,
+        block_size: BLOCK_SIZE,
+        ttl: cfg.metadata_ttl,
+    };
+    let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
+        .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?;
+    Ok(Arc::new(DiskCache(Arc::new(store))))
 }
 
 /// `dir/data.zip` -> (`dir`, `data.zip`), for paths and URLs alike.

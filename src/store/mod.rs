@@ -7,6 +7,7 @@
 pub mod cache;
 #[cfg(test)]
 mod conditional_tests;
+pub mod disk_cache;
 pub mod fault;
 pub mod local;
 pub mod memory;

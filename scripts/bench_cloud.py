@@ -1,0 +1,195 @@
+"""Cloud-like benchmarks (see scripts/bench.sh --cloud): a local moto S3 server behind
+scripts/latency_proxy.py, which holds back the first bytes of every answer for DELAY ms (0 and
+20 by default: loopback, and about what a VM sees from S3 in its own region). Every figure is
+measured at each delay, in one run, against a baseline measured the same way:
+
+  1. files: N x 1 MiB objects. Local disk read of the same files (the baseline of the warm
+     cache); a fresh mount without a disk cache; a fresh mount with an empty --cache-dir
+     (first mount, cold cache: should be no slower than without); a second fresh mount on the
+     now warm --cache-dir. Page cache dropped before each.
+  2. zarr-python whole-array read of a sharded array: zarr-python's own obstore S3 store
+     (through the same proxy) vs. a second fresh mount on a warm --cache-dir.
+  3. one large object read sequentially (`cat`-like 1 MiB reads) through a fresh mount without
+     a cache vs. a single-stream GET of it through the same proxy.
+  4. peak RSS (VmHWM) of the daemon with and without the disk cache in 1. and 3.
+
+Ratios: baseline time / mount time (above 1.0 the mount is faster).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from bench import S3_ENV, Mounted, MotoServer, drop_caches, read_tree, timed  # same directory
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Proxy:
+    """scripts/latency_proxy.py in front of `target`, stopped on exit."""
+
+    def __init__(self, target: int, delay_ms: float):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "scripts" / "latency_proxy.py"), "--target", str(target),
+             "--delay-ms", str(delay_ms)], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        self.port = int(line[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def peak_rss_mib(m: Mounted) -> float:
+    for line in open(f"/proc/{m.proc.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ratio_line(name, base_s, mount_s, nbytes, target=None):
+    ratio = base_s / mount_s
+    verdict = "" if target is None else "  (goal >= %.2f: %s)" % (target, "met" if ratio >= target else "NOT met")
+    print(f"{name:58s} baseline {nbytes / base_s / 1e6:8.1f} MB/s  mount {nbytes / mount_s / 1e6:8.1f} MB/s"
+          f"  ratio {ratio:5.2f}{verdict}", flush=True)
+
+
+def put_objects(url, bucket, objects):
+    import obstore
+    from obstore.store import S3Store
+    s = S3Store(bucket, endpoint=url, access_key_id="test", secret_access_key="test", region="us-east-1",
+                virtual_hosted_style_request=False, client_options={"allow_http": True})
+    for key, data in objects:
+        obstore.put(s, key, data)
+
+
+def single_stream_get(url, bucket, key):
+    """One plain GET of the whole object, read to the end (what `curl` does). moto accepts
+    unsigned requests."""
+    n = 0
+    with urllib.request.urlopen(f"{url}/{bucket}/{key}") as r:
+        while b := r.read(1 << 20):
+            n += len(b)
+    return n
+
+
+def mount_args(proxy, *extra):
+    return ["--read-only", "--endpoint-url", proxy.url, "--metadata-ttl", "60", *extra]
+
+
+def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref):
+    print(f"## added latency {delay:g} ms", flush=True)
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    nbytes = nfiles << 20
+    with Proxy(s3.port, delay) as proxy:
+        # 1. the 1 MiB-file set
+        drop_caches()
+        local = timed(lambda: read_tree(local_files))
+        cache = work / f"cache-{delay:g}"
+        shutil.rmtree(cache, ignore_errors=True)
+        runs = {}
+        for name, extra in [("no cache", []), ("cold cache", ["--cache-dir", str(cache)]),
+                            ("warm cache", ["--cache-dir", str(cache)])]:
+            with Mounted(binary, "s3://bench/files", mnt, *mount_args(proxy, "--view", "raw", *extra),
+                         env=S3_ENV) as m:
+                drop_caches()
+                runs[name] = (timed(lambda: read_tree(mnt)), peak_rss_mib(m))
+        ratio_line(f"{nfiles} x 1 MiB files, 1st mount no cache vs local disk", local, runs["no cache"][0], nbytes)
+        ratio_line(f"{nfiles} x 1 MiB files, 1st mount cold cache vs no cache", runs["no cache"][0],
+                   runs["cold cache"][0], nbytes, 0.9)
+        ratio_line(f"{nfiles} x 1 MiB files, 2nd mount warm cache vs local disk", local, runs["warm cache"][0],
+                   nbytes, 0.8)
+        print(f"{'':58s} peak RSS MiB: no cache {runs['no cache'][1]:.0f}, cold cache {runs['cold cache'][1]:.0f},"
+              f" warm cache {runs['warm cache'][1]:.0f}", flush=True)
+
+        # 2. zarr-python whole array
+        from obstore.store import S3Store
+        native = zarr.storage.ObjectStore(
+            S3Store("bench", prefix="arr.zarr", endpoint=proxy.url, access_key_id="test", secret_access_key="test",
+                    region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}),
+            read_only=True)
+        check = lambda store: np.array_equal(zarr.open_array(store, mode="r")[:], ref) or sys.exit("bad read")
+        base = timed(lambda: check(native))
+        zcache = work / f"zcache-{delay:g}"
+        shutil.rmtree(zcache, ignore_errors=True)
+        with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
+            cold = timed(lambda: check(str(mnt)))
+        with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
+            drop_caches()
+            warm = timed(lambda: check(str(mnt)))
+        ratio_line(f"zarr-python {ref.shape} 1st mount cold cache vs obstore", base, cold, ref.nbytes)
+        ratio_line(f"zarr-python {ref.shape} 2nd mount warm cache vs obstore", base, warm, ref.nbytes, 2.0)
+
+        # 3. one large object, sequential
+        big = big_mib << 20
+        single = timed(lambda: single_stream_get(proxy.url, "bench", "big/object.bin"))
+        with Mounted(binary, "s3://bench/big", mnt, *mount_args(proxy, "--view", "raw"), env=S3_ENV) as m:
+            drop_caches()
+            seq = timed(lambda: read_tree(mnt))
+            rss = peak_rss_mib(m)
+        with Mounted(binary, "s3://bench/big", mnt,
+                     *mount_args(proxy, "--view", "raw", "--cache-dir", str(work / f"bcache-{delay:g}")),
+                     env=S3_ENV) as m:
+            drop_caches()
+            seq_cached = timed(lambda: read_tree(mnt))
+            rss_cached = peak_rss_mib(m)
+        ratio_line(f"{big_mib} MiB object sequential, no cache vs 1 GET stream", single, seq, big, 2.0)
+        ratio_line(f"{big_mib} MiB object sequential, cold cache vs 1 GET stream", single, seq_cached, big)
+        print(f"{'':58s} peak RSS MiB: no cache {rss:.0f}, cold cache {rss_cached:.0f}", flush=True)
+        shutil.rmtree(work / f"bcache-{delay:g}", ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--delays", default="0,20", help="added latencies in ms, comma-separated")
+    ap.add_argument("--files", type=int, default=128, help="how many 1 MiB objects")
+    ap.add_argument("--big-mib", type=int, default=1024, help="size of the large object in MiB")
+    ap.add_argument("--shape", type=int, default=2048, help="the array is SHAPE x SHAPE float32")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-cloud.") as tmp:
+        work = Path(tmp)
+        with MotoServer(work, "bench") as s3:
+            rng = np.random.default_rng(5)
+            local_files = work / "local-files"
+            objects = []
+            for i in range(args.files):
+                data = rng.bytes(1 << 20)
+                p = local_files / "c" / str(i // 100) / str(i % 100)
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+                objects.append((f"files/c/{i // 100}/{i % 100}", data))
+            put_objects(s3.url, "bench", objects)
+            del objects
+            big = rng.bytes(args.big_mib << 20)
+            put_objects(s3.url, "bench", [("big/object.bin", big)])
+            del big
+            from obstore.store import S3Store
+            native = zarr.storage.ObjectStore(S3Store(
+                "bench", prefix="arr.zarr", endpoint=s3.url, access_key_id="test", secret_access_key="test",
+                region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
+            n = args.shape
+            a = zarr.create_array(native, shape=(n, n), chunks=(256, 256), shards=(1024, 1024), dtype="float32",
+                                  compressors=zarr.codecs.ZstdCodec(level=1))
+            ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
+            a[:] = ref
+            for d in [float(x) for x in args.delays.split(",")]:
+                bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

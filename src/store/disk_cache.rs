@@ -1,0 +1,1049 @@
+//! A persistent cache of remote object bytes on local disk (`--cache-dir`), below the memory
+//! cache and above an object-store backend.
+//!
+//! Objects are cached in fixed-size blocks (block `i` of an object holds bytes
+//! `i * BLOCK .. (i + 1) * BLOCK`), so ranges and whole objects alike are kept, sparse. A block
+//! is one file named by a hash of (store, key, version, size): a changed object (new ETag) never
+//! maps onto the old blocks. Each file carries its key, version and index in a header and a
+//! CRC-32C of everything; a file that fails any check is deleted and the block fetched again.
+//! Files are written to `tmp/` and renamed into place (no fsync: a crash can lose a block, never
+//! serve a torn one, and the checksum catches what a power loss leaves behind).
+//!
+//! Freshness: reads need the object's version without asking the network. It comes from the
+//! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
+//! the metadata TTL; after that one HEAD confirms it. So once the mount has looked a file up
+//! (which it does before any open), reading cached blocks of it costs no request at all.
+//!
+//! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
+//! a hit refreshes the file's mtime). Space is reserved before a block is written and the least
+//! recently used blocks are deleted first, so the directory stays within `max_bytes` (plus the
+//! lock file and directory entries). Writes run in the background and are skipped, never
+//! queued, when more than `WRITE_BACKLOG` bytes are already waiting to be written.
+//!
+//! One daemon per cache directory: an exclusive `flock` on `DIR/lock`, taken when the command
+//! line is checked; a second daemon on the same directory is refused with a usage error.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use lru::LruCache;
+
+use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+
+/// Bytes per block.
+pub const BLOCK_SIZE: u64 = 1 << 20;
+/// Default `--cache-max-size`.
+pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
+/// Bytes of fetched data that may wait for their background write at once.
+const WRITE_BACKLOG: u64 = 64 << 20;
+/// How many objects' metadata (version, size) this layer remembers.
+const KNOWN_OBJECTS: usize = 200_000;
+const MAGIC: &[u8; 8] = b"ZMDCBLK1";
+/// A block file's mtime is refreshed on a hit at most this often (it orders eviction after a
+/// restart; finer than this is not worth a syscall per read).
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// An exclusive lock on a cache directory, held for the daemon's life (the fd is inherited
+/// across the daemonizing fork, and the lock with it).
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+    dir: PathBuf,
+}
+
+impl DirLock {
+    /// Create `dir` if needed and lock it; the error is one line for the user.
+    pub fn acquire(dir: &Path) -> Result<DirLock, String> {
+        let shown = dir.display();
+        std::fs::create_dir_all(dir).map_err(|e| format!("--cache-dir {shown}: {e}"))?;
+        let dir = std::fs::canonicalize(dir).map_err(|e| format!("--cache-dir {shown}: {e}"))?;
+        let path = dir.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| format!("--cache-dir {shown}: {e}"))?;
+        // SAFETY: flock on an fd we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                let who =
+                    if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+                return Err(format!(
+                    "--cache-dir {shown}: in use by another zarr-mount{who}; each mount needs its own cache directory"
+                ));
+            }
+            return Err(format!("--cache-dir {shown}: cannot lock: {err}"));
+        }
+        let lock = DirLock { _file: file, dir };
+        lock.note_pid();
+        Ok(lock)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write our pid into the lock file, for the message a second daemon prints (the lock
+    /// itself is what counts). Called again after the daemonizing fork.
+    pub fn note_pid(&self) {
+        use std::io::Seek;
+        let mut f = &self._file;
+        let _ = f.set_len(0);
+        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let _ = writeln!(f, "{}", std::process::id());
+    }
+}
+
+/// `--cache-dir` and `--cache-max-size`, checked (the directory is locked already).
+#[derive(Debug, Clone)]
+pub struct DiskCacheOptions {
+    pub lock: Arc<DirLock>,
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiskCacheConfig {
+    pub max_bytes: u64,
+    pub block_size: u64,
+    /// How long metadata seen by this layer is trusted before a read confirms it with a HEAD.
+    pub ttl: Duration,
+}
+
+/// One block file: which object (hash of store, key, version, size) and which block of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct BlockId {
+    object: String,
+    index: u64,
+}
+
+struct State {
+    /// Block files on disk, least recently used first; value: file size and last touch.
+    blocks: LruCache<BlockId, (u64, Instant)>,
+    /// Bytes of block files on disk, plus space reserved for writes under way.
+    used: u64,
+    /// Metadata seen for each key and when.
+    known: LruCache<String, (ObjectMeta, Instant)>,
+}
+
+/// Counters, for tests and the log.
+#[derive(Debug, Default)]
+pub struct DiskCacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub written: AtomicU64,
+    pub corrupt: AtomicU64,
+    pub evicted: AtomicU64,
+}
+
+pub struct DiskCacheStore {
+    inner: Arc<dyn Store>,
+    root: PathBuf,
+    cfg: DiskCacheConfig,
+    /// Store identity mixed into every block name (two sources never share blocks).
+    identity: String,
+    state: Mutex<State>,
+    backlog: AtomicU64,
+    tmp_seq: AtomicU64,
+    pub stats: DiskCacheStats,
+    _lock: Arc<DirLock>,
+}
+
+/// What one fetch returned, placed in the object.
+struct Fetched {
+    start: u64,
+    data: Bytes,
+}
+
+impl DiskCacheStore {
+    /// Open the cache in the locked directory: drop leftovers of interrupted writes and index
+    /// the blocks there, oldest first.
+    pub fn open(
+        inner: Arc<dyn Store>,
+        lock: Arc<DirLock>,
+        cfg: DiskCacheConfig,
+    ) -> std::io::Result<Self> {
+        let root = lock.dir().to_path_buf();
+        let tmp = root.join("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        std::fs::create_dir_all(root.join("blocks"))?;
+        let mut found: Vec<(SystemTime, BlockId, u64)> = Vec::new();
+        for sub in std::fs::read_dir(root.join("blocks"))? {
+            let sub = sub?;
+            if !sub.file_type()?.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(sub.path())? {
+                let f = f?;
+                let md = f.metadata()?;
+                let name = f.file_name();
+                match name.to_str().and_then(parse_block_name) {
+                    Some(id) if md.is_file() => {
+                        found.push((md.modified().unwrap_or(UNIX_EPOCH), id, md.len()))
+                    }
+                    _ => {
+                        let _ = std::fs::remove_file(f.path());
+                    }
+                }
+            }
+        }
+        found.sort_by_key(|(t, _, _)| *t);
+        let mut blocks = LruCache::unbounded();
+        let mut used = 0;
+        let long_ago = Instant::now().checked_sub(TOUCH_EVERY).unwrap_or_else(Instant::now);
+        for (_, id, len) in found {
+            used += len;
+            blocks.put(id, (len, long_ago));
+        }
+        lock.note_pid();
+        let store = DiskCacheStore {
+            identity: inner.describe(),
+            inner,
+            root,
+            cfg,
+            state: Mutex::new(State {
+                blocks,
+                used,
+                known: LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero")),
+            }),
+            backlog: AtomicU64::new(0),
+            tmp_seq: AtomicU64::new(0),
+            stats: DiskCacheStats::default(),
+            _lock: lock,
+        };
+        // A smaller bound than last time: shrink now.
+        let victims = store.reserve(0);
+        store.remove_files(&victims);
+        let (blocks, bytes) = {
+            let st = store.state();
+            (st.blocks.len(), st.used)
+        };
+        tracing::info!(
+            dir = %store.root.display(),
+            blocks,
+            bytes,
+            max = store.cfg.max_bytes,
+            "disk cache opened"
+        );
+        Ok(store)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes the index counts on disk (tests).
+    pub fn used_bytes(&self) -> u64 {
+        self.state().used
+    }
+
+    /// Wait until every background block write has finished (tests).
+    pub async fn settle(&self) {
+        while self.backlog.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Block files indexed (tests).
+    pub fn block_count(&self) -> usize {
+        self.state().blocks.len()
+    }
+
+    fn object_id(&self, key: &str, meta: &ObjectMeta) -> String {
+        let modified = meta.modified.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [self.identity.as_bytes(), key.as_bytes(), meta.version.as_bytes()] {
+            ctx.update(&(part.len() as u64).to_le_bytes());
+            ctx.update(part);
+        }
+        ctx.update(&meta.size.to_le_bytes());
+        // Without a version tag (some HTTP servers) the modification time has to stand in.
+        if meta.version.is_empty() {
+            ctx.update(&modified.to_le_bytes());
+        }
+        ctx.finish().as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn block_path(&self, id: &BlockId) -> PathBuf {
+        self.root.join("blocks").join(&id.object[..2]).join(format!("{}.{}", id.object, id.index))
+    }
+
+    /// Metadata of `key` seen within the TTL.
+    fn fresh_meta(&self, key: &str) -> Option<ObjectMeta> {
+        let mut st = self.state();
+        match st.known.get(key) {
+            Some((m, at)) if at.elapsed() < self.cfg.ttl => Some(m.clone()),
+            _ => None,
+        }
+    }
+
+    fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
+        let mut st = self.state();
+        match meta {
+            Some(m) => {
+                st.known.put(key.to_string(), (m.clone(), Instant::now()));
+            }
+            None => {
+                st.known.pop(key);
+            }
+        }
+    }
+
+    fn forget(&self, key: &str) {
+        self.state().known.pop(key);
+    }
+
+    fn forget_prefix(&self, prefix: &str) {
+        let p = format!("{prefix}/");
+        let mut st = self.state();
+        let keys: Vec<String> =
+            st.known.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        for k in keys {
+            st.known.pop(&k);
+        }
+    }
+
+    /// Make room for `n` more bytes: the blocks to delete (least recently used first).
+    fn reserve(&self, n: u64) -> Vec<BlockId> {
+        let mut st = self.state();
+        let mut victims = Vec::new();
+        while st.used + n > self.cfg.max_bytes {
+            match st.blocks.pop_lru() {
+                Some((id, (len, _))) => {
+                    st.used -= len;
+                    victims.push(id);
+                }
+                None => break,
+            }
+        }
+        st.used += n;
+        victims
+    }
+
+    fn remove_files(&self, victims: &[BlockId]) {
+        for id in victims {
+            let _ = std::fs::remove_file(self.block_path(id));
+        }
+        self.stats.evicted.fetch_add(victims.len() as u64, Ordering::Relaxed);
+    }
+
+    /// The expected payload length of block `index` of an object of `size` bytes.
+    fn block_len(&self, index: u64, size: u64) -> u64 {
+        let start = index * self.cfg.block_size;
+        size.saturating_sub(start).min(self.cfg.block_size)
+    }
+
+    /// Read and check one block file; a bad file is deleted (and forgotten).
+    fn load_block(&self, key: &str, meta: &ObjectMeta, id: &BlockId) -> Option<Bytes> {
+        let path = self.block_path(id);
+        let touch = {
+            let mut st = self.state();
+            match st.blocks.get_mut(id) {
+                Some((_, at)) if at.elapsed() >= TOUCH_EVERY => {
+                    *at = Instant::now();
+                    true
+                }
+                Some(_) => false,
+                None => return None,
+            }
+        };
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(_) => {
+                self.drop_block(id, false);
+                return None;
+            }
+        };
+        let mut raw = Vec::new();
+        let expected = self.block_len(id.index, meta.size);
+        let ok = file.read_to_end(&mut raw).is_ok()
+            && check_block(&raw, key, &meta.version, id.index, expected).is_some();
+        if !ok {
+            tracing::warn!(path = %path.display(), "disk cache block failed its check; fetching it again");
+            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.drop_block(id, true);
+            return None;
+        }
+        if touch {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        let start = raw.len() - 4 - expected as usize;
+        let mut data = Bytes::from(raw);
+        data.truncate(data.len() - 4);
+        Some(data.slice(start..))
+    }
+
+    fn drop_block(&self, id: &BlockId, delete: bool) {
+        {
+            let mut st = self.state();
+            if let Some((len, _)) = st.blocks.pop(id) {
+                st.used -= len;
+            }
+        }
+        if delete {
+            let _ = std::fs::remove_file(self.block_path(id));
+        }
+    }
+
+    /// Keep every whole block inside `fetched` (bytes `start..` of the object), in the
+    /// background. Skipped when the write backlog is full.
+    fn store_blocks(self: &Arc<Self>, key: &str, meta: &ObjectMeta, f: &Fetched) {
+        let bs = self.cfg.block_size;
+        let end = f.start + f.data.len() as u64;
+        let object = self.object_id(key, meta);
+        let mut todo: Vec<(BlockId, Bytes)> = Vec::new();
+        let mut index = f.start.div_ceil(bs);
+        {
+            let st = self.state();
+            while index * bs < meta.size {
+                let len = self.block_len(index, meta.size);
+                let (b0, b1) = (index * bs, index * bs + len);
+                if b1 > end {
+                    break;
+                }
+                let id = BlockId { object: object.clone(), index };
+                if !st.blocks.contains(&id) {
+                    let from = (b0 - f.start) as usize;
+                    todo.push((id, f.data.slice(from..from + len as usize)));
+                }
+                index += 1;
+            }
+        }
+        if todo.is_empty() {
+            return;
+        }
+        let bytes: u64 = todo.iter().map(|(_, d)| d.len() as u64).sum();
+        if self
+            .backlog
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b + bytes <= WRITE_BACKLOG).then_some(b + bytes)
+            })
+            .is_err()
+        {
+            return;
+        }
+        let this = self.clone();
+        let (key, version) = (key.to_string(), meta.version.clone());
+        let size = meta.size;
+        let spawned = tokio::runtime::Handle::try_current().map(|rt| {
+            rt.spawn_blocking(move || {
+                for (id, data) in todo {
+                    this.write_block(&key, &version, size, &id, &data);
+                }
+                this.backlog.fetch_sub(bytes, Ordering::AcqRel);
+            })
+        });
+        if spawned.is_err() {
+            self.backlog.fetch_sub(bytes, Ordering::AcqRel);
+        }
+    }
+
+    fn write_block(&self, key: &str, version: &str, size: u64, id: &BlockId, data: &[u8]) {
+        let file = encode_block(key, version, size, id.index, data);
+        let len = file.len() as u64;
+        if len > self.cfg.max_bytes {
+            return;
+        }
+        let victims = self.reserve(len);
+        self.remove_files(&victims);
+        let tmp = self.root.join("tmp").join(format!(
+            "{}.{}",
+            std::process::id(),
+            self.tmp_seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        let path = self.block_path(id);
+        let written = (|| -> std::io::Result<()> {
+            std::fs::write(&tmp, &file)?;
+            if let Err(e) = std::fs::rename(&tmp, &path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(e);
+                }
+                std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+                std::fs::rename(&tmp, &path)?;
+            }
+            Ok(())
+        })();
+        let mut st = self.state();
+        match written {
+            Ok(()) => {
+                if let Some((old, _)) = st.blocks.put(id.clone(), (len, Instant::now())) {
+                    st.used -= old; // the same block written twice by racing readers
+                }
+                drop(st);
+                self.stats.written.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                st.used -= len;
+                drop(st);
+                let _ = std::fs::remove_file(&tmp);
+                tracing::debug!(error = %e, "disk cache write failed; block not kept");
+            }
+        }
+    }
+
+    /// Bytes `want` of an object whose metadata is `meta` (fresh): blocks from disk, the
+    /// missing runs from the store (concurrently), the new blocks kept. `None`: the object
+    /// changed under us (the caller falls back to a plain read).
+    async fn read_blocks(
+        self: &Arc<Self>,
+        key: &str,
+        meta: &ObjectMeta,
+        want: Range<u64>,
+    ) -> StoreResult<Option<Bytes>> {
+        let bs = self.cfg.block_size;
+        let first = want.start / bs;
+        let last = (want.end - 1) / bs;
+        let object = self.object_id(key, meta);
+        let this = self.clone();
+        let (k, m, obj) = (key.to_string(), meta.clone(), object.clone());
+        let loaded: Vec<Option<Bytes>> = tokio::task::spawn_blocking(move || {
+            (first..=last)
+                .map(|index| this.load_block(&k, &m, &BlockId { object: obj.clone(), index }))
+                .collect()
+        })
+        .await
+        .map_err(|e| StoreError::Backend { key: key.to_string(), message: e.to_string() })?;
+        // Runs of missing blocks, each fetched with one ranged GET.
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for (i, b) in loaded.iter().enumerate() {
+            let index = first + i as u64;
+            if b.is_some() {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            self.stats.misses.fetch_add(1, Ordering::Relaxed);
+            match runs.last_mut() {
+                Some(r) if r.end == index => r.end = index + 1,
+                _ => runs.push(index..index + 1),
+            }
+        }
+        let fetches = runs.iter().map(|r| {
+            let range = r.start * bs..(r.end * bs).min(meta.size);
+            async move { (range.start, self.inner.get_ranged(key, ByteRange::Range(range)).await) }
+        });
+        let mut fetched: HashMap<u64, Bytes> = HashMap::new();
+        for (start, r) in futures::future::join_all(fetches).await {
+            match r? {
+                Some((data, m)) if m.version == meta.version && m.size == meta.size => {
+                    let f = Fetched { start, data };
+                    self.store_blocks(key, meta, &f);
+                    fetched.insert(start, f.data);
+                }
+                other => {
+                    self.observe(key, other.as_ref().map(|(_, m)| m));
+                    return Ok(None);
+                }
+            }
+        }
+        // Assemble `want` from the blocks and fetched runs, in order.
+        let mut pieces: Vec<Bytes> = Vec::new();
+        let mut index = first;
+        while index <= last {
+            let b0 = index * bs;
+            let (piece_start, piece, next) = match &loaded[(index - first) as usize] {
+                Some(block) => (b0, block.clone(), index + 1),
+                None => {
+                    let run = runs.iter().find(|r| r.start == index).expect("a run starts here");
+                    (b0, fetched[&b0].clone(), run.end)
+                }
+            };
+            let from = want.start.max(piece_start) - piece_start;
+            let to = (want.end.min(piece_start + piece.len() as u64) - piece_start).max(from);
+            pieces.push(piece.slice(from as usize..to as usize));
+            index = next;
+        }
+        Ok(Some(if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            let mut out = BytesMut::with_capacity((want.end - want.start) as usize);
+            for p in pieces {
+                out.extend_from_slice(&p);
+            }
+            out.freeze()
+        }))
+    }
+
+    async fn read(
+        self: &Arc<Self>,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let mut meta = self.fresh_meta(key);
+        if meta.is_none() && self.state().known.contains(key) {
+            // Known but past the TTL: one HEAD confirms it (cheaper than a GET of the blocks).
+            let now = self.inner.head(key).await?;
+            self.observe(key, now.as_ref());
+            match now {
+                Some(m) => meta = Some(m),
+                None => return Ok(None),
+            }
+        }
+        if let Some(meta) = meta {
+            let want = range.clip(meta.size);
+            if want.is_empty() {
+                return Ok(Some((Bytes::new(), meta)));
+            }
+            if let Some(data) = self.read_blocks(key, &meta, want).await? {
+                return Ok(Some((data, meta)));
+            }
+        }
+        // Unknown version: one GET, widened to whole blocks so that what comes back is kept.
+        let bs = self.cfg.block_size;
+        let (fetch, asked) = match &range {
+            ByteRange::Range(r) if r.end > r.start => {
+                let end = if r.end == u64::MAX { u64::MAX } else { r.end.div_ceil(bs) * bs };
+                (ByteRange::Range(r.start / bs * bs..end), Some(r.clone()))
+            }
+            other => (other.clone(), None),
+        };
+        let r = self.inner.get_ranged(key, fetch.clone()).await?;
+        self.observe(key, r.as_ref().map(|(_, m)| m));
+        let Some((data, meta)) = r else { return Ok(None) };
+        let start = match &fetch {
+            ByteRange::Range(r) => r.start.min(meta.size),
+            ByteRange::Suffix(_) => meta.size - data.len() as u64,
+        };
+        self.store_blocks(key, &meta, &Fetched { start, data: data.clone() });
+        let data = match asked {
+            Some(r) => {
+                let a = r.start.min(meta.size).max(start) - start;
+                let b = (r.end.min(meta.size).max(start) - start).min(data.len() as u64).max(a);
+                data.slice(a as usize..b as usize)
+            }
+            None => data,
+        };
+        Ok(Some((data, meta)))
+    }
+}
+
+/// Block file: MAGIC, header length (u32 LE), header, data, CRC-32C of all before it (u32 LE).
+/// Header: key length (u32) + key, version length (u32) + version, object size, block index,
+/// data length (u64 each, LE).
+fn encode_block(key: &str, version: &str, size: u64, index: u64, data: &[u8]) -> Vec<u8> {
+    let mut header = Vec::with_capacity(40 + key.len() + version.len());
+    header.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    header.extend_from_slice(key.as_bytes());
+    header.extend_from_slice(&(version.len() as u32).to_le_bytes());
+    header.extend_from_slice(version.as_bytes());
+    header.extend_from_slice(&size.to_le_bytes());
+    header.extend_from_slice(&index.to_le_bytes());
+    header.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + data.len() + 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(data);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Check a block file against what it must hold; `Some(())` when it does.
+fn check_block(raw: &[u8], key: &str, version: &str, index: u64, len: u64) -> Option<()> {
+    let body_end = raw.len().checked_sub(4)?;
+    let crc = u32::from_le_bytes(raw[body_end..].try_into().ok()?);
+    if crc32c::crc32c(&raw[..body_end]) != crc || !raw.starts_with(MAGIC) {
+        return None;
+    }
+    let mut at = MAGIC.len();
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = raw.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    let u32_at = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize;
+    let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let header_len = u32_at(take(4)?);
+    let klen = u32_at(take(4)?);
+    let k = take(klen)?;
+    let vlen = u32_at(take(4)?);
+    let v = take(vlen)?;
+    let _size = u64_at(take(8)?);
+    let i = u64_at(take(8)?);
+    let dlen = u64_at(take(8)?);
+    let ok = k == key.as_bytes()
+        && v == version.as_bytes()
+        && i == index
+        && dlen == len
+        && header_len == 4 + klen + 4 + vlen + 24
+        && at + dlen as usize == body_end;
+    ok.then_some(())
+}
+
+/// `<32 hex>.<index>` -> the block it names.
+fn parse_block_name(name: &str) -> Option<BlockId> {
+    let (object, index) = name.split_once('.')?;
+    if object.len() != 32 || !object.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(BlockId { object: object.to_string(), index: index.parse().ok()? })
+}
+
+/// The layer as a `Store`: an `Arc` inside, because reads hand work to background tasks.
+pub struct DiskCache(pub Arc<DiskCacheStore>);
+
+#[async_trait]
+impl Store for DiskCache {
+    fn describe(&self) -> String {
+        self.0.inner.describe()
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        self.0.inner.has_real_dirs()
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        match self.0.read(key, ByteRange::Range(0..u64::MAX)).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(StoreError::NotFound(key.to_string())),
+        }
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        if range.end <= range.start {
+            return Ok(Bytes::new());
+        }
+        match self.0.read(key, ByteRange::Range(range)).await? {
+            Some((data, _)) => Ok(data),
+            None => Err(StoreError::NotFound(key.to_string())),
+        }
+    }
+
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.0.read(key, range).await
+    }
+
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        let m = self.0.inner.head(key).await?;
+        self.0.observe(key, m.as_ref());
+        Ok(m)
+    }
+
+    // Writes go through to the backend; the key's version is forgotten before and after, so
+    // whatever the outcome (a lost condition included) the next read asks the backend again.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.put_opts(key, data, mode).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.delete(key).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.delete_if_version(key, version).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        let listing = self.0.inner.list(prefix).await?;
+        for (name, meta) in &listing.files {
+            self.0.observe(&super::join_key(prefix, name), Some(meta));
+        }
+        Ok(listing)
+    }
+
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        let l = self.0.inner.lookup(key).await?;
+        if !key.is_empty() {
+            self.0.observe(key, l.file.as_ref());
+        }
+        Ok(l)
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.0.forget(from);
+        self.0.forget(to);
+        let r = self.0.inner.rename(from, to).await;
+        self.0.forget(from);
+        self.0.forget(to);
+        r
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.inner.create_dir(key).await
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.inner.remove_dir(key).await
+    }
+
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.0.forget_prefix(from);
+        self.0.forget_prefix(to);
+        let r = self.0.inner.rename_dir(from, to).await;
+        self.0.forget_prefix(from);
+        self.0.forget_prefix(to);
+        r
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.0.inner.capacity()
+    }
+
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.0.inner.check_key(key)
+    }
+
+    fn whole_object_limit(&self) -> u64 {
+        self.0.inner.whole_object_limit()
+    }
+
+    async fn prefetch(&self, key: &str, size: u64) {
+        self.0.inner.prefetch(key, size).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::recording::{RecordingStore, READS};
+
+    const BS: u64 = 1000;
+
+    fn data(n: usize, seed: u8) -> Bytes {
+        Bytes::from(
+            (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<_>>(),
+        )
+    }
+
+    fn open(
+        rec: &Arc<RecordingStore>,
+        dir: &Path,
+        max_bytes: u64,
+        ttl: Duration,
+    ) -> Arc<DiskCacheStore> {
+        let lock = Arc::new(DirLock::acquire(dir).unwrap());
+        let cfg = DiskCacheConfig { max_bytes, block_size: BS, ttl };
+        Arc::new(DiskCacheStore::open(rec.clone(), lock, cfg).unwrap())
+    }
+
+    /// Sizes of every file under `dir/blocks` and `dir/tmp`.
+    fn bytes_on_disk(dir: &Path) -> u64 {
+        fn walk(p: &Path) -> u64 {
+            std::fs::read_dir(p)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| {
+                            let md = e.metadata().unwrap();
+                            if md.is_dir() {
+                                walk(&e.path())
+                            } else {
+                                md.len()
+                            }
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        }
+        walk(&dir.join("blocks")) + walk(&dir.join("tmp"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_blocks_survive_a_restart_and_cost_no_request() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let obj = data(5500, 1);
+        rec.put("a/big", obj.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        store.list("a").await.unwrap();
+        assert_eq!(store.get_range("a/big", 1500..2500).await.unwrap(), obj.slice(1500..2500));
+        c.settle().await;
+        assert_eq!(c.block_count(), 2, "blocks 1 and 2 kept");
+        rec.take();
+        assert_eq!(store.get_range("a/big", 1200..2999).await.unwrap(), obj.slice(1200..2999));
+        assert!(rec.take().is_empty(), "served from disk without any request");
+        // A read across cached and missing blocks fetches only the missing run.
+        let (_, meta) =
+            store.get_ranged("a/big", ByteRange::Range(0..5500)).await.unwrap().unwrap();
+        assert_eq!(meta.size, 5500);
+        assert_eq!(
+            rec.take(),
+            vec!["get_ranged a/big Range(0..1000)", "get_ranged a/big Range(3000..5500)"]
+        );
+        c.settle().await;
+        assert_eq!(c.block_count(), 6);
+        drop(store);
+        drop(c);
+
+        // A new daemon on the same directory: after the lookup, reads are local.
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        assert_eq!(c.block_count(), 6);
+        let store = DiskCache(c.clone());
+        store.lookup("a/big").await.unwrap();
+        rec.take();
+        assert_eq!(store.get("a/big").await.unwrap(), obj);
+        assert_eq!(
+            store.get_ranged("a/big", ByteRange::Suffix(700)).await.unwrap().unwrap().0,
+            obj.slice(4800..)
+        );
+        assert_eq!(rec.take(), Vec::<String>::new());
+        assert_eq!(c.stats.corrupt.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_changed_object_is_never_served_from_old_blocks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let (one, two) = (data(2500, 1), data(2500, 2));
+        rec.put("k", one.clone()).await.unwrap();
+        // TTL 0: every read confirms the version with a HEAD.
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::ZERO);
+        let store = DiskCache(c.clone());
+        assert_eq!(store.get("k").await.unwrap(), one);
+        c.settle().await;
+        rec.take();
+        assert_eq!(store.get("k").await.unwrap(), one);
+        assert_eq!(rec.take(), vec!["head k"], "a HEAD, then the blocks from disk");
+        rec.put("k", two.clone()).await.unwrap(); // behind the cache's back
+        rec.take();
+        assert_eq!(store.get("k").await.unwrap(), two);
+        assert_eq!(rec.count(&READS), 1, "the new version is fetched");
+        assert_eq!(store.get_range("k", 100..200).await.unwrap(), two.slice(100..200));
+
+        // With a TTL, fresh metadata seen by a lookup or listing decides.
+        let tmp2 = tempfile::tempdir().unwrap();
+        let c = open(&rec, tmp2.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        store.lookup("k").await.unwrap();
+        assert_eq!(store.get("k").await.unwrap(), two);
+        c.settle().await;
+        rec.put("k", one.clone()).await.unwrap();
+        store.list("").await.unwrap();
+        assert_eq!(store.get("k").await.unwrap(), one, "the listing showed a new version");
+        // Writes through the layer forget what was known.
+        store.put("k", two.clone()).await.unwrap();
+        assert_eq!(store.get("k").await.unwrap(), two);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_directory_stays_within_its_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let obj = data(20_000, 3);
+        rec.put("big", obj.clone()).await.unwrap();
+        let block_file = encode_block("big", "m1", 20_000, 0, &obj[..1000]).len() as u64;
+        let max = 4 * block_file + block_file / 2;
+        let c = open(&rec, tmp.path(), max, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        store.lookup("big").await.unwrap();
+        for i in 0..20u64 {
+            let r = i * 1000 + 10..i * 1000 + 990;
+            assert_eq!(
+                store.get_range("big", r.clone()).await.unwrap(),
+                obj.slice(r.start as usize..r.end as usize)
+            );
+            assert!(
+                bytes_on_disk(tmp.path()) <= max + block_file,
+                "{} > {max}",
+                bytes_on_disk(tmp.path())
+            );
+        }
+        c.settle().await;
+        assert!(bytes_on_disk(tmp.path()) <= max);
+        assert_eq!(c.block_count(), 4);
+        assert_eq!(c.used_bytes(), bytes_on_disk(tmp.path()));
+        // The last four blocks are the ones kept (least recently used went first).
+        rec.take();
+        assert_eq!(store.get_range("big", 16_000..20_000).await.unwrap(), obj.slice(16_000..));
+        assert!(rec.take().is_empty());
+        // A restart with a smaller bound shrinks the directory at once, oldest first.
+        drop(store);
+        drop(c);
+        let c = open(&rec, tmp.path(), 2 * block_file, Duration::from_secs(60));
+        assert_eq!(c.block_count(), 2);
+        assert!(bytes_on_disk(tmp.path()) <= 2 * block_file);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_damaged_block_is_dropped_and_fetched_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let obj = data(3000, 4);
+        rec.put("k", obj.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        store.lookup("k").await.unwrap();
+        store.get("k").await.unwrap();
+        c.settle().await;
+        // Damage every block file a different way: a flipped byte, a truncation, a stray file.
+        let mut files: Vec<PathBuf> = Vec::new();
+        for sub in std::fs::read_dir(tmp.path().join("blocks")).unwrap() {
+            for f in std::fs::read_dir(sub.unwrap().path()).unwrap() {
+                files.push(f.unwrap().path());
+            }
+        }
+        files.sort();
+        assert_eq!(files.len(), 3);
+        let mut raw = std::fs::read(&files[0]).unwrap();
+        let n = raw.len();
+        raw[n - 100] ^= 0x40;
+        std::fs::write(&files[0], raw).unwrap();
+        let raw = std::fs::read(&files[1]).unwrap();
+        std::fs::write(&files[1], &raw[..raw.len() / 2]).unwrap();
+        std::fs::write(&files[2], b"").unwrap();
+        rec.take();
+        assert_eq!(store.get("k").await.unwrap(), obj);
+        assert_eq!(c.stats.corrupt.load(Ordering::Relaxed), 3);
+        assert_eq!(rec.count(&READS), 1);
+        c.settle().await;
+        rec.take();
+        assert_eq!(store.get("k").await.unwrap(), obj);
+        assert!(rec.take().is_empty(), "the fetched blocks were written again");
+    }
+
+    #[test]
+    fn a_second_daemon_is_refused_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = DirLock::acquire(tmp.path()).unwrap();
+        let err = DirLock::acquire(tmp.path()).unwrap_err();
+        assert!(err.contains("in use by another zarr-mount"), "{err}");
+        assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
+        drop(first);
+        DirLock::acquire(tmp.path()).unwrap();
+    }
+
+    #[test]
+    fn block_files_check_everything() {
+        let f = encode_block("k", "v1", 5000, 2, b"abc");
+        assert!(check_block(&f, "k", "v1", 2, 3).is_some());
+        assert!(check_block(&f, "k", "v2", 2, 3).is_none());
+        assert!(check_block(&f, "j", "v1", 2, 3).is_none());
+        assert!(check_block(&f, "k", "v1", 1, 3).is_none());
+        assert!(check_block(&f, "k", "v1", 2, 4).is_none());
+        for cut in 0..f.len() {
+            assert!(check_block(&f[..cut], "k", "v1", 2, 3).is_none());
+        }
+        assert_eq!(parse_block_name(&format!("{}.7", "ab".repeat(16))).unwrap().index, 7);
+        assert!(parse_block_name("tmp.7").is_none());
+    }
+}
