@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (see README): setup, build, Rust tests, Python interop suite,
+# The project's test command (see README): setup, build, rustfmt and clippy checks, Rust tests,
+# the Python interop suite,
 # pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt), and a short
 # run of the fuzz targets (scripts/fuzz.sh).
 #
@@ -59,6 +60,16 @@ if ! cargo build; then
 fi
 
 if ((build_ok)); then
+    # One style (rustfmt.toml) and no clippy warnings, in every target (issue #17).
+    echo "test.sh: cargo fmt --check"
+    if ! cargo fmt --check; then
+        failed+=("cargo fmt --check")
+    fi
+    echo "test.sh: cargo clippy"
+    if ! cargo clippy --all-targets -- -D warnings; then
+        failed+=("cargo clippy")
+    fi
+
     echo "test.sh: cargo test"
     if ! cargo test; then
         failed+=("cargo test")

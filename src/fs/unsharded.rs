@@ -230,7 +230,9 @@ impl UnshardedNamespace {
         let Some(plan) = array.array.dir_plan(rel) else { return Ok(None) };
         let layout = &array.array.layout;
         let shards: Vec<Vec<u64>> = plan.shard_coords().collect();
-        let fetched: Vec<FsResult<(Vec<u64>, String, Arc<ShardState>)>> = stream::iter(shards)
+        // (shard coordinates, shard key, its index state) per shard of the directory
+        type FetchedShard = (Vec<u64>, String, Arc<ShardState>);
+        let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
                 let state = self.indexes.get(&array.dir, &key, layout).await.map_err(store_err)?;

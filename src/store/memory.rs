@@ -125,11 +125,10 @@ impl Store for MemoryStore {
                     break;
                 }
                 match child_of(prefix, key) {
-                    Some((name, true)) => {
-                        if listing.dirs.last().map(String::as_str) != Some(name) {
-                            listing.dirs.push(name.to_string());
-                        }
+                    Some((name, true)) if listing.dirs.last().map(String::as_str) != Some(name) => {
+                        listing.dirs.push(name.to_string());
                     }
+                    Some((_, true)) => {}
                     Some((name, false)) if !name.is_empty() => {
                         listing.files.push((name.to_string(), meta.clone()))
                     }

@@ -191,6 +191,10 @@ fn last_bytes(data: Bytes, n: u64) -> Bytes {
     data.slice(data.len() - keep..)
 }
 
+/// What a builder yields: the store, its paginated lister (none for HTTP), a description for
+/// logs and whether the store is read-only.
+type Built = (Arc<dyn ObjectStore>, Option<Arc<dyn PaginatedListStore>>, String, bool);
+
 impl ObjectStoreBackend {
     /// Wrap an existing object store (tests; or a store built elsewhere).
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, description: String) -> Self {
@@ -231,12 +235,7 @@ impl ObjectStoreBackend {
             key: String::new(),
             message: format!("-o {k}: unknown option"),
         };
-        let (store, pager, description, read_only): (
-            Arc<dyn ObjectStore>,
-            Option<Arc<dyn PaginatedListStore>>,
-            String,
-            bool,
-        ) = match cloud {
+        let (store, pager, description, read_only): Built = match cloud {
             Cloud::S3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
                 let mut b = AmazonS3Builder::from_env()

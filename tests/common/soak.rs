@@ -127,7 +127,7 @@ fn staged(i: usize) -> bool {
 }
 
 fn staged_chunk(y: u64, x: u64) -> bool {
-    (local_of(y, x) as usize / THREADS) % 2 == 0
+    (local_of(y, x) as usize / THREADS).is_multiple_of(2)
 }
 
 /// Inner chunks (y, x) of shard (0, 0) and their owners.

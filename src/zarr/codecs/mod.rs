@@ -146,8 +146,7 @@ fn element_count(chunk_shape: &[u64]) -> Result<u64, CodecError> {
 /// The size of a decoded chunk (`prod(chunk_shape) * itemsize`), refused above
 /// [`MAX_DECODED_CHUNK_BYTES`].
 pub fn decoded_size(data_type: &DataType, chunk_shape: &[u64]) -> Result<u64, CodecError> {
-    let size =
-        element_count(chunk_shape)?.checked_mul(data_type.itemsize as u64).unwrap_or(u64::MAX);
+    let size = element_count(chunk_shape)?.saturating_mul(data_type.itemsize as u64);
     if size > MAX_DECODED_CHUNK_BYTES {
         return Err(CodecError::TooLarge { size, limit: MAX_DECODED_CHUNK_BYTES });
     }
