@@ -71,7 +71,8 @@ if ((build_ok)); then
     fi
 
     echo "test.sh: cargo test"
-    if ! cargo test; then
+    # --no-fail-fast: one failing test binary must not hide the results of the others.
+    if ! cargo test --no-fail-fast; then
         failed+=("cargo test")
     fi
 
