@@ -100,12 +100,15 @@ class Mount:
             argv.append("--read-only")
         return argv + DAEMON_ARGS + self.extra_args
 
-    def log_text(self, tail: int = 200) -> str:
+    def log_text(self, tail: int | None = 200) -> str:
+        """The daemon's log: its last `tail` lines (for failure messages), or all of it with
+        `tail=None` (for assertions that a line was logged: at -v the daemon logs every ENOENT
+        answer at DEBUG, which pushes older lines out of any tail)."""
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
-        if len(lines) > tail:
+        if tail is not None and len(lines) > tail:
             lines = [f"... ({len(lines) - tail} earlier lines in {self.log_path})"] + lines[-tail:]
         return "\n".join(lines)
 
