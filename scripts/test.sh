@@ -48,6 +48,12 @@ trap 'exit 143' TERM
 
 failed=()
 
+# CI machines have far less free disk than a workstation; a run that fills it fails in
+# confusing places (ENOSPC in a Python test). Say up front how much there is, and again at the end.
+df -h "$ROOT" | sed 's/^/test.sh: disk: /'
+# One-off builds gain nothing from incremental state (3 GB of it for the test binaries).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 if [[ "${ZM_SKIP_SETUP:-0}" != 1 ]]; then
     scripts/setup.sh
 fi
@@ -98,6 +104,7 @@ if ((build_ok)); then
     fi
 fi
 
+df -h "$ROOT" | sed 's/^/test.sh: disk: /'
 if ((${#failed[@]})); then
     echo "test.sh: FAILED: ${failed[*]}" >&2
     exit 1
