@@ -539,12 +539,24 @@ def _(root, path):
 
 
 @spec("v2/arr_fletcher32_filter", "zarr-python",
-      "Zarr v2 array with a numcodecs Fletcher32 filter + zlib: a filter the decoded view cannot decode, "
-      "so it passes through untouched (metadata and chunks)")
+      "Zarr v2 array with a numcodecs Fletcher32 filter + zlib: the decoded view inflates it and cuts the "
+      "checksum off (unchecked)")
 def _(root, path):
     data = ramp((40,), "int32", offset=5) * 3
     a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype="<i4", chunks=(12,),
                                      filters=[numcodecs.Fletcher32()], compressors=numcodecs.Zlib(level=1))
+    a[:] = data
+    # tensorstore's zarr (v2) driver supports no filters
+    return data, {"tensorstore_readable": False}
+
+
+@spec("v2/arr_base64_filter", "zarr-python",
+      "Zarr v2 array with a numcodecs Base64 filter + zlib: a filter the decoded view does not decode, "
+      "so it passes through untouched (metadata and chunks)")
+def _(root, path):
+    data = ramp((30,), "int16", offset=-7) * 5
+    a = _v2_group(root).create_array(path.rsplit("/", 1)[1], shape=data.shape, dtype="<i2", chunks=(8,),
+                                     filters=[numcodecs.Base64()], compressors=numcodecs.Zlib(level=1))
     a[:] = data
     # tensorstore's zarr (v2) driver supports no filters
     return data, {"tensorstore_readable": False, "decoded_passthrough": True}

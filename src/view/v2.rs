@@ -2,7 +2,7 @@
 //! and `.zmetadata` for groups with inline consolidated metadata), over the unsharded view.
 //! Codec chains v2 can write keep their stored chunks; other chains are served decoded.
 //! Arrays v2 cannot describe (e.g. a data type without a v2 dtype) are left out with a log
-//! line. v2 nodes pass through as they are.
+//! line. v2 nodes pass through as they are (in `v2-decoded`: decoded, as `decoded` shows them).
 
 use std::sync::Arc;
 
@@ -36,6 +36,10 @@ impl Presenter for V2Presenter {
 
 impl Presenter for V2DecodedPresenter {
     fn present(&self, dir: &str, docs: &DirDocs) -> DirShow {
+        if docs.zarr_json.is_none() {
+            // v2 nodes are already v2: decoded as the decoded view decodes them.
+            return super::decoded::DecodedPresenter.present(dir, docs);
+        }
         present(dir, docs, true)
     }
 
@@ -419,10 +423,38 @@ mod tests {
                 kept.push(name);
             }
         }
-        assert_eq!((decoded, vlen), (23, 3));
-        kept.sort();
-        // numcodecs codecs the decoder does not know (shown with their codecs, logged).
-        assert_eq!(kept, ["float64_fixedscaleoffset", "int64_fletcher32"]);
+        assert_eq!((decoded, vlen), (25, 3));
+        // The decoder knows every codec of these vectors (none shown with its codecs).
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    /// v2-decoded decodes v2 arrays too (here numcodecs' packbits), and rewrites `.zmetadata`.
+    #[test]
+    fn v2_decoded_decodes_v2_arrays() {
+        let zarray = json!({"zarr_format": 2, "shape": [10], "chunks": [10], "dtype": "|b1",
+            "compressor": {"id": "zlib", "level": 1}, "fill_value": false, "order": "C",
+            "filters": [{"id": "packbits"}]});
+        let docs = DirDocs {
+            zarray: Some(Bytes::from(serde_json::to_vec(&zarray).unwrap())),
+            ..Default::default()
+        };
+        let DirShow::Array(show) = V2DecodedPresenter.present("a", &docs) else { panic!() };
+        let spec = show.decode.as_ref().expect("decoded");
+        assert_eq!(spec.decoded_size().unwrap(), 10);
+        let shown: Value = serde_json::from_slice(&show.files.generated[0].1).unwrap();
+        assert_eq!((&shown["compressor"], &shown["filters"]), (&Value::Null, &Value::Null));
+        // The v2 view keeps it as stored.
+        assert!(matches!(V2Presenter.present("a", &docs), DirShow::PassThrough));
+        let zmetadata = json!({"zarr_consolidated_format": 1, "metadata": {".zgroup":
+            {"zarr_format": 2}, "a/.zarray": zarray}});
+        let docs = DirDocs {
+            zgroup: Some(Bytes::from_static(br#"{"zarr_format": 2}"#)),
+            zmetadata: Some(Bytes::from(serde_json::to_vec(&zmetadata).unwrap())),
+            ..Default::default()
+        };
+        let DirShow::Group(files) = V2DecodedPresenter.present("", &docs) else { panic!() };
+        let shown: Value = serde_json::from_slice(&files.generated[0].1).unwrap();
+        assert_eq!(shown["metadata"]["a/.zarray"]["filters"], Value::Null);
     }
 
     #[test]

@@ -46,7 +46,7 @@ V3_DTYPES = {
 }
 
 # v2 codec ids the decoded view must decode (anything else: the array passes through)
-V2_DECODABLE = {"blosc", "zstd", "gzip", "zlib", "crc32c"}
+V2_DECODABLE = {"blosc", "zstd", "gzip", "zlib", "crc32c", "fletcher32"}
 
 ARRAY_META = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
 

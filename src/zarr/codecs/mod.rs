@@ -2,9 +2,12 @@
 //! elements, little-endian and in C order of the array's axes. Pure and synchronous:
 //! the caller hands in the chunk's bytes, and every malformed input is a typed error.
 //!
-//! The chain is `array->array`* (`transpose`), exactly one `array->bytes` (`bytes`
-//! or `sharding_indexed`), then `bytes->bytes`* (`crc32c`, `zstd`, `gzip`, `blosc`,
-//! `numcodecs.zlib`); decoding runs it backwards. A [`ChunkSpec`] carries what a
+//! The chain is `array->array`* (`transpose`; numcodecs' `delta`, `fixedscaleoffset`,
+//! `packbits`, and `bitround`/`quantize`, which need no decoding), exactly one
+//! `array->bytes` (`bytes` or `sharding_indexed`), then `bytes->bytes`* (`crc32c`, `zstd`,
+//! `gzip`, `blosc`, `numcodecs.zlib` and the numcodecs codecs of [`numcodecs`]); decoding
+//! runs it backwards. `fixedscaleoffset` and `packbits` change the data type (and
+//! `packbits` the shape) that the codecs after them see. A [`ChunkSpec`] carries what a
 //! chain needs besides its codecs: the data type, the chunk shape and the fill
 //! value (absent inner chunks of a shard are filled with it). Sharding is decoded
 //! like any other codec, so a transpose before it, bytes->bytes codecs after it
@@ -362,11 +365,15 @@ fn check_fill(spec: &ChunkSpec) -> Result<(), CodecError> {
 /// One array->array codec, parsed.
 #[derive(Debug)]
 enum ArrayStep {
-    /// A `transpose` as its `order` (`order[i]` is the axis that becomes encoded axis `i`)
-    /// and the shape it sees.
-    Transpose(Vec<usize>, Vec<u64>),
+    /// A `transpose` as its `order` (`order[i]` is the axis that becomes encoded axis `i`),
+    /// the shape it sees and the size of its elements.
+    Transpose(Vec<usize>, Vec<u64>, usize),
     /// numcodecs' `delta` (same data type in and out).
     Delta(numcodecs::Delta),
+    /// numcodecs' `fixedscaleoffset` (stores its `astype`).
+    FixedScaleOffset(numcodecs::FixedScaleOffset),
+    /// numcodecs' `packbits` of this many bools (stores bytes).
+    PackBits(u64),
 }
 
 /// A checked chain for chunks of one shape, ready to decode.
@@ -374,10 +381,13 @@ enum ArrayStep {
 struct Plan {
     /// Decoded chunk size in bytes.
     size: u64,
-    data_type: DataType,
-    /// The array->array codecs that change bytes (`transpose`, numcodecs' `delta`),
-    /// outermost first.
+    /// The array->array codecs that change bytes (`transpose`, numcodecs' `delta`,
+    /// `fixedscaleoffset`, `packbits`), outermost first.
     array_to_array: Vec<ArrayStep>,
+    /// What the array->bytes codec sees: the data type (the array's, unless a
+    /// `fixedscaleoffset` or `packbits` changed it) and the size in bytes.
+    encoded_type: DataType,
+    encoded_size: u64,
     array_to_bytes: ArrayToBytes,
     bytes_to_bytes: Vec<BytesToBytes>,
 }
@@ -390,6 +400,8 @@ impl Plan {
         let data_type = &spec.data_type;
         let mut array_to_array = Vec::new();
         let mut shape = spec.chunk_shape.clone();
+        // The data type the next codec sees: array->array codecs may change it.
+        let mut seen_type = data_type.clone();
         let mut array_to_bytes = None;
         let mut bytes_to_bytes = Vec::new();
         for c in &spec.codecs {
@@ -404,12 +416,44 @@ impl Plan {
                 bytes_to_bytes.push(b);
                 continue;
             }
-            if array_to_bytes.is_none() && lossy_no_op(c, data_type)? {
+            if array_to_bytes.is_none() && lossy_no_op(c, &seen_type)? {
                 continue; // nothing to undo when decoding
             }
-            if array_to_bytes.is_none() && name == "numcodecs.delta" {
-                array_to_array.push(ArrayStep::Delta(numcodecs::Delta::new(c, data_type)?));
-                continue;
+            if array_to_bytes.is_none() {
+                match name {
+                    "numcodecs.delta" => {
+                        array_to_array
+                            .push(ArrayStep::Delta(numcodecs::Delta::new(c, &seen_type)?));
+                        continue;
+                    }
+                    "numcodecs.fixedscaleoffset" => {
+                        let f = numcodecs::FixedScaleOffset::new(c, &seen_type)?;
+                        seen_type = f.encoded_type().clone();
+                        array_to_array.push(ArrayStep::FixedScaleOffset(f));
+                        continue;
+                    }
+                    "numcodecs.packbits" => {
+                        if !c.configuration.is_empty() {
+                            return Err(CodecError::InvalidConfiguration {
+                                codec: name.into(),
+                                reason: "takes no configuration".into(),
+                            });
+                        }
+                        if seen_type.numpy_kind() != Some('b') {
+                            return Err(CodecError::InvalidChain(format!(
+                                "{name} on {} data (it packs bools)",
+                                seen_type.name
+                            )));
+                        }
+                        let count = element_count(&shape)?;
+                        // It flattens the chunk into bytes.
+                        shape = vec![numcodecs::packbits_encoded_len(count)];
+                        seen_type = DataType::from_name("uint8").expect("core type");
+                        array_to_array.push(ArrayStep::PackBits(count));
+                        continue;
+                    }
+                    _ => {}
+                }
             }
             if !matches!(name, "transpose" | "bytes" | SHARDING_CODEC) {
                 return Err(CodecError::Unsupported(name.to_string()));
@@ -425,12 +469,28 @@ impl Plan {
                     let order = transpose::parse_order(c)?;
                     let next = transpose::encoded_shape(&shape, &order)?;
                     let seen = std::mem::replace(&mut shape, next);
-                    array_to_array.push(ArrayStep::Transpose(order, seen));
+                    array_to_array.push(ArrayStep::Transpose(order, seen, seen_type.itemsize));
                 }
                 "bytes" => {
-                    array_to_bytes = Some(ArrayToBytes::Bytes {
-                        big_endian: bytes::parse_big_endian(c, data_type)?,
-                    });
+                    let big_endian = bytes::parse_big_endian(c, &seen_type)?;
+                    if big_endian
+                        && array_to_array
+                            .iter()
+                            .any(|s| matches!(s, ArrayStep::FixedScaleOffset(_)))
+                    {
+                        // zarr-python writes such chunks big-endian but reads them back as
+                        // little-endian `astype` (numcodecs views the bytes): no reader agrees.
+                        return Err(CodecError::Unsupported(
+                            "numcodecs.fixedscaleoffset before a big-endian bytes codec".into(),
+                        ));
+                    }
+                    array_to_bytes = Some(ArrayToBytes::Bytes { big_endian });
+                }
+                _ if seen_type != *data_type => {
+                    // The inner chunks' fill value and type would be the converted ones.
+                    return Err(CodecError::Unsupported(format!(
+                        "{name} after a codec that changes the data type"
+                    )));
                 }
                 _ => {
                     array_to_bytes = Some(ArrayToBytes::Sharding(sharding::ShardCodec::new(
@@ -441,10 +501,12 @@ impl Plan {
         }
         let array_to_bytes = array_to_bytes
             .ok_or_else(|| CodecError::InvalidChain("no array->bytes codec".into()))?;
+        let encoded_size = decoded_size(&seen_type, &shape)?;
         Ok(Plan {
             size,
-            data_type: data_type.clone(),
             array_to_array,
+            encoded_type: seen_type,
+            encoded_size,
             array_to_bytes,
             bytes_to_bytes,
         })
@@ -461,6 +523,7 @@ impl Plan {
         };
         let generous = self
             .size
+            .max(self.encoded_size)
             .saturating_mul(2)
             .saturating_add(1 << 20)
             .min(MAX_DECODED_CHUNK_BYTES + (1 << 20))
@@ -468,7 +531,7 @@ impl Plan {
         let mut buf: Cow<[u8]> = Cow::Borrowed(encoded);
         for (i, codec) in self.bytes_to_bytes.iter().enumerate().rev() {
             let bound = match self.array_to_bytes {
-                ArrayToBytes::Bytes { .. } if i == 0 => SizeBound::Exact(self.size),
+                ArrayToBytes::Bytes { .. } if i == 0 => SizeBound::Exact(self.encoded_size),
                 _ => SizeBound::AtMost(generous),
             };
             buf = Cow::Owned(codec.decode(&buf, bound)?.into_owned());
@@ -476,16 +539,16 @@ impl Plan {
 
         let mut data = match &self.array_to_bytes {
             ArrayToBytes::Bytes { big_endian } => {
-                if buf.len() as u64 != self.size {
+                if buf.len() as u64 != self.encoded_size {
                     return Err(CodecError::WrongSize {
                         codec: "bytes",
-                        expected: self.size,
+                        expected: self.encoded_size,
                         actual: buf.len() as u64,
                     });
                 }
                 let mut data = buf.into_owned();
                 if *big_endian {
-                    bytes::swap_in_place(&mut data, self.data_type.swap_size());
+                    bytes::swap_in_place(&mut data, self.encoded_type.swap_size());
                 }
                 data
             }
@@ -495,12 +558,15 @@ impl Plan {
         // array->array, innermost first.
         for step in self.array_to_array.iter().rev() {
             match step {
-                ArrayStep::Transpose(order, shape) => {
-                    data = transpose::decode(&data, self.data_type.itemsize, shape, order)?;
+                ArrayStep::Transpose(order, shape, itemsize) => {
+                    data = transpose::decode(&data, *itemsize, shape, order)?;
                 }
                 ArrayStep::Delta(delta) => delta.decode(&mut data),
+                ArrayStep::FixedScaleOffset(f) => data = f.decode(&data),
+                ArrayStep::PackBits(count) => data = numcodecs::packbits_decode(&data, *count)?,
             }
         }
+        debug_assert_eq!(data.len() as u64, self.size);
         Ok(data)
     }
 }
@@ -658,7 +724,7 @@ pub(crate) mod tests {
             .filter(|n| !n.ends_with(".py"))
             .collect();
         names.sort();
-        assert_eq!(names.len(), 15);
+        assert_eq!(names.len(), 26);
         for name in &names {
             check_vector(&format!("numcodecs/{name}"));
         }
@@ -696,7 +762,9 @@ pub(crate) mod tests {
             json!({"name": "numcodecs.lzma", "configuration": {"format": 3}}),
             json!({"name": "numcodecs.adler32", "configuration": {"location": "middle"}}),
             json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": -1}}),
-            json!({"name": "numcodecs.fletcher32", "configuration": {}}),
+            json!({"name": "numcodecs.jenkins_lookup3", "configuration": {}}),
+            json!({"name": "numcodecs.packbits", "configuration": {}}), // int32 data
+            json!({"name": "numcodecs.fixedscaleoffset", "configuration": {"scale": 1}}),
             json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i2"}}),
             json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i4", "astype": "<i2"}}),
         ] {
@@ -717,6 +785,90 @@ pub(crate) mod tests {
             codecs(json!([{"name": "numcodecs.bitround", "configuration": {"keepbits": 3}}, le]));
         assert_eq!(decode_chunk(&b, &f8, &[2], &raw).unwrap(), raw);
         assert!(decode_chunk(&b, &i4, &[4], &raw).is_err());
+    }
+
+    /// fixedscaleoffset and packbits change what the codecs after them see: the type (and
+    /// with it the size and the byte swap of `bytes`) and, for packbits, the shape.
+    #[test]
+    fn type_changing_chains() {
+        let f8 = DataType::from_name("float64").unwrap();
+        let b1 = DataType::from_name("bool").unwrap();
+        let fso = json!({"name": "numcodecs.fixedscaleoffset",
+            "configuration": {"scale": 10, "offset": 1, "dtype": "<f8", "astype": "<i2"}});
+        let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
+        // [0, 10, -10] as int16 -> [1, 2, 0].
+        let enc: Vec<u8> = [0i16, 10, -10].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let want: Vec<u8> = [1.0f64, 2.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let c = codecs(json!([fso, le]));
+        assert_eq!(decode_chunk(&c, &f8, &[3], &enc).unwrap(), want);
+        // zarr-python reads a big-endian one back wrongly: refused.
+        let big = json!({"name": "bytes", "configuration": {"endian": "big"}});
+        assert!(matches!(
+            decode_chunk(&codecs(json!([fso, big])), &f8, &[3], &enc),
+            Err(CodecError::Unsupported(_))
+        ));
+        // The stored size is that of int16 elements, compressed or not.
+        assert!(matches!(
+            decode_chunk(&c, &f8, &[3], &want),
+            Err(CodecError::WrongSize { expected: 6, actual: 24, .. })
+        ));
+        let z = codecs(json!([fso, le, "zstd"]));
+        let zenc = ::zstd::bulk::compress(&enc, 1).unwrap();
+        assert_eq!(decode_chunk(&z, &f8, &[3], &zenc).unwrap(), want);
+        // A transpose after the codec moves int16 elements.
+        let t = json!({"name": "transpose", "configuration": {"order": [1, 0]}});
+        let c = codecs(json!([fso, t, le]));
+        let enc: Vec<u8> = [0i16, 20, 10, 30].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let want: Vec<u8> = [1.0f64, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(decode_chunk(&c, &f8, &[2, 2], &enc).unwrap(), want);
+
+        // packbits: 2x5 bools are 1 padding byte + 2 bytes; a 1-d transpose after it is fine.
+        let pb = json!({"name": "numcodecs.packbits", "configuration": {}});
+        let bits = [1u8, 0, 0, 1, 1, 0, 1, 0, 1, 1];
+        let packed = [6u8, 0b1001_1010, 0b1100_0000];
+        for c in [
+            json!([pb, "bytes"]),
+            json!([pb, {"name": "transpose",
+            "configuration": {"order": [0]}}, "bytes", "gzip"]),
+        ] {
+            let input = if c.to_string().contains("gzip") {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                std::io::Write::write_all(&mut e, &packed).unwrap();
+                e.finish().unwrap()
+            } else {
+                packed.to_vec()
+            };
+            assert_eq!(
+                decode_chunk(&codecs(c.clone()), &b1, &[2, 5], &input).unwrap(),
+                bits,
+                "{c}"
+            );
+        }
+        let pbc = codecs(json!([pb, "bytes"]));
+        assert!(decode_chunk(&pbc, &b1, &[2, 5], &packed[..2]).is_err());
+        assert!(decode_chunk(&pbc, &b1, &[2, 4], &packed).is_err());
+        let bad_cfg = json!({"name": "numcodecs.packbits", "configuration": {"x": 1}});
+        assert!(matches!(
+            decode_chunk(&codecs(json!([bad_cfg, "bytes"])), &b1, &[2], &[6, 0]),
+            Err(CodecError::InvalidConfiguration { .. })
+        ));
+        // A 2-d transpose after packbits no longer fits its 1-d output.
+        let t2 = json!([pb, {"name": "transpose", "configuration": {"order": [1, 0]}}, "bytes"]);
+        assert!(decode_chunk(&codecs(t2), &b1, &[2, 5], &packed).is_err());
+
+        // Sharding after a type change is refused (its fill value would be the converted one).
+        let shard = json!({"name": "sharding_indexed", "configuration": {"chunk_shape": [2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": ["bytes", "crc32c"]}});
+        assert!(matches!(
+            spec(json!([fso, shard]), "float64", &[4]).check(),
+            Err(CodecError::Unsupported(_))
+        ));
+        // Inside the shard, it is an ordinary inner chain.
+        let inner = json!({"name": "sharding_indexed", "configuration": {"chunk_shape": [2],
+            "codecs": [fso, {"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": ["bytes", "crc32c"]}});
+        spec(json!([inner]), "float64", &[4]).check().unwrap();
     }
 
     const SHARDED_VECTORS: [&str; 5] = [
@@ -984,7 +1136,7 @@ pub(crate) mod tests {
             (json!([{"name": "sharding_indexed", "configuration": {}}]), "sharding_indexed"),
             (json!(["bytes", "lz4"]), "lz4"),
             (json!(["bytes", "bz2"]), "bz2"),
-            (json!(["bytes", "numcodecs.fletcher32"]), "numcodecs.fletcher32"),
+            (json!(["bytes", "numcodecs.jenkins_lookup3"]), "numcodecs.jenkins_lookup3"),
         ];
         for (v, name) in cases {
             match decode_chunk(&codecs(v), &u1, &[2], &[1, 2]) {

@@ -4,12 +4,15 @@
 //! numcodecs': lz4 is a 4-byte little-endian decoded size, then one LZ4 block; lzma is an
 //! `.xz` stream (`format` 1, the default) or an `.lzma` one (`format` 2); the checksums are
 //! little-endian u32 at `location` `start` (adler32, crc32) or `end` (crc32c) by default.
+//! `fletcher32` is HDF5's Fletcher-32, 4 trailing bytes: removed but not checked (see
+//! [`Numcodec::Fletcher32`]). Also here: the array->array transforms `delta`,
+//! `fixedscaleoffset` and `packbits`.
 
 use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
-use super::{read_bounded, CodecError, DataType, SizeBound};
+use super::{read_bounded, CodecError, DataType, SizeBound, CORE_TYPES};
 use crate::zarr::metadata::Codec;
 
 /// One configured numcodecs bytes->bytes codec.
@@ -28,6 +31,11 @@ pub(crate) enum Numcodec {
     Shuffle {
         elementsize: usize,
     },
+    /// HDF5's Fletcher-32 as numcodecs writes it: the checksum's 4 bytes trail the data and
+    /// are cut off **without checking them**. No well-kept crate computes HDF5's variant
+    /// exactly (the `fletcher` crate reduces a sum of 0xffff to 0 where HDF5 keeps 0xffff,
+    /// e.g. for all-0xff data), and the project writes no checksum of its own.
+    Fletcher32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +81,7 @@ impl Numcodec {
                     _ => Err(invalid(id, "`elementsize` must be a small non-negative integer")),
                 },
             },
+            "fletcher32" => Ok(Numcodec::Fletcher32),
             _ => return None,
         })
     }
@@ -86,6 +95,7 @@ impl Numcodec {
             Numcodec::Checksum { kind: Checksum::Crc32, .. } => "numcodecs.crc32",
             Numcodec::Checksum { kind: Checksum::Crc32c, .. } => "numcodecs.crc32c",
             Numcodec::Shuffle { .. } => "numcodecs.shuffle",
+            Numcodec::Fletcher32 => "numcodecs.fletcher32",
         }
     }
 
@@ -180,6 +190,15 @@ impl Numcodec {
                 }
                 Cow::Owned(out)
             }
+            Numcodec::Fletcher32 => {
+                let payload = data
+                    .len()
+                    .checked_sub(4)
+                    .map(|n| &data[..n])
+                    .ok_or_else(|| corrupt("shorter than its 4-byte checksum".into()))?;
+                bound.check(name, payload.len())?;
+                Cow::Borrowed(payload)
+            }
         })
     }
 }
@@ -271,6 +290,355 @@ impl Delta {
             ('f', 4) => running_sum!(f32, |a: f32, x: f32| a + x),
             ('f', 8) => running_sum!(f64, |a: f64, x: f64| a + x),
             _ => unreachable!("checked in new"),
+        }
+    }
+}
+
+/// A numpy type string in little-endian or native byte order (`<i4`, `|u1`, `=f8`, `f8`) or
+/// a numpy type name (`int32`), as its v3 data type; `None` for anything else, big-endian
+/// types included.
+fn numpy_type(s: &str) -> Option<DataType> {
+    if let Ok(t) = DataType::from_name(s) {
+        return Some(t);
+    }
+    let body = s.strip_prefix(['<', '|', '=']).unwrap_or(s);
+    let mut chars = body.chars();
+    let kind = chars.next()?;
+    let size: usize = chars.as_str().parse().ok()?;
+    let &(name, _, _) = CORE_TYPES.iter().find(|&&(_, k, n)| k == kind && n == size)?;
+    DataType::from_name(name).ok()
+}
+
+/// A numeric element type of numcodecs' fixedscaleoffset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    I1,
+    I2,
+    I4,
+    I8,
+    U1,
+    U2,
+    U4,
+    U8,
+    F2,
+    F4,
+    F8,
+}
+
+impl Num {
+    fn of(t: &DataType) -> Option<Num> {
+        Some(match (t.numpy_kind()?, t.itemsize) {
+            ('i', 1) => Num::I1,
+            ('i', 2) => Num::I2,
+            ('i', 4) => Num::I4,
+            ('i', 8) => Num::I8,
+            ('u', 1) => Num::U1,
+            ('u', 2) => Num::U2,
+            ('u', 4) => Num::U4,
+            ('u', 8) => Num::U8,
+            ('f', 2) => Num::F2,
+            ('f', 4) => Num::F4,
+            ('f', 8) => Num::F8,
+            _ => return None,
+        })
+    }
+
+    fn size(self) -> usize {
+        match self {
+            Num::I1 | Num::U1 => 1,
+            Num::I2 | Num::U2 | Num::F2 => 2,
+            Num::I4 | Num::U4 | Num::F4 => 4,
+            Num::I8 | Num::U8 | Num::F8 => 8,
+        }
+    }
+
+    /// One little-endian element as float64, the way numpy converts it (int64 and uint64
+    /// round to nearest).
+    fn read(self, b: &[u8]) -> f64 {
+        macro_rules! le {
+            ($t:ty) => {
+                <$t>::from_le_bytes(b.try_into().expect("element size")) as f64
+            };
+        }
+        match self {
+            Num::I1 => le!(i8),
+            Num::I2 => le!(i16),
+            Num::I4 => le!(i32),
+            Num::I8 => le!(i64),
+            Num::U1 => le!(u8),
+            Num::U2 => le!(u16),
+            Num::U4 => le!(u32),
+            Num::U8 => le!(u64),
+            Num::F2 => half::f16::from_le_bytes(b.try_into().expect("element size")).to_f64(),
+            Num::F4 => le!(f32),
+            Num::F8 => le!(f64),
+        }
+    }
+
+    /// Append `x` cast to this type as numpy's `astype` does: floats round to nearest,
+    /// integers truncate toward zero. (Out-of-range and NaN values are undefined in numpy;
+    /// here they saturate, NaN becoming 0.)
+    fn write(self, x: f64, out: &mut Vec<u8>) {
+        match self {
+            Num::I1 => out.extend_from_slice(&(x as i8).to_le_bytes()),
+            Num::I2 => out.extend_from_slice(&(x as i16).to_le_bytes()),
+            Num::I4 => out.extend_from_slice(&(x as i32).to_le_bytes()),
+            Num::I8 => out.extend_from_slice(&(x as i64).to_le_bytes()),
+            Num::U1 => out.extend_from_slice(&(x as u8).to_le_bytes()),
+            Num::U2 => out.extend_from_slice(&(x as u16).to_le_bytes()),
+            Num::U4 => out.extend_from_slice(&(x as u32).to_le_bytes()),
+            Num::U8 => out.extend_from_slice(&(x as u64).to_le_bytes()),
+            Num::F2 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
+            Num::F4 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+            Num::F8 => out.extend_from_slice(&x.to_le_bytes()),
+        }
+    }
+}
+
+/// numcodecs' `fixedscaleoffset` array->array codec: stored is `round((x - offset) * scale)`
+/// as `astype`; decoding is numpy's `(enc / scale) + offset` cast to `dtype`. numpy computes
+/// that in float64 for integer `astype`, and in the `astype`'s own precision for float16 and
+/// float32 (the Python numbers `scale` and `offset` are first cast to it; float16 arithmetic
+/// goes through float32 and rounds after each operation, as numpy's half loops do).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FixedScaleOffset {
+    scale: f64,
+    offset: f64,
+    decoded: Num,
+    encoded: Num,
+    encoded_type: DataType,
+}
+
+impl FixedScaleOffset {
+    /// The codec `c` on an array (or the stage of a chain) of `data_type`.
+    pub(crate) fn new(c: &Codec, data_type: &DataType) -> Result<Self, CodecError> {
+        const ID: &str = "fixedscaleoffset";
+        let number = |key: &str| match c.configuration.get(key) {
+            Some(v) => v.as_f64().ok_or_else(|| invalid(ID, format!("`{key}` must be a number"))),
+            None => Err(invalid(ID, format!("`{key}` is required"))),
+        };
+        let (scale, offset) = (number("scale")?, number("offset")?);
+        let dtype = |key: &str| match c.configuration.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => numpy_type(s)
+                .map(Some)
+                .ok_or_else(|| CodecError::Unsupported(format!("numcodecs.{ID} with {key} {s:?}"))),
+            Some(_) => Err(invalid(ID, format!("`{key}` must be a numpy type string"))),
+        };
+        let decoded_type = dtype("dtype")?.unwrap_or_else(|| data_type.clone());
+        if decoded_type != *data_type {
+            return Err(CodecError::Unsupported(format!(
+                "numcodecs.{ID} with dtype {} on {} data",
+                decoded_type.name, data_type.name
+            )));
+        }
+        let encoded_type = dtype("astype")?.unwrap_or_else(|| data_type.clone());
+        let num = |t: &DataType| {
+            Num::of(t).ok_or_else(|| {
+                CodecError::Unsupported(format!("numcodecs.{ID} with type {}", t.name))
+            })
+        };
+        Ok(FixedScaleOffset {
+            scale,
+            offset,
+            decoded: num(data_type)?,
+            encoded: num(&encoded_type)?,
+            encoded_type,
+        })
+    }
+
+    /// The data type the codec stores (`astype`).
+    pub(crate) fn encoded_type(&self) -> &DataType {
+        &self.encoded_type
+    }
+
+    /// Decode little-endian `astype` elements (a whole number of them: the caller checked
+    /// the size) into little-endian `dtype` elements.
+    pub(crate) fn decode(&self, data: &[u8]) -> Vec<u8> {
+        let n = data.len() / self.encoded.size();
+        let mut out = Vec::with_capacity(n * self.decoded.size());
+        let elements = data.chunks_exact(self.encoded.size());
+        match self.encoded {
+            Num::F2 => {
+                use half::f16;
+                let scale = f16::from_f64(self.scale).to_f32();
+                let offset = f16::from_f64(self.offset).to_f32();
+                for e in elements {
+                    let e = f16::from_le_bytes(e.try_into().expect("2 bytes")).to_f32();
+                    let q = f16::from_f32(e / scale).to_f32();
+                    self.decoded.write(f16::from_f32(q + offset).to_f64(), &mut out);
+                }
+            }
+            Num::F4 => {
+                let (scale, offset) = (self.scale as f32, self.offset as f32);
+                for e in elements {
+                    let e = f32::from_le_bytes(e.try_into().expect("4 bytes"));
+                    self.decoded.write((e / scale + offset) as f64, &mut out);
+                }
+            }
+            enc => {
+                for e in elements {
+                    self.decoded.write(enc.read(e) / self.scale + self.offset, &mut out);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The bytes numcodecs' `packbits` stores for `count` bools: one byte giving the number of
+/// padding bits, then the bits, 8 per byte, the first element in the most significant bit.
+pub(crate) fn packbits_encoded_len(count: u64) -> u64 {
+    1 + count.div_ceil(8)
+}
+
+/// Undo numcodecs' `packbits`: `count` bools (bytes 0 or 1).
+pub(crate) fn packbits_decode(data: &[u8], count: u64) -> Result<Vec<u8>, CodecError> {
+    let corrupt = |reason: String| CodecError::Corrupt { codec: "numcodecs.packbits", reason };
+    let (&padding, bits) = data.split_first().ok_or_else(|| corrupt("no padding byte".into()))?;
+    let held = (bits.len() as u64 * 8).checked_sub(u64::from(padding));
+    if held != Some(count) {
+        return Err(corrupt(format!(
+            "{} bytes with {padding} padding bits do not hold {count} elements",
+            bits.len()
+        )));
+    }
+    Ok((0..count as usize).map(|i| (bits[i / 8] >> (7 - i % 8)) & 1).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::codecs::tests::testdata;
+    use serde_json::json;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// numcodecs' own encodings (make_numcodecs_vectors.py).
+    fn transforms(kind: &str) -> Vec<Value> {
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(testdata("numcodecs_transforms.json")).unwrap())
+                .unwrap();
+        doc[kind].as_array().unwrap().clone()
+    }
+
+    /// Fletcher-32 is cut off exactly: every length (odd ones, more than 360 words, all-0xff
+    /// data) decodes to the data numcodecs checksummed. It is not checked (see the variant).
+    #[test]
+    fn fletcher32_strips_numcodecs_checksum() {
+        let cases = transforms("fletcher32");
+        assert!(cases.len() > 70);
+        for case in cases {
+            let data = match case.get("decoded") {
+                Some(d) => hex(d.as_str().unwrap()),
+                None => {
+                    let n = case["len"].as_u64().unwrap() as usize;
+                    match case["fill"].as_u64() {
+                        Some(b) => vec![b as u8; n],
+                        None => (0..n).map(|i| ((7 * i + 3) % 256) as u8).collect(),
+                    }
+                }
+            };
+            let mut enc = data.clone();
+            enc.extend(hex(case["checksum"].as_str().unwrap()));
+            let n = data.len() as u64;
+            let got = Numcodec::Fletcher32.decode(&enc, SizeBound::Exact(n)).unwrap();
+            assert_eq!(got.as_ref(), data.as_slice(), "{case}");
+            assert!(Numcodec::Fletcher32.decode(&enc, SizeBound::Exact(n + 1)).is_err());
+        }
+        assert!(Numcodec::Fletcher32.decode(&[1, 2, 3], SizeBound::AtMost(10)).is_err());
+    }
+
+    /// Every padding, and chunks of 0 to 65 bools, decode to what numcodecs packed.
+    #[test]
+    fn packbits_matches_numcodecs() {
+        let cases = transforms("packbits");
+        assert_eq!(cases.len(), 21);
+        for case in cases {
+            let count = case["count"].as_u64().unwrap();
+            let enc = hex(case["encoded"].as_str().unwrap());
+            assert_eq!(enc.len() as u64, packbits_encoded_len(count), "{case}");
+            let got = packbits_decode(&enc, count).unwrap();
+            assert_eq!(got, hex(case["decoded"].as_str().unwrap()), "{case}");
+            // A padding byte that does not fit the element count is an error.
+            for pad in [enc[0].wrapping_add(1), enc[0].wrapping_add(8), 255] {
+                let mut bad = enc.clone();
+                bad[0] = pad;
+                assert!(packbits_decode(&bad, count).is_err(), "{case} with padding {pad}");
+            }
+        }
+        assert!(packbits_decode(&[], 0).is_err());
+        assert_eq!(packbits_decode(&[0], 0).unwrap(), Vec::<u8>::new());
+        assert_eq!(packbits_decode(&[5, 0b1010_0000], 3).unwrap(), [1, 0, 1]);
+    }
+
+    /// fixedscaleoffset decodes bit for bit as numcodecs (numpy) does, for every numeric
+    /// astype, float64/32/16 and integer dtypes, NaN, infinities and subnormals included.
+    #[test]
+    fn fixedscaleoffset_matches_numcodecs() {
+        let cases = transforms("fixedscaleoffset");
+        assert_eq!(cases.len(), 40);
+        for case in cases {
+            let cfg = case["configuration"].as_object().unwrap().clone();
+            let dtype = numpy_type(cfg["dtype"].as_str().unwrap()).unwrap();
+            let c = Codec { name: "numcodecs.fixedscaleoffset".into(), configuration: cfg };
+            let f = FixedScaleOffset::new(&c, &dtype).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let enc = hex(case["encoded"].as_str().unwrap());
+            let want = hex(case["decoded"].as_str().unwrap());
+            let got = f.decode(&enc);
+            assert_eq!(got.len(), want.len(), "{case}");
+            // NaN payloads: numpy's arithmetic keeps the first operand's NaN, as does the
+            // CPU; compare bit for bit all the same.
+            assert!(got == want, "{}: got {got:02x?}", case["configuration"]);
+        }
+    }
+
+    #[test]
+    fn fixedscaleoffset_configurations() {
+        let f8 = DataType::from_name("float64").unwrap();
+        let make = |cfg: Value| {
+            let c = Codec {
+                name: "numcodecs.fixedscaleoffset".into(),
+                configuration: cfg.as_object().unwrap().clone(),
+            };
+            FixedScaleOffset::new(&c, &f8)
+        };
+        // dtype defaults to the array's, astype to dtype; numpy names and `|`/`=` orders.
+        let f = make(json!({"scale": 2, "offset": 1})).unwrap();
+        assert_eq!(f.encoded_type().name, "float64");
+        let enc: Vec<u8> = [4.0f64, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let dec: Vec<u8> = [3.0f64, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(f.decode(&enc), dec);
+        for astype in ["int16", "<i2", "=i2", "i2"] {
+            let f = make(json!({"scale": 2, "offset": 1, "dtype": "float64", "astype": astype}));
+            assert_eq!(f.unwrap().encoded_type().name, "int16", "{astype}");
+        }
+        assert_eq!(
+            make(json!({"scale": 1, "offset": 0, "astype": "|u1"})).unwrap().encoded_type().name,
+            "uint8"
+        );
+        for bad in [
+            json!({"offset": 0}),
+            json!({"scale": 1}),
+            json!({"scale": "1", "offset": 0}),
+            json!({"scale": 1, "offset": 0, "astype": 4}),
+        ] {
+            assert!(
+                matches!(make(bad.clone()), Err(CodecError::InvalidConfiguration { .. })),
+                "{bad}"
+            );
+        }
+        for bad in [
+            json!({"scale": 1, "offset": 0, "dtype": "<f4"}),
+            json!({"scale": 1, "offset": 0, "dtype": ">f8"}),
+            json!({"scale": 1, "offset": 0, "astype": ">i4"}),
+            json!({"scale": 1, "offset": 0, "astype": "<c16"}),
+            json!({"scale": 1, "offset": 0, "astype": "|b1"}),
+            json!({"scale": 1, "offset": 0, "astype": "<M8[s]"}),
+        ] {
+            assert!(matches!(make(bad.clone()), Err(CodecError::Unsupported(_))), "{bad}");
         }
     }
 }
