@@ -49,6 +49,7 @@ CODEC_CASES = [
     ("gzip-tensorstore", "ts/i64_4d_gzip", ["sharding", "gzip"]),
     ("gzip-v2", "v2/arr_gzip_sparse", ["v2:gzip"]),
     ("zlib-v2", "v2/arr_slash_f8", ["v2:zlib"]),
+    ("fletcher32-zlib-v2", "v2/arr_fletcher32_filter", ["v2:fletcher32", "v2:zlib"]),
     ("crc32c-sharded", "zp/i32_crc32c_inner", ["sharding", "crc32c"]),
     ("crc32c-tensorstore", "ts/u16_start_crc32c_ragged_v2keys", ["sharding", "crc32c"]),
     ("bigendian-gzip-sharded", "zp/i16_bigendian_gzip_start", ["sharding", "bytes:big", "gzip"]),
