@@ -4,7 +4,7 @@
 //! numcodecs': lz4 is a 4-byte little-endian decoded size, then one LZ4 block; lzma is an
 //! `.xz` stream (`format` 1, the default) or an `.lzma` one (`format` 2); the checksums are
 //! little-endian u32 at `location` `start` (adler32, crc32) or `end` (crc32c) by default.
-//! `fletcher32` is HDF5's Fletcher-32, 4 trailing bytes: removed but not checked (see
+//! `fletcher32` is HDF5's Fletcher-32, 4 trailing bytes: checked and removed (see
 //! [`Numcodec::Fletcher32`]). Also here: the array->array transforms `delta`,
 //! `fixedscaleoffset` and `packbits`.
 
@@ -31,10 +31,9 @@ pub(crate) enum Numcodec {
     Shuffle {
         elementsize: usize,
     },
-    /// HDF5's Fletcher-32 as numcodecs writes it: the checksum's 4 bytes trail the data and
-    /// are cut off **without checking them**. No well-kept crate computes HDF5's variant
-    /// exactly (the `fletcher` crate reduces a sum of 0xffff to 0 where HDF5 keeps 0xffff,
-    /// e.g. for all-0xff data), and the project writes no checksum of its own.
+    /// HDF5's Fletcher-32 as numcodecs writes it: the checksum (little-endian u32) trails the
+    /// data; it is checked, then cut off. Computed by the `fletcher` crate over big-endian
+    /// 16-bit words (see [`hdf5_fletcher32`]).
     Fletcher32,
 }
 
@@ -191,12 +190,19 @@ impl Numcodec {
                 Cow::Owned(out)
             }
             Numcodec::Fletcher32 => {
-                let payload = data
+                let split = data
                     .len()
                     .checked_sub(4)
-                    .map(|n| &data[..n])
                     .ok_or_else(|| corrupt("shorter than its 4-byte checksum".into()))?;
+                let (payload, stored) = data.split_at(split);
                 bound.check(name, payload.len())?;
+                let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+                let computed = hdf5_fletcher32(payload);
+                if !same_fletcher32(computed, stored) {
+                    return Err(corrupt(format!(
+                        "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+                    )));
+                }
                 Cow::Borrowed(payload)
             }
         })
@@ -506,6 +512,27 @@ pub(crate) fn packbits_decode(data: &[u8], count: u64) -> Result<Vec<u8>, CodecE
     Ok((0..count as usize).map(|i| (bits[i / 8] >> (7 - i % 8)) & 1).collect())
 }
 
+/// HDF5's Fletcher-32 (numcodecs' `fletcher32`): the sums run over big-endian 16-bit words,
+/// an odd last byte being the high byte of a final word. The arithmetic is the `fletcher`
+/// crate's; only the word order is HDF5's.
+fn hdf5_fletcher32(data: &[u8]) -> u32 {
+    let words: Vec<u16> = data
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)]))
+        .collect();
+    let mut sum = fletcher::Fletcher32::new();
+    sum.update(&words);
+    sum.value()
+}
+
+/// Fletcher sums are ones'-complement (mod 65535) numbers, which have two spellings of zero:
+/// 0x0000 and 0xffff. HDF5 leaves a sum of 65535 as 0xffff (all-0xff data), the crate folds
+/// it to 0; both are the same checksum, so each 16-bit half is compared mod 65535.
+fn same_fletcher32(a: u32, b: u32) -> bool {
+    let halves = |v: u32| [(v & 0xffff) % 0xffff, (v >> 16) % 0xffff];
+    halves(a) == halves(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,8 +551,9 @@ mod tests {
         doc[kind].as_array().unwrap().clone()
     }
 
-    /// Fletcher-32 is cut off exactly: every length (odd ones, more than 360 words, all-0xff
-    /// data) decodes to the data numcodecs checksummed. It is not checked (see the variant).
+    /// Fletcher-32 is checked and cut off exactly: every length (odd ones, more than 360 words,
+    /// all-0xff data) decodes to the data numcodecs checksummed, and any flipped bit in data or
+    /// checksum is refused.
     #[test]
     fn fletcher32_strips_numcodecs_checksum() {
         let cases = transforms("fletcher32");
@@ -547,6 +575,12 @@ mod tests {
             let got = Numcodec::Fletcher32.decode(&enc, SizeBound::Exact(n)).unwrap();
             assert_eq!(got.as_ref(), data.as_slice(), "{case}");
             assert!(Numcodec::Fletcher32.decode(&enc, SizeBound::Exact(n + 1)).is_err());
+            for bit in [0, 7, 8 * enc.len() - 1] {
+                let mut bad = enc.clone();
+                bad[bit / 8] ^= 1 << (bit % 8);
+                let err = Numcodec::Fletcher32.decode(&bad, SizeBound::Exact(n));
+                assert!(err.is_err(), "bit {bit} flipped was accepted: {case}");
+            }
         }
         assert!(Numcodec::Fletcher32.decode(&[1, 2, 3], SizeBound::AtMost(10)).is_err());
     }
