@@ -192,3 +192,29 @@ def test_zarr2_reads_v2_views(mounts, store, zarr2_python, tmp_path):
                 # the v3 arrays as zarr-python 3 would write them as v2
                 assert CODEC[k.split("_")[0]] in ids, f"{k}: {ids}"
     _no_pass_through(mounts["v2-decoded"])
+
+
+@pytest.mark.mount
+def test_corrupt_fletcher32_chunk_is_eio(store, tmp_path, zarr_mount_bin):
+    """A flipped bit in a fletcher32 chunk: EIO on that chunk file, with a log line; the
+    chunk next to it still reads exactly (the checksum is checked, not just cut off)."""
+    import errno
+    import shutil
+    src = tmp_path / "store"
+    shutil.copytree(store[0] / "fletcher32", src / "fletcher32")
+    chunk = src / "fletcher32" / "c" / "0" / "0"
+    raw = bytearray(chunk.read_bytes())
+    raw[3] ^= 0x10
+    chunk.write_bytes(bytes(raw))
+    want = store[1]["fletcher32"]
+    m = Mount(src, tmp_path / "mnt", view="decoded", read_only=True)
+    m.start()
+    try:
+        with pytest.raises(OSError) as err:
+            (m.path / "fletcher32" / "c" / "0" / "0").read_bytes()
+        assert err.value.errno == errno.EIO
+        assert (m.path / "fletcher32" / "c" / "0" / "1").read_bytes() == \
+            np.ascontiguousarray(want[0:5, 4:8]).astype("<i8").tobytes()
+        assert "checksum mismatch" in m.log_text(tail=None)
+    finally:
+        assert not m.stop()
