@@ -31,7 +31,7 @@ step() { printf 'setup: %-28s %s\n' "$1" "$2"; }
 
 # ---------------------------------------------------------------- system packages
 # g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
-# prometheus: its promtool checks the /metrics scrape (tests/metrics.rs).
+# prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus)
 if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)

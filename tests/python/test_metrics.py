@@ -1,7 +1,7 @@
 """--metrics-addr: both exposition formats parse with the reference parsers of the Python
 Prometheus client (the text format; OpenMetrics, which is strict: `# EOF`, counter naming,
 histogram buckets), and they carry the same values. promtool's check of the text format is in
-tests/metrics.rs."""
+tests/it/metrics.rs."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
 //!   faults. (The registry is process-wide, so that test is the only one here that counts in
 //!   this process; the other runs the binary.)
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

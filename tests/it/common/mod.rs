@@ -2,8 +2,6 @@
 //! kernel lists the mount, and always unmount and reap it on drop (also when a test panics).
 //! `zfs` holds the helpers of tests that drive `ZarrFs` without FUSE.
 
-#![allow(dead_code)]
-
 pub mod s3;
 pub mod soak;
 pub mod zfs;

@@ -1,6 +1,6 @@
 //! Real FUSE mounts of a local directory store, driven with std::fs.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -3,7 +3,7 @@
 //! `ZM_SOAK_SECS` sets the length of each run (defaults: 3 s and 2 s), `ZM_SOAK_SEED` replays
 //! the random choices of a failed run as far as thread timing allows.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;

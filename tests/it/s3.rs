@@ -1,11 +1,12 @@
 //! Mounts of `s3://bucket/prefix` against local S3-compatible servers (scripts/s3-server.sh):
 //! every test that talks to a server runs twice, against moto and against s3s-fs
-//! (`s3_tests!`, tests/common/s3.rs), as `NAME::moto` and `NAME::s3s_fs`.
+//! (`s3_tests!`, tests/it/common/s3.rs), as `NAME::moto` and `NAME::s3s_fs`.
 //!
 //! Each test starts its own server on a free port and its own mount; guards stop both, also
 //! when a test panics. The tests skip (with a message) only when a server cannot be installed.
 
-mod common;
+use crate::common;
+use crate::s3_tests;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::TcpStream;

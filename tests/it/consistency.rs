@@ -1,7 +1,7 @@
-//! Regression tests for the races and gaps the concurrency soak (tests/soak.rs) found, each
+//! Regression tests for the races and gaps the concurrency soak (tests/it/soak.rs) found, each
 //! pinned down deterministically and named after the bug.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -16,8 +16,6 @@
 //! restart keeps them), checks signatures, and answers 500 to HEAD/GET of directory-like keys
 //! and to suffix ranges longer than the object.
 
-#![allow(dead_code)]
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -48,8 +46,6 @@ pub enum S3Server {
 }
 
 impl S3Server {
-    pub const ALL: [S3Server; 2] = [S3Server::Moto, S3Server::S3sFs];
-
     /// The KIND argument of scripts/s3-server.sh.
     pub fn name(self) -> &'static str {
         match self {
@@ -210,6 +206,75 @@ impl S3 {
                 .build()
                 .unwrap(),
         )
+    }
+}
+
+impl S3 {
+    /// Put objects through the object_store client (blocking; for test data).
+    pub fn put_all<K: AsRef<str>, V: AsRef<[u8]>>(&self, objects: &[(K, V)]) {
+        use object_store::{ObjectStoreExt, PutPayload};
+        let client = self.client();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            for (k, v) in objects {
+                let payload = PutPayload::from(bytes::Bytes::copy_from_slice(v.as_ref()));
+                let key = object_store::path::Path::from(k.as_ref());
+                client.put(&key, payload).await.unwrap();
+            }
+        });
+    }
+
+    pub fn put(&self, key: &str, data: &[u8]) {
+        self.put_all(&[(key, data)]);
+    }
+
+    /// PUT an object under exactly `key`, around object_store (which refuses to write some
+    /// keys): one unsigned request with every byte but letters, digits and '/'
+    /// percent-encoded, so no '.' segment is normalized away. moto only (it accepts
+    /// unsigned requests; s3s-fs checks signatures).
+    pub fn put_raw(&self, key: &str, body: &[u8]) {
+        assert_eq!(self.kind, S3Server::Moto, "unsigned requests: moto only");
+        let mut path = format!("/{BUCKET}/");
+        for b in key.bytes() {
+            if b.is_ascii_alphanumeric() || b == b'/' {
+                path.push(b as char);
+            } else {
+                path.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let port = self.port;
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            s,
+            "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(
+            resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"),
+            "PUT {path}: {resp}"
+        );
+    }
+
+    /// (request line, status) of the requests moto logged after `from` bytes of its log
+    /// (s3s-fs does not log statuses on the request line).
+    pub fn responses_since(&self, from: usize) -> Vec<(String, String)> {
+        assert_eq!(self.kind, S3Server::Moto, "statuses are read from moto's log");
+        self.log()
+            .get(from..)
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.split('"');
+                let request = strip_ansi(parts.nth(1)?);
+                let status = parts.next()?.split_whitespace().next()?.to_string();
+                Some((request, status))
+            })
+            .filter(|(r, _)| !r.starts_with("GET / "))
+            .collect()
     }
 }
 

@@ -1,7 +1,7 @@
 //! Running as a service: the systemd unit, sd_notify readiness, signals, the fstab helper,
 //! install/uninstall scripts and the stats line.
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

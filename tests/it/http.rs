@@ -6,7 +6,7 @@
 //! object_store lists with WebDAV PROPFIND, which static servers refuse, and a directory's
 //! URL answers with a redirect to its index page, which looks like a file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

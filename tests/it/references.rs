@@ -7,122 +7,17 @@
 //! bytes there are 400 KB ones, which the kernel reads in several FUSE reads (still one GET). The tests skip (with a message) only when moto
 //! cannot be installed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bytes::Bytes;
+use common::s3::{S3Server, BUCKET, ENV, S3};
 use common::Mount;
-use object_store::aws::AmazonS3Builder;
-use object_store::path::Path as OPath;
-use object_store::{ObjectStoreExt, PutPayload};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
 const GENERATOR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen_reference_fixtures.py");
-const BUCKET: &str = "bkt";
 const NC_KEY: &str = "nc/data.nc";
-const ENV: &[(&str, &str)] = &[
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-    ("AWS_REGION", "us-east-1"),
-];
-
-/// A moto server on 127.0.0.1:port with bucket `bkt`, stopped on drop.
-struct Moto {
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Moto {
-    fn start() -> Option<Moto> {
-        let status = Command::new(SCRIPT).arg("install").status().expect("run s3-server.sh");
-        if status.code() == Some(3) {
-            eprintln!("SKIPPED: moto[server] could not be installed; reference S3 tests not run");
-            return None;
-        }
-        assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let m = Moto { dir: tempfile::tempdir().unwrap(), port };
-        let status =
-            Command::new(SCRIPT).arg("start").arg(m.dir.path()).arg(port.to_string()).status();
-        assert!(status.unwrap().success(), "moto did not start:\n{}", m.log());
-        // moto accepts unsigned requests: one plain HTTP PUT makes the bucket.
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(s, "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        assert!(resp.contains(" 200 "), "create bucket: {resp}");
-        Some(m)
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
-    }
-
-    /// (request line, status) of the requests logged since `from` bytes of the log.
-    fn requests_since(&self, from: usize) -> Vec<(String, String)> {
-        self.log()
-            .get(from..)
-            .unwrap_or("")
-            .lines()
-            .filter_map(|l| {
-                let mut parts = l.split('"');
-                let request = strip_ansi(parts.nth(1)?);
-                let status = parts.next()?.split_whitespace().next()?.to_string();
-                Some((request, status))
-            })
-            .filter(|(r, _)| !r.starts_with("GET / "))
-            .collect()
-    }
-
-    fn put(&self, key: &str, data: Vec<u8>) {
-        let client = AmazonS3Builder::new()
-            .with_endpoint(self.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(BUCKET)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .build()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            client.put(&OPath::from(key), PutPayload::from(Bytes::from(data))).await.unwrap();
-        });
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
-    }
-}
-
-/// Drop terminal colour codes (moto colours some log lines).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 /// The fixtures, with references naming `s3://bkt/nc/data.nc`.
 fn fixtures(dir: &Path) -> serde_json::Value {
@@ -174,14 +69,14 @@ fn files_under(root: &Path) -> Vec<(String, PathBuf)> {
 
 /// Read every chunk file and check it against the NetCDF's bytes; the GETs of the NetCDF in
 /// moto's log: one ranged GET (206) per chunk, nothing else (no HEAD, no whole download).
-fn check_chunk_reads(moto: &Moto, m: &Mount, refs: &[(String, u64, u64)], nc: &[u8]) {
+fn check_chunk_reads(moto: &S3, m: &Mount, refs: &[(String, u64, u64)], nc: &[u8]) {
     let mark = moto.log().len();
     for (path, offset, length) in refs {
         let got = std::fs::read(m.path(path)).unwrap();
         assert_eq!(got.len() as u64, *length, "{path}");
         assert!(got == nc[*offset as usize..(offset + length) as usize], "{path}: wrong bytes");
     }
-    let reqs = moto.requests_since(mark);
+    let reqs = moto.responses_since(mark);
     let on_nc: Vec<_> = reqs.iter().filter(|(r, _)| r.contains(NC_KEY)).collect();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for (r, status) in &on_nc {
@@ -197,13 +92,13 @@ fn check_chunk_reads(moto: &Moto, m: &Mount, refs: &[(String, u64, u64)], nc: &[
 
 #[test]
 fn local_references_read_s3_targets_by_ranges() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let fx = tmp.path().join("fx");
     let manifest = fixtures(&fx);
     let nc = std::fs::read(fx.join("data.nc")).unwrap();
     assert!(nc.len() > 8 << 20, "data.nc must be larger than the whole-object limit");
-    moto.put(NC_KEY, nc.clone());
+    moto.put(NC_KEY, &nc);
     let refs = references(&manifest);
     assert!(refs.len() >= 40, "{} references", refs.len());
     let endpoint = moto.endpoint();
@@ -221,15 +116,15 @@ fn local_references_read_s3_targets_by_ranges() {
 
 #[test]
 fn reference_sets_in_s3_mount_like_local_ones() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let fx = tmp.path().join("fx");
     let manifest = fixtures(&fx);
     let nc = std::fs::read(fx.join("data.nc")).unwrap();
-    moto.put(NC_KEY, nc.clone());
-    moto.put("refs/refs.json", std::fs::read(fx.join("refs-v1.json")).unwrap());
+    moto.put(NC_KEY, &nc);
+    moto.put("refs/refs.json", &std::fs::read(fx.join("refs-v1.json")).unwrap());
     for (rel, p) in files_under(&fx.join("refs.parq")) {
-        moto.put(&format!("refs/set.parq/{rel}"), std::fs::read(p).unwrap());
+        moto.put(&format!("refs/set.parq/{rel}"), &std::fs::read(p).unwrap());
     }
     let refs = references(&manifest);
     let endpoint = moto.endpoint();

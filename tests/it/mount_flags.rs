@@ -2,7 +2,7 @@
 //! are kept out unless `--allow-other`; `--read-only` is a kernel `ro` mount and, below the
 //! kernel, a daemon that refuses every write with EROFS.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

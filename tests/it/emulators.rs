@@ -8,7 +8,7 @@
 //! against it, and test data goes in through its JSON upload API instead. The tests skip
 //! (with a message) only when an emulator cannot be installed.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,7 +3,7 @@
 //! previous content, no temp file is left behind, and once there is room again the data is
 //! written back at unmount.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -2,108 +2,16 @@
 //! GET, the directory stays within its bound, a daemon killed with SIGKILL while filling the
 //! cache leaves nothing that a restarted one serves wrong, and one directory serves one daemon.
 
-mod common;
+use crate::common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use common::s3::{S3Server, BUCKET, ENV, S3};
 use common::Mount;
-use object_store::aws::AmazonS3Builder;
-use object_store::path::Path as OPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
-const BUCKET: &str = "bkt";
-const ENV: &[(&str, &str)] = &[
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-    ("AWS_REGION", "us-east-1"),
-];
-
-/// A moto server on 127.0.0.1, stopped on drop.
-struct Moto {
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Moto {
-    /// None (after printing why) when moto cannot be installed.
-    fn start() -> Option<Moto> {
-        let status = Command::new(SCRIPT).arg("install").status().expect("run s3-server.sh");
-        if status.code() == Some(3) {
-            eprintln!("SKIPPED: moto[server] could not be installed; disk cache mounts not tested");
-            return None;
-        }
-        assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let m = Moto { dir: tempfile::tempdir().unwrap(), port };
-        let status = Command::new(SCRIPT)
-            .arg("start")
-            .arg(m.dir.path())
-            .arg(port.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "moto did not start");
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(s, "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        assert!(resp.contains(" 200 "), "create bucket: {resp}");
-        Some(m)
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn log_len(&self) -> usize {
-        std::fs::read(self.dir.path().join("moto.log")).map(|l| l.len()).unwrap_or(0)
-    }
-
-    /// Request lines ("GET /bkt/pre/x HTTP/1.1") logged since `from` bytes of the log.
-    fn requests_since(&self, from: usize) -> Vec<String> {
-        let log = std::fs::read(self.dir.path().join("moto.log")).unwrap_or_default();
-        String::from_utf8_lossy(log.get(from..).unwrap_or(&[]))
-            .lines()
-            .filter_map(|l| l.split('"').nth(1).map(str::to_string))
-            .filter(|r| !r.starts_with("GET / "))
-            .collect()
-    }
-
-    fn put_all(&self, objects: &[(String, Vec<u8>)]) {
-        let store: Arc<dyn ObjectStore> = Arc::new(
-            AmazonS3Builder::new()
-                .with_endpoint(self.endpoint())
-                .with_allow_http(true)
-                .with_bucket_name(BUCKET)
-                .with_region("us-east-1")
-                .with_access_key_id("test")
-                .with_secret_access_key("test")
-                .build()
-                .unwrap(),
-        );
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            for (k, v) in objects {
-                let payload = PutPayload::from(Bytes::from(v.clone()));
-                store.put(&OPath::from(k.as_str()), payload).await.unwrap();
-            }
-        });
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
-    }
-}
-
-fn mount(moto: &Moto, mnt: &Path, extra: &[&str]) -> Mount {
+fn mount(moto: &S3, mnt: &Path, extra: &[&str]) -> Mount {
     let endpoint = moto.endpoint();
     let mut args = vec!["--endpoint-url", endpoint.as_str()];
     args.extend_from_slice(extra);
@@ -147,7 +55,7 @@ fn object_gets(requests: &[String]) -> Vec<&String> {
 
 #[test]
 fn a_warm_cache_serves_a_remount_without_gets_and_keeps_its_bound() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
     let objects: Vec<(String, Vec<u8>)> = vec![
@@ -172,7 +80,7 @@ fn a_warm_cache_serves_a_remount_without_gets_and_keeps_its_bound() {
     assert!(cache_bytes(&cache) >= total as u64, "everything read was kept");
 
     // Second mount: lookups and listings only, no GET of any object.
-    let from = moto.log_len();
+    let from = moto.log().len();
     let mut m = mount(&moto, &tmp.path().join("mnt"), &["--view", "raw", "--cache-dir", cache_arg]);
     read_all(&m);
     let reqs = moto.requests_since(from);
@@ -205,7 +113,7 @@ fn a_warm_cache_serves_a_remount_without_gets_and_keeps_its_bound() {
 
 #[test]
 fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
     let objects: Vec<(String, Vec<u8>)> =
@@ -269,8 +177,8 @@ fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
 
 #[test]
 fn a_second_daemon_on_the_same_cache_directory_is_refused() {
-    let Some(moto) = Moto::start() else { return };
-    moto.put_all(&[("pre/x".into(), b"x".to_vec())]);
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    moto.put("pre/x", b"x");
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
     let cache_arg = cache.to_str().unwrap();

@@ -10,101 +10,18 @@
 //! The S3 test starts its own moto server (scripts/s3-server.sh) and skips, with a message,
 //! only when moto cannot be installed. Guards stop mounts and servers also when a test panics.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::ffi::{CString, OsStr};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::s3::{S3Server, BUCKET, ENV, S3};
 use common::Mount;
-
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3-server.sh");
-const BUCKET: &str = "bkt";
-const ENV: &[(&str, &str)] = &[
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-    ("AWS_REGION", "us-east-1"),
-];
-
-/// A moto server on 127.0.0.1:port, stopped on drop.
-struct Moto {
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Moto {
-    /// None (after printing why) when moto cannot be installed.
-    fn start() -> Option<Moto> {
-        let status =
-            Command::new(SCRIPT).arg("install").status().expect("run scripts/s3-server.sh");
-        if status.code() == Some(3) {
-            eprintln!("SKIPPED: moto[server] could not be installed (no network?); S3 hostile-key test not run");
-            return None;
-        }
-        assert!(status.success(), "scripts/s3-server.sh install failed: {status}");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let m = Moto { dir: tempfile::tempdir().unwrap(), port };
-        let status = Command::new(SCRIPT)
-            .arg("start")
-            .arg(m.dir.path())
-            .arg(port.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "moto did not start");
-        m.request("PUT", &format!("/{BUCKET}"), b"");
-        Some(m)
-    }
-
-    /// One unsigned HTTP request (moto accepts them). Going around object_store lets the
-    /// test store keys object_store itself would refuse to write.
-    fn request(&self, method: &str, path: &str, body: &[u8]) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.port,
-            body.len()
-        )
-        .unwrap();
-        s.write_all(body).unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        assert!(
-            resp.starts_with("HTTP/1.1 200") || resp.starts_with("HTTP/1.0 200"),
-            "{method} {path}: {resp}"
-        );
-    }
-
-    /// PUT an object under exactly `key`: every byte but letters, digits and '/' is
-    /// percent-encoded, so no '.' segment is normalized away on the way.
-    fn put(&self, key: &str, body: &[u8]) {
-        let mut path = format!("/{BUCKET}/");
-        for b in key.bytes() {
-            if b.is_ascii_alphanumeric() || b == b'/' {
-                path.push(b as char);
-            } else {
-                path.push_str(&format!("%{b:02X}"));
-            }
-        }
-        self.request("PUT", &path, body);
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
-    }
-}
 
 /// The names in `dir`, sorted (lossy only for names that are not UTF-8; none should be).
 fn names(dir: &Path) -> Vec<String> {
@@ -149,7 +66,7 @@ fn body(key: &str) -> Vec<u8> {
 
 #[test]
 fn s3_bucket_with_hostile_keys() {
-    let Some(moto) = Moto::start() else { return };
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
     let long = |c: &str, n: usize| c.repeat(n);
     let max_name = format!("d/{}", long("N", 255)); // the longest name a file can have: shown
     let good: Vec<String> = [
@@ -189,7 +106,7 @@ fn s3_bucket_with_hostile_keys() {
     ])
     .collect();
     for k in good.iter().chain(hostile.iter().map(|h| &h.0)) {
-        moto.put(k, &body(k));
+        moto.put_raw(k, &body(k));
     }
 
     let tmp = tempfile::tempdir().unwrap();

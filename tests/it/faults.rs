@@ -3,7 +3,7 @@
 //! and leaves the stored content alone, caches neither keep errors nor lose their single
 //! fetch under latency, and a failed shard rewrite leaves the old shard intact.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

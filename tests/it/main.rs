@@ -1,0 +1,23 @@
+//! The integration tests, one crate (one binary to build and link): each module is one
+//! area, `common` holds the helpers they share (real mounts, S3 servers, ZarrFs drivers).
+
+mod common;
+
+mod consistency;
+mod disk_cache;
+mod emulators;
+mod faults;
+mod faults_mount;
+mod hostile_inputs;
+mod hostile_keys;
+mod http;
+mod metrics;
+mod mount_flags;
+mod mount_local;
+mod presented_views;
+mod references;
+mod s3;
+mod service;
+mod soak;
+mod unsharded_view;
+mod zip_store;
