@@ -1,0 +1,450 @@
+//! A plain Zarr tree on a static HTTP server (`http(s)://host/data.zarr`: nginx, a CDN, S3
+//! website hosting). Bytes come from the object-store backend below; this layer answers
+//! what static servers cannot:
+//!
+//! - **Is a name a directory?** A HEAD that does not follow redirects: a directory's URL
+//!   without its trailing slash answers with a redirect to `name/` (nginx, Apache, Caddy,
+//!   S3 website hosting, Python's http.server), so the name is a directory, whether or not
+//!   the server would list it. A 403 is a directory only when a metadata document of the
+//!   tree's format exists below it (servers that refuse directories outright).
+//! - **What is in a directory?** Static servers have no listing (object_store asks WebDAV
+//!   PROPFIND, which they refuse). Where the root holds consolidated metadata, the hierarchy
+//!   it describes is listed (a [`KeyTree`] handed in from above, see zarr::consolidated);
+//!   the files of a listed directory are checked with one HEAD each, 16 at a time, so a
+//!   listing shows only what exists, with real sizes. Elsewhere listing a directory is
+//!   `Unsupported` (ENOTSUP), while every name can still be opened by its path.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use reqwest::header::{CONTENT_LENGTH, ETAG, LAST_MODIFIED, LOCATION};
+
+use super::{
+    join_key, validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError,
+    StoreResult,
+};
+
+/// A directory tree known without listing the server (consolidated metadata).
+pub trait KeyTree: Send + Sync + 'static {
+    /// Is `key` a directory of the tree?
+    fn is_dir(&self, key: &str) -> bool;
+    /// The names in directory `dir` (name, is a directory), sorted; `None` when the tree does
+    /// not cover `dir`. Files may be absent on the server (they are checked).
+    fn children(&self, dir: &str) -> Option<Vec<(String, bool)>>;
+}
+
+/// Parses one root document into a tree: `Ok(None)` when it describes none.
+pub type ParseTree = fn(&str, &[u8]) -> Result<Option<Arc<dyn KeyTree>>, String>;
+
+/// Where a tree can come from, handed in by the layer that knows the format.
+#[derive(Clone, Copy)]
+pub struct TreeSource {
+    /// Keys at the root to read, in order; the first that yields a tree is used.
+    pub documents: &'static [&'static str],
+    pub parse: ParseTree,
+    /// Names whose presence below a name (`name/<marker>`) makes it a directory.
+    pub markers: &'static [&'static str],
+}
+
+/// How many HEADs a listing keeps in flight.
+const LISTING_HEADS: usize = 16;
+/// Attempts of one HEAD when the server cannot be reached or answers 5xx.
+const HEAD_ATTEMPTS: u32 = 3;
+
+/// What a HEAD without redirects says about a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    File(ObjectMeta),
+    Dir,
+    Missing,
+    /// A redirect elsewhere: only the backend (which follows redirects) can tell.
+    Moved,
+    /// 403: a directory the server will not show, or a file it will not serve.
+    Forbidden,
+}
+
+/// Classify a HEAD answer for the name at `url` (pure; see the module comment).
+pub fn classify(url: &url::Url, status: u16, headers: &[(&str, &str)]) -> Result<Answer, String> {
+    let header =
+        |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| *v);
+    match status {
+        200..=299 => {
+            let size = header("content-length")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| format!("HEAD {status} without a Content-Length"))?;
+            let modified = header("last-modified").and_then(|v| httpdate::parse_http_date(v).ok());
+            let millis = modified
+                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis());
+            // The same version tag the object-store backend derives from a GET of this object.
+            let version = header("etag").map_or_else(|| format!("{millis}-{size}"), str::to_string);
+            Ok(Answer::File(ObjectMeta {
+                size,
+                modified: modified.unwrap_or(SystemTime::UNIX_EPOCH),
+                version,
+            }))
+        }
+        300..=399 => {
+            let Some(target) = header("location").and_then(|l| url.join(l).ok()) else {
+                return Ok(Answer::Moved);
+            };
+            // The host may differ behind a proxy; the path tells.
+            if target.path() == format!("{}/", url.path()) {
+                Ok(Answer::Dir)
+            } else {
+                Ok(Answer::Moved)
+            }
+        }
+        404 | 410 => Ok(Answer::Missing),
+        403 => Ok(Answer::Forbidden),
+        _ => Err(format!("HEAD answered {status}")),
+    }
+}
+
+/// The static-hosting layer over the backend that reads the bytes.
+pub struct HttpStore {
+    inner: Arc<dyn Store>,
+    client: reqwest::Client,
+    /// The mount's URL with a trailing slash (user info kept: reqwest sends it as basic auth).
+    base: url::Url,
+    source: Option<TreeSource>,
+    tree: tokio::sync::OnceCell<Option<Arc<dyn KeyTree>>>,
+    warned_unlisted: std::sync::atomic::AtomicBool,
+}
+
+impl HttpStore {
+    /// `inner` reads the bytes of `url` (an `http(s)://` URL); `source` says where a tree
+    /// can be found (`None`: names can be opened, directories not listed).
+    pub fn new(inner: Arc<dyn Store>, url: &str, source: Option<TreeSource>) -> StoreResult<Self> {
+        let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/');
+        let bad = |m: String| StoreError::Backend { key: String::new(), message: m };
+        let base = url::Url::parse(&format!("{clean}/"))
+            .map_err(|e| bad(format!("{}: {e}", inner.describe())))?;
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| bad(format!("cannot build the HTTP client: {e}")))?;
+        Ok(HttpStore {
+            inner,
+            client,
+            base,
+            source,
+            tree: tokio::sync::OnceCell::new(),
+            warned_unlisted: Default::default(),
+        })
+    }
+
+    fn url(&self, key: &str, slash: bool) -> url::Url {
+        let mut u = self.base.clone();
+        if let Ok(mut segs) = u.path_segments_mut() {
+            segs.pop_if_empty();
+            if !key.is_empty() {
+                segs.extend(key.split('/'));
+            }
+            if slash {
+                segs.push("");
+            }
+        }
+        u
+    }
+
+    /// HEAD `key` without following redirects, retrying unreachable servers and 5xx briefly.
+    async fn head_raw(&self, key: &str) -> StoreResult<Answer> {
+        let url = self.url(key, false);
+        let mut last = String::new();
+        for attempt in 0..HEAD_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            match self.client.head(url.clone()).send().await {
+                Ok(r) if r.status().is_server_error() => {
+                    last = format!("HEAD answered {}", r.status())
+                }
+                Ok(r) => {
+                    let wanted = [CONTENT_LENGTH, LAST_MODIFIED, ETAG, LOCATION];
+                    let headers: Vec<(&str, &str)> = wanted
+                        .iter()
+                        .filter_map(|h| Some((h.as_str(), r.headers().get(h)?.to_str().ok()?)))
+                        .collect();
+                    return classify(&url, r.status().as_u16(), &headers)
+                        .map_err(|m| self.backend_err(key, m));
+                }
+                Err(e) => last = format!("HEAD failed: {}", error_chain(&e)),
+            }
+        }
+        Err(self.backend_err(key, last))
+    }
+
+    fn backend_err(&self, key: &str, message: String) -> StoreError {
+        StoreError::Backend { key: key.to_string(), message: scrub_userinfo(&message) }
+    }
+
+    /// File, directory or nothing, following what the raw HEAD leaves open.
+    async fn resolve(&self, key: &str) -> StoreResult<Lookup> {
+        let dir = Lookup { file: None, dir: true };
+        match self.head_raw(key).await? {
+            Answer::File(meta) => Ok(Lookup { file: Some(meta), dir: false }),
+            Answer::Dir => Ok(dir),
+            Answer::Missing => Ok(Lookup::default()),
+            Answer::Moved => Ok(Lookup { file: self.inner.head(key).await?, dir: false }),
+            Answer::Forbidden => {
+                for m in self.source.map_or(&[][..], |s| s.markers) {
+                    if matches!(self.head_raw(&join_key(key, m)).await?, Answer::File(_)) {
+                        return Ok(dir);
+                    }
+                }
+                Err(StoreError::PermissionDenied(key.to_string()))
+            }
+        }
+    }
+
+    /// The tree from the root documents, read once; a failure to reach the server is not
+    /// remembered (the next listing tries again), a document that is no tree is.
+    async fn tree(&self) -> StoreResult<Option<Arc<dyn KeyTree>>> {
+        let Some(source) = self.source else { return Ok(None) };
+        let found = self
+            .tree
+            .get_or_try_init(|| async {
+                for doc in source.documents {
+                    let bytes = match self.inner.get(doc).await {
+                        Ok(b) => b,
+                        Err(StoreError::NotFound(_)) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    match (source.parse)(doc, &bytes) {
+                        Ok(Some(tree)) => {
+                            tracing::info!(document = doc, "listing the mount from its consolidated metadata");
+                            return Ok(Some(tree));
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(document = doc, error = %e, "unusable consolidated metadata; not listed from it"),
+                    }
+                }
+                Ok(None)
+            })
+            .await?;
+        Ok(found.clone())
+    }
+}
+
+/// An error and its sources on one line (reqwest hides the cause, e.g. "connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        src = cause.source();
+    }
+    s
+}
+
+/// Messages never carry `user:password@` of a URL.
+fn scrub_userinfo(message: &str) -> String {
+    message
+        .split(' ')
+        .map(|w| match (w.find("://"), w.find('@')) {
+            (Some(i), Some(j)) if j > i => format!("{}{}", &w[..i + 3], &w[j + 1..]),
+            _ => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[async_trait]
+impl Store for HttpStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn has_real_dirs(&self) -> bool {
+        false
+    }
+
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        self.inner.get(key).await
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        self.inner.get_range(key, range).await
+    }
+
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.inner.get_ranged(key, range).await
+    }
+
+    async fn get_versioned(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        self.inner.get_versioned(key).await
+    }
+
+    /// A directory is no object here (the backend would follow its redirect to an index page).
+    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        validate_key(key)?;
+        if key.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.resolve(key).await?.file)
+    }
+
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.inner.put_opts(key, data, mode).await
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.inner.delete(key).await
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.inner.delete_if_version(key, version).await
+    }
+
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        validate_key(prefix)?;
+        let children = self.tree().await?.and_then(|t| t.children(prefix));
+        let Some(children) = children else {
+            if !self.warned_unlisted.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    store = %self.describe(),
+                    dir = prefix,
+                    "a static HTTP server cannot list directories, and no consolidated metadata \
+                     covers this one: listing is not supported (names can still be opened)"
+                );
+            }
+            return Err(StoreError::Unsupported(
+                "listing a directory on a static HTTP server without consolidated metadata",
+            ));
+        };
+        let mut listing = Listing::default();
+        let files = children.into_iter().filter_map(|(name, is_dir)| {
+            if is_dir {
+                listing.dirs.push(name);
+                None
+            } else {
+                Some(name)
+            }
+        });
+        let files: Vec<String> = files.collect();
+        let found: Vec<(String, Lookup)> = futures::stream::iter(files)
+            .map(|name| async move {
+                let l = self.resolve(&join_key(prefix, &name)).await?;
+                Ok::<_, StoreError>((name, l))
+            })
+            .buffered(LISTING_HEADS)
+            .try_collect()
+            .await?;
+        for (name, l) in found {
+            if l.dir {
+                listing.dirs.push(name);
+            } else if let Some(meta) = l.file {
+                listing.files.push((name, meta));
+            }
+        }
+        listing.dirs.sort();
+        Ok(listing)
+    }
+
+    async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        validate_key(key)?;
+        if key.is_empty() {
+            return Ok(Lookup { file: None, dir: true });
+        }
+        if self.tree().await?.is_some_and(|t| t.is_dir(key)) {
+            return Ok(Lookup { file: None, dir: true });
+        }
+        self.resolve(key).await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.inner.rename(from, to).await
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.inner.create_dir(key).await
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.inner.remove_dir(key).await
+    }
+
+    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        self.inner.rename_dir(from, to).await
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.inner.capacity()
+    }
+
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        self.inner.check_key(key)
+    }
+
+    fn whole_object_limit(&self) -> u64 {
+        self.inner.whole_object_limit()
+    }
+
+    async fn prefetch(&self, key: &str, size: u64) {
+        self.inner.prefetch(key, size).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> url::Url {
+        url::Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn redirects_to_the_name_with_a_slash_are_directories() {
+        let u = url("http://h:8080/data.zarr/g");
+        for loc in
+            ["http://h:8080/data.zarr/g/", "/data.zarr/g/", "g/", "http://other/data.zarr/g/"]
+        {
+            assert_eq!(classify(&u, 301, &[("Location", loc)]).unwrap(), Answer::Dir, "{loc}");
+        }
+        for loc in ["/elsewhere/", "/data.zarr/g", "/data.zarr/g/index.html"] {
+            assert_eq!(classify(&u, 302, &[("location", loc)]).unwrap(), Answer::Moved, "{loc}");
+        }
+        assert_eq!(classify(&u, 308, &[]).unwrap(), Answer::Moved);
+    }
+
+    #[test]
+    fn files_missing_names_and_errors() {
+        let u = url("http://h/x/zarr.json");
+        let hs = [
+            ("Content-Length", "123"),
+            ("Last-Modified", "Mon, 23 Nov 2026 20:39:19 GMT"),
+            ("ETag", "\"6923-7b\""),
+        ];
+        let Answer::File(m) = classify(&u, 200, &hs).unwrap() else { panic!() };
+        assert_eq!((m.size, m.version.as_str()), (123, "\"6923-7b\""));
+        assert_eq!(m.modified, httpdate::parse_http_date("Mon, 23 Nov 2026 20:39:19 GMT").unwrap());
+        let Answer::File(m) = classify(&u, 200, &hs[..2]).unwrap() else { panic!() };
+        assert_eq!(m.version, format!("{}-123", 1_795_466_359_000u64));
+        assert!(classify(&u, 200, &[]).is_err(), "a size is required");
+        assert_eq!(classify(&u, 404, &[]).unwrap(), Answer::Missing);
+        assert_eq!(classify(&u, 410, &[]).unwrap(), Answer::Missing);
+        assert_eq!(classify(&u, 403, &[]).unwrap(), Answer::Forbidden);
+        assert!(classify(&u, 500, &[]).is_err());
+        assert!(classify(&u, 401, &[]).is_err());
+    }
+
+    #[test]
+    fn user_info_never_reaches_a_message() {
+        assert_eq!(
+            scrub_userinfo("HEAD failed: error sending request for url (http://u:pw@h/x)"),
+            "HEAD failed: error sending request for url (http://h/x)"
+        );
+    }
+}
