@@ -70,7 +70,11 @@ async fn open_directory(
         return directory_store(location, cfg);
     };
     let backend = open_object_store(*cloud, url, cfg)?;
-    if let Err(why) = backend.check().await {
+    let checked = match cloud {
+        crate::source::Cloud::Http => crate::store::http::check(url).await,
+        _ => backend.check().await,
+    };
+    if let Err(why) = checked {
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
         let url = crate::store::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));

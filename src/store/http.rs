@@ -105,6 +105,29 @@ pub fn classify(url: &url::Url, status: u16, headers: &[(&str, &str)]) -> Result
     }
 }
 
+/// The mount-time check of an `http(s)://` SOURCE: one HEAD of its URL, not following
+/// redirects (a directory's redirect leads to an index page that may have no Content-Length,
+/// which object_store refuses). Any HTTP answer is a server; only one that cannot be reached
+/// fails, with the reason on one line.
+pub async fn check(url: &str) -> Result<(), String> {
+    let clean = url.split(['?', '#']).next().unwrap_or(url);
+    let client = client().map_err(|e| scrub_userinfo(&e))?;
+    match client.head(clean).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("cannot reach the server: {}", scrub_userinfo(&error_chain(&e)))),
+    }
+}
+
+/// The client of every request this layer sends itself: no redirects followed.
+fn client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
 /// The static-hosting layer over the backend that reads the bytes.
 pub struct HttpStore {
     inner: Arc<dyn Store>,
@@ -124,12 +147,7 @@ impl HttpStore {
         let bad = |m: String| StoreError::Backend { key: String::new(), message: m };
         let base = url::Url::parse(&format!("{clean}/"))
             .map_err(|e| bad(format!("{}: {e}", inner.describe())))?;
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| bad(format!("cannot build the HTTP client: {e}")))?;
+        let client = client().map_err(bad)?;
         Ok(HttpStore {
             inner,
             client,
