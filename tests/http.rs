@@ -5,7 +5,8 @@
 //! A plain Zarr tree on nginx, with and without autoindex (src/store/http.rs): directories
 //! are told from files by their redirect, listings come from consolidated metadata (v3 inline
 //! and v2 `.zmetadata`), sharded arrays are unpacked by range requests, a missing name is
-//! ENOENT, a stopped server EIO; without consolidated metadata names open by path.
+//! ENOENT, a stopped server EIO; without consolidated metadata names open by path, and
+//! directories are listed from the autoindex page where nginx serves one.
 
 mod common;
 
@@ -197,7 +198,8 @@ fn plain_tree(autoindex: bool) {
     drop(v2);
 
     let plain = Mount::start_with(&url("plain.zarr"), &tmp.path().join("plain"), &[], &[]);
-    tree_script(&["plain", &s(&plain.mnt)]);
+    let on = if autoindex { "on" } else { "off" };
+    tree_script(&["plain", &s(&plain.mnt), &s(&root.join("plain.zarr")), on]);
     drop(plain);
 
     // The server goes away: names not looked up before are EIO, not ENOENT.

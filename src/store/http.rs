@@ -11,8 +11,11 @@
 //!   PROPFIND, which they refuse). Where the root holds consolidated metadata, the hierarchy
 //!   it describes is listed (a [`KeyTree`] handed in from above, see zarr::consolidated);
 //!   the files of a listed directory are checked with one HEAD each, 16 at a time, so a
-//!   listing shows only what exists, with real sizes. Elsewhere listing a directory is
-//!   `Unsupported` (ENOTSUP), while every name can still be opened by its path.
+//!   listing shows only what exists, with real sizes. A directory the tree does not cover is
+//!   listed from the server's index page where it has one (nginx autoindex, HTML or JSON;
+//!   Apache's and Python's look alike: relative links), its files checked the same way.
+//!   Elsewhere listing a directory is `Unsupported` (ENOTSUP), while every name can still be
+//!   opened by its path.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -103,6 +106,51 @@ pub fn classify(url: &url::Url, status: u16, headers: &[(&str, &str)]) -> Result
         403 => Ok(Answer::Forbidden),
         _ => Err(format!("HEAD answered {status}")),
     }
+}
+
+/// The names an index page (`GET dir/`) links to directly below it: (name, is a directory).
+/// JSON is nginx's `autoindex_format json` (`[{"name":..,"type":"directory"|"file"},..]`);
+/// HTML is any page of relative links (`<a href="name">`, `name/` for a directory). Links
+/// that leave the directory (`../`, `/x`, `http://..`, `?C=N`) are not names in it. `None`
+/// when the page is neither.
+pub fn parse_index(content_type: &str, body: &str) -> Option<Vec<(String, bool)>> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    if content_type.contains("json") {
+        let serde_json::Value::Array(items) = serde_json::from_str(body).ok()? else { return None };
+        for it in items {
+            let name = it.get("name")?.as_str()?.to_string();
+            let is_dir = it.get("type").and_then(|t| t.as_str()) == Some("directory");
+            out.push((name, is_dir));
+        }
+    } else if content_type.contains("html") {
+        for part in body.split("<a href=\"").skip(1) {
+            let Some(href) = part.split('"').next() else { continue };
+            let href = href
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&");
+            if href.starts_with(['/', '?', '#']) || href.contains("://") {
+                continue;
+            }
+            let (raw, is_dir) = match href.strip_suffix('/') {
+                Some(d) => (d, true),
+                None => (href.as_str(), false),
+            };
+            let Ok(name) = percent_encoding::percent_decode_str(raw).decode_utf8() else {
+                continue;
+            };
+            out.push((name.into_owned(), is_dir));
+        }
+    } else {
+        return None;
+    }
+    // A name that cannot be a file name (`a/b`, `..`) is no entry of this directory.
+    out.retain(|(n, _)| super::name_problem(n).is_none());
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    Some(out)
 }
 
 /// The mount-time check of an `http(s)://` SOURCE: one HEAD of its URL, not following
@@ -222,6 +270,31 @@ impl HttpStore {
         }
     }
 
+    /// The server's index page of `dir`, if it serves one (see [`parse_index`]).
+    async fn index_page(&self, dir: &str) -> StoreResult<Option<Vec<(String, bool)>>> {
+        let url = self.url(dir, true);
+        let r = match self.client.get(url).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let m = format!("GET of the index page failed: {}", error_chain(&e));
+                return Err(self.backend_err(dir, m));
+            }
+        };
+        match r.status().as_u16() {
+            200 => {}
+            403 | 404 | 405 | 410 | 300..=399 => return Ok(None),
+            s => return Err(self.backend_err(dir, format!("GET of the index page answered {s}"))),
+        }
+        let ct = r
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let body = r.text().await.map_err(|e| self.backend_err(dir, error_chain(&e)))?;
+        Ok(parse_index(&ct, &body))
+    }
+
     /// The tree from the root documents, read once; a failure to reach the server is not
     /// remembered (the next listing tries again), a document that is no tree is.
     async fn tree(&self) -> StoreResult<Option<Arc<dyn KeyTree>>> {
@@ -328,18 +401,22 @@ impl Store for HttpStore {
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         validate_key(prefix)?;
-        let children = self.tree().await?.and_then(|t| t.children(prefix));
+        let mut children = self.tree().await?.and_then(|t| t.children(prefix));
+        if children.is_none() {
+            children = self.index_page(prefix).await?;
+        }
         let Some(children) = children else {
             if !self.warned_unlisted.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(
                     store = %self.describe(),
                     dir = prefix,
-                    "a static HTTP server cannot list directories, and no consolidated metadata \
-                     covers this one: listing is not supported (names can still be opened)"
+                    "this static HTTP server has no index page of the directory, and no \
+                     consolidated metadata covers it: listing is not supported (names can \
+                     still be opened)"
                 );
             }
             return Err(StoreError::Unsupported(
-                "listing a directory on a static HTTP server without consolidated metadata",
+                "listing a directory on a static HTTP server without consolidated metadata or an index page",
             ));
         };
         let mut listing = Listing::default();
@@ -456,6 +533,35 @@ mod tests {
         assert_eq!(classify(&u, 403, &[]).unwrap(), Answer::Forbidden);
         assert!(classify(&u, 500, &[]).is_err());
         assert!(classify(&u, 401, &[]).is_err());
+    }
+
+    #[test]
+    fn index_pages_of_nginx_and_others() {
+        let html = r#"<html><body><h1>Index of /x/</h1><hr><pre><a href="../">../</a>
+<a href="sub/">sub/</a>                                23-Nov-2026 21:04       -
+<a href="a%20b%26c.txt">a b&amp;c.txt</a>            23-Nov-2026 21:04       3
+<a href=".zattrs">.zattrs</a>            23-Nov-2026 21:04       3
+<a href="q&amp;a">q&amp;a</a> <a href=".hidden">.hidden</a> <a href="./">.</a>
+<a href="/elsewhere/">x</a> <a href="?C=N;O=D">Name</a> <a href="http://h/x">y</a>
+<a href="a%2Fb">bad</a> <a href="zarr.json">zarr.json</a></pre></body></html>"#;
+        let got = parse_index("text/html", html).unwrap();
+        let want = [
+            (".hidden", false),
+            (".zattrs", false),
+            ("a b&c.txt", false),
+            ("q&a", false),
+            ("sub", true),
+            ("zarr.json", false),
+        ];
+        assert_eq!(got, want.map(|(n, d)| (n.to_string(), d)));
+        let json = r#"[{"name":"c","type":"directory","mtime":"Mon, 23 Nov 2026 21:04:00 GMT"},
+            {"name":"zarr.json","type":"file","mtime":"Mon, 23 Nov 2026 21:04:00 GMT","size":2},
+            {"name":"..","type":"directory"}]"#;
+        let got = parse_index("application/json", json).unwrap();
+        assert_eq!(got, [("c".to_string(), true), ("zarr.json".to_string(), false)]);
+        assert_eq!(parse_index("application/octet-stream", "x"), None);
+        assert_eq!(parse_index("application/json", "{}"), None);
+        assert_eq!(parse_index("text/html", "<html>no links</html>"), Some(vec![]));
     }
 
     #[test]

@@ -4,7 +4,8 @@
     http_tree.py raw MNT SRC            v3.zarr mounted raw: listing = SRC's files, reads exact
     http_tree.py unsharded MNT          v3.zarr in the unsharded view: reads exact
     http_tree.py v2 MNT SRC             v2.zarr: listing = SRC's files, reads exact
-    http_tree.py plain MNT              plain.zarr (no consolidated metadata): no listing, reads
+    http_tree.py plain MNT SRC on|off   plain.zarr (no consolidated metadata): listed from the
+                                        autoindex page (on) or not at all (off); reads exact
     http_tree.py outage MNT             after the server stopped: EIO, not ENOENT
 """
 
@@ -14,6 +15,7 @@ import sys
 import warnings
 
 import numpy as np
+import tensorstore as ts
 import zarr
 
 warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
@@ -105,6 +107,8 @@ def unsharded(mnt):
     s = g["g/small"]
     assert s.chunks == (5, 6) and s.shards is None, (s.chunks, s.shards)
     np.testing.assert_array_equal(s[:], small())
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": os.path.join(mnt, "g/small")}}).result()
+    np.testing.assert_array_equal(t.read().result(), small())
     b = zarr.open_array(os.path.join(mnt, "big"), mode="r")
     np.testing.assert_array_equal(b[100:110, 5:9], big()[100:110, 5:9])
     # An inner chunk of the unsharded view: a file of exactly one chunk's bytes.
@@ -121,13 +125,16 @@ def v2(mnt, src):
     missing(os.path.join(mnt, "a/3.0"))
 
 
-def plain(mnt):
-    try:
-        os.listdir(mnt)
-    except OSError as e:
-        assert e.errno == errno.EOPNOTSUPP, e
+def plain(mnt, src, autoindex):
+    if autoindex == "on":
+        same_tree(mnt, src)
     else:
-        raise AssertionError("a directory without consolidated metadata was listed")
+        try:
+            os.listdir(mnt)
+        except OSError as e:
+            assert e.errno == errno.EOPNOTSUPP, e
+        else:
+            raise AssertionError("a directory without consolidated metadata was listed")
     assert os.path.isdir(os.path.join(mnt, "arr"))
     np.testing.assert_array_equal(zarr.open_array(os.path.join(mnt, "arr"), mode="r")[:], np.arange(10))
     g = zarr.open_group(mnt, mode="r")
