@@ -1,6 +1,7 @@
 """Requests per backend: zarr-python reading a sharded array through the unsharded view of a
 mount of each object-store backend (moto and s3s-fs for s3://, fake-gcs-server for gs://,
-Azurite for az://), all on 127.0.0.1 (scripts/s3-server.sh).
+Azurite for az://, nginx serving the array's directory for http://), all on 127.0.0.1
+(scripts/s3-server.sh).
 
 Every request the daemon sends passes a counting relay; the read is read-only, so requests
 carry no bodies and the relay counts request lines exactly. Each read is from a fresh daemon.
@@ -121,6 +122,8 @@ class Server:
         files = [p for p in local.rglob("*") if p.is_file()]
         if self.kind == "s3s-fs":  # its buckets are directories
             shutil.copytree(local, self.dir / "data" / "bkt" / "arr", dirs_exist_ok=True)
+        elif self.kind == "nginx":  # static files
+            shutil.copytree(local, self.dir / "data" / "arr", dirs_exist_ok=True)
         elif self.kind == "fake-gcs":  # no XML-API uploads (README): its JSON API
             for p in files:
                 name = f"arr/{p.relative_to(local)}"
@@ -138,6 +141,8 @@ class Server:
     def mount_spec(self, endpoint: str):
         env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
         env.pop("AWS_CA_BUNDLE", None)
+        if self.kind == "nginx":
+            return f"{endpoint}/arr", [], env
         if self.kind in ("moto", "s3s-fs"):
             return "s3://bkt/arr", ["--endpoint-url", endpoint], env
         if self.kind == "fake-gcs":
@@ -153,7 +158,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="moto,s3s-fs,fake-gcs,azurite")
+    ap.add_argument("--only", default="moto,s3s-fs,fake-gcs,azurite,nginx")
     args = ap.parse_args()
     shape, chunks, shards = ((512, 512), (64, 64), (256, 256)) if args.quick else \
         ((2048, 2048), (128, 128), (1024, 1024))

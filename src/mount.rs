@@ -70,12 +70,16 @@ async fn open_directory(
         return directory_store(location, cfg);
     };
     let backend = open_object_store(*cloud, url, cfg)?;
-    if let Err(why) = backend.check().await {
+    let checked = match cloud {
+        crate::source::Cloud::Http => crate::store::http::check(url).await,
+        _ => backend.check().await,
+    };
+    if let Err(why) = checked {
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
         let url = crate::store::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
-    Ok(with_object_cache(backend_layers(backend, cfg)?, cfg))
+    Ok(with_object_cache(backend_layers(backend, *cloud, url, cfg)?, cfg))
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -87,7 +91,7 @@ fn directory_store(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Sto
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
             let backend = open_object_store(*cloud, url, cfg)?;
-            Ok(with_object_cache(backend_layers(backend, cfg)?, cfg))
+            Ok(with_object_cache(backend_layers(backend, *cloud, url, cfg)?, cfg))
         }
     }
 }
@@ -103,9 +107,23 @@ fn open_object_store(
 }
 
 /// The backend behind the metering layer: the backend series of `/metrics` count what the
-/// backend itself is asked, below every cache.
-fn metered(backend: ObjectStoreBackend) -> Arc<dyn Store> {
-    Arc::new(MeteredStore::new(Arc::new(backend)))
+/// backend itself is asked, below every cache. Plain HTTP gets the lookups and listings of
+/// static hosting (store/http.rs) on top of the backend.
+fn metered(
+    backend: ObjectStoreBackend,
+    cloud: crate::source::Cloud,
+    url: &str,
+) -> Result<Arc<dyn Store>, SessionError> {
+    let store: Arc<dyn Store> = match cloud {
+        crate::source::Cloud::Http => {
+            let tree = Some(crate::zarr::consolidated::TREE_SOURCE);
+            let http = crate::store::http::HttpStore::new(Arc::new(backend), url, tree)
+                .map_err(|e| SessionError(e.to_string()))?;
+            Arc::new(http)
+        }
+        _ => Arc::new(backend),
+    };
+    Ok(Arc::new(MeteredStore::new(store)))
 }
 
 /// `store` behind the small-object memory cache (`--cache-size`; 0 disables it).
@@ -142,9 +160,11 @@ fn backend_kind(source: &Source) -> String {
 /// itself is asked) and, with `--cache-dir`, the disk cache.
 fn backend_layers(
     backend: ObjectStoreBackend,
+    cloud: crate::source::Cloud,
+    url: &str,
     cfg: &MountConfig,
 ) -> Result<Arc<dyn Store>, SessionError> {
-    let store = metered(backend);
+    let store = metered(backend, cloud, url)?;
     match &cfg.disk_cache {
         Some(disk) => open_disk_cache(store, disk, cfg),
         None => Ok(store),

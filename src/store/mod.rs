@@ -9,6 +9,7 @@ pub mod cache;
 mod conditional_tests;
 pub mod disk_cache;
 pub mod fault;
+pub mod http;
 pub mod local;
 pub mod memory;
 pub mod metered;

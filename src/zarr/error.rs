@@ -28,4 +28,7 @@ pub enum MetadataError {
     UnsupportedDataType(String),
     #[error("invalid chunk key separator {0}")]
     InvalidSeparator(String),
+    /// Consolidated metadata (v3 inline or v2 `.zmetadata`) that does not describe a hierarchy.
+    #[error("consolidated metadata: {0}")]
+    Consolidated(String),
 }

@@ -4,6 +4,7 @@
 
 pub mod chunk_key;
 pub mod codecs;
+pub mod consolidated;
 pub mod error;
 pub mod fill_value;
 pub mod metadata;

@@ -2,9 +2,11 @@
 //! as a static file is mounted, read exactly by zarr-python and tensorstore, and fetched by
 //! range requests only (counted from nginx's access log). A wrong URL fails at mount time.
 //!
-//! A plain directory tree over static HTTP does not mount usefully yet (README, "Backends"):
-//! object_store lists with WebDAV PROPFIND, which static servers refuse, and a directory's
-//! URL answers with a redirect to its index page, which looks like a file.
+//! A plain Zarr tree on nginx, with and without autoindex (src/store/http.rs): directories
+//! are told from files by their redirect, listings come from consolidated metadata (v3 inline
+//! and v2 `.zmetadata`), sharded arrays are unpacked by range requests, a missing name is
+//! ENOENT, a stopped server EIO; without consolidated metadata names open by path, and
+//! directories are listed from the autoindex page where nginx serves one.
 
 use crate::common;
 
@@ -21,6 +23,10 @@ struct Nginx {
 
 impl Nginx {
     fn start() -> Option<Nginx> {
+        Self::start_autoindex(false)
+    }
+
+    fn start_autoindex(autoindex: bool) -> Option<Nginx> {
         let status = Command::new(SCRIPT).args(["install", "nginx"]).status().unwrap();
         if status.code() == Some(3) {
             eprintln!("SKIPPED: nginx could not be installed");
@@ -33,6 +39,7 @@ impl Nginx {
             .arg(n.dir.path())
             .arg(n.port.to_string())
             .arg("nginx")
+            .env("NGINX_AUTOINDEX", if autoindex { "on" } else { "off" })
             .status()
             .unwrap();
         assert!(status.success(), "nginx did not start");
@@ -53,9 +60,15 @@ impl Nginx {
     }
 }
 
+impl Nginx {
+    fn stop(&self) {
+        let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
+    }
+}
+
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = Command::new(SCRIPT).arg("stop").arg(self.dir.path()).status();
+        self.stop();
     }
 }
 
@@ -126,4 +139,81 @@ fn a_zip_on_a_static_http_server_is_read_by_ranges() {
     );
     assert!(size > 8 << 20 && sent < size / 10, "sent {sent} of {size} bytes");
     drop(m);
+}
+
+fn tree_script(args: &[&str]) {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_tree.py");
+    let out = Command::new(python).arg(script).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "http_tree.py {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One nginx (autoindex on or off) serving v3.zarr (sharded, consolidated), v2.zarr
+/// (consolidated) and plain.zarr (no consolidated metadata), each mounted by URL.
+fn plain_tree(autoindex: bool) {
+    let Some(nginx) = Nginx::start_autoindex(autoindex) else { return };
+    let root = nginx.root();
+    tree_script(&["write", root.to_str().unwrap()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = |name: &str| format!("http://127.0.0.1:{}/{name}", nginx.port);
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+
+    // The store as stored: every name listed (from the inline consolidated metadata) with its
+    // size, every array read exactly, missing names ENOENT.
+    let raw = Mount::start_with(&url("v3.zarr"), &tmp.path().join("raw"), &["--view", "raw"], &[]);
+    tree_script(&["raw", &s(&raw.mnt), &s(&root.join("v3.zarr"))]);
+
+    // The unsharded view: inner chunks unpacked from the shards by range requests.
+    let before = nginx.requests().len();
+    let view = Mount::start_with(&url("v3.zarr"), &tmp.path().join("view"), &[], &[]);
+    tree_script(&["unsharded", &s(&view.mnt)]);
+    let requests: Vec<String> = nginx.requests()[before..].to_vec();
+    let shard_gets: Vec<&String> =
+        requests.iter().filter(|r| r.starts_with("GET /v3.zarr/big/c/")).collect();
+    let shard_bytes: u64 = shard_gets
+        .iter()
+        .filter_map(|r| r.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()))
+        .sum();
+    eprintln!(
+        "unsharded view (autoindex {autoindex}): {} requests, {} GETs of big's shards ({shard_bytes} bytes): {requests:?}",
+        requests.len(),
+        shard_gets.len()
+    );
+    assert!(!shard_gets.is_empty());
+    assert!(
+        shard_gets.iter().all(|r| r.contains(" 206 \"bytes=")),
+        "shards are read by ranges only: {shard_gets:?}"
+    );
+    // The 16 MiB shard holds the 10x4 cells read: its index and one 256 KiB inner chunk.
+    assert!(shard_bytes < 1 << 20, "{shard_bytes} bytes of the shard for one inner chunk");
+    drop(view);
+
+    let v2 = Mount::start_with(&url("v2.zarr"), &tmp.path().join("v2"), &["--view", "raw"], &[]);
+    tree_script(&["v2", &s(&v2.mnt), &s(&root.join("v2.zarr"))]);
+    drop(v2);
+
+    let plain = Mount::start_with(&url("plain.zarr"), &tmp.path().join("plain"), &[], &[]);
+    let on = if autoindex { "on" } else { "off" };
+    tree_script(&["plain", &s(&plain.mnt), &s(&root.join("plain.zarr")), on]);
+    drop(plain);
+
+    // The server goes away: names not looked up before are EIO, not ENOENT.
+    nginx.stop();
+    tree_script(&["outage", &s(&raw.mnt)]);
+    drop(raw);
+}
+
+#[test]
+fn a_plain_zarr_tree_on_static_http_without_autoindex() {
+    plain_tree(false);
+}
+
+#[test]
+fn a_plain_zarr_tree_on_static_http_with_autoindex() {
+    plain_tree(true);
 }
