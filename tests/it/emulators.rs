@@ -9,6 +9,7 @@
 //! (with a message) only when an emulator cannot be installed.
 
 use crate::common;
+use common::python::{files_under, run_python, venv_python};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -102,7 +103,7 @@ impl Emulator {
             }
             // Azure's own SDK (installed with Azurite by scripts/s3-server.sh) signs it.
             Kind::Azurite => {
-                let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+                let python = venv_python();
                 let conn = format!(
                     "DefaultEndpointsProtocol=http;AccountName={AZ_ACCOUNT};AccountKey={AZ_KEY};\
                      BlobEndpoint={}/{AZ_ACCOUNT};",
@@ -287,37 +288,6 @@ impl Drop for Emulator {
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-fn python() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
-}
-
-fn run_python(script: &str, args: &[&Path]) {
-    let out = Command::new(python()).arg("-c").arg(script).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "python failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
 }
 
 const EXPECTED: &str = "exp = np.arange(1200, dtype='int32').reshape(40, 30)\n";

@@ -9,6 +9,7 @@
 //! directories are listed from the autoindex page where nginx serves one.
 
 use crate::common;
+use common::python::{run_python, venv_python, write_zip_sample};
 
 use std::path::Path;
 use std::process::Command;
@@ -72,32 +73,11 @@ impl Drop for Nginx {
     }
 }
 
-fn run_python(script: &str, args: &[&Path]) {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let out = Command::new(python).arg("-c").arg(script).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "python failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn a_zip_on_a_static_http_server_is_read_by_ranges() {
     let Some(nginx) = Nginx::start() else { return };
     let archive = nginx.root().join("data.zarr.zip");
-    run_python(
-        "import sys, zarr, numpy as np\n\
-         s = zarr.storage.ZipStore(sys.argv[1], mode='w')\n\
-         g = zarr.open_group(s, mode='w')\n\
-         big = g.create_array('big', shape=(2048, 2048), chunks=(256, 256), shards=(1024, 1024), dtype='float32', compressors=None)\n\
-         big[:] = np.random.default_rng(0).standard_normal((2048, 2048), dtype='float32')\n\
-         small = g.create_array('small', shape=(40, 30), chunks=(5, 6), shards=(20, 12), dtype='int32')\n\
-         small[:] = np.arange(1200, dtype='int32').reshape(40, 30)\n\
-         s.close()\n",
-        &[&archive],
-    );
+    write_zip_sample(&archive);
     let size = std::fs::metadata(&archive).unwrap().len();
     let tmp = tempfile::tempdir().unwrap();
 
@@ -142,7 +122,7 @@ fn a_zip_on_a_static_http_server_is_read_by_ranges() {
 }
 
 fn tree_script(args: &[&str]) {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let python = venv_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_tree.py");
     let out = Command::new(python).arg(script).args(args).output().unwrap();
     assert!(

@@ -21,7 +21,7 @@ const NC_KEY: &str = "nc/data.nc";
 
 /// The fixtures, with references naming `s3://bkt/nc/data.nc`.
 fn fixtures(dir: &Path) -> serde_json::Value {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let python = common::python::venv_python();
     let out = Command::new(python)
         .arg(GENERATOR)
         .arg(dir)

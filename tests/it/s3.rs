@@ -7,6 +7,7 @@
 
 use crate::common;
 use crate::s3_tests;
+use common::python::{files_under, run_python, venv_python, write_zip_sample};
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::TcpStream;
@@ -357,43 +358,6 @@ fn bad_object_store_options_are_usage_errors() {
     assert!(!common::is_mounted(&mnt));
 }
 
-/// Python from the project venv (scripts/setup.sh makes it; moto lives there too).
-fn venv_python() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
-}
-
-fn run_python(script: &str, args: &[&Path]) {
-    let out = std::process::Command::new(venv_python())
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn files_under(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 /// Issue 6 on S3: zarr-python writes an unsharded array through the mount; the bucket,
 /// downloaded and read natively by zarr-python and tensorstore, is the expected sharded array.
 fn chunk_writes_through_the_unsharded_view_update_shards_in_s3(kind: S3Server) {
@@ -509,17 +473,7 @@ fn a_zip_in_s3_is_read_by_ranges_not_downloaded(kind: S3Server) {
     let client = s3.client();
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("data.zarr.zip");
-    run_python(
-        "import sys, zarr, numpy as np\n\
-         s = zarr.storage.ZipStore(sys.argv[1], mode='w')\n\
-         g = zarr.open_group(s, mode='w')\n\
-         big = g.create_array('big', shape=(2048, 2048), chunks=(256, 256), shards=(1024, 1024), dtype='float32', compressors=None)\n\
-         big[:] = np.random.default_rng(0).standard_normal((2048, 2048), dtype='float32')\n\
-         small = g.create_array('small', shape=(40, 30), chunks=(5, 6), shards=(20, 12), dtype='int32')\n\
-         small[:] = np.arange(1200, dtype='int32').reshape(40, 30)\n\
-         s.close()\n",
-        &[&archive],
-    );
+    write_zip_sample(&archive);
     let size = std::fs::metadata(&archive).unwrap().len();
     put_all(&client, &[("zips/data.zarr.zip".to_string(), std::fs::read(&archive).unwrap())]);
 

@@ -2,6 +2,7 @@
 //! kernel lists the mount, and always unmount and reap it on drop (also when a test panics).
 //! `zfs` holds the helpers of tests that drive `ZarrFs` without FUSE.
 
+pub mod python;
 pub mod s3;
 pub mod soak;
 pub mod zfs;
