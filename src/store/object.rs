@@ -938,12 +938,17 @@ impl Store for ObjectStoreBackend {
                 object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version })
             }
         };
+        let update = matches!(mode, object_store::PutMode::Update(_));
         let opts = PutOptions { mode, ..Default::default() };
-        self.store
-            .put_opts(&path, PutPayload::from_bytes(data), opts)
-            .await
-            .map_err(|e| self.err(key, e))?;
-        Ok(())
+        match self.store.put_opts(&path, PutPayload::from_bytes(data), opts).await {
+            Ok(_) => Ok(()),
+            // If-Match of a key that is gone: S3 and moto answer 404, s3s-fs 412. Either way
+            // the version read is no longer there: a conflict, which the writer retries.
+            Err(object_store::Error::NotFound { .. }) if update => {
+                Err(StoreError::Conflict(key.to_string()))
+            }
+            Err(e) => Err(self.err(key, e)),
+        }
     }
 
     /// S3 has no conditional DELETE that every server honours: the version is checked with a

@@ -76,7 +76,9 @@ class Backend:
         self.kind, self.work = kind, work
         self.server = None
         if kind != "local":
-            self.server = S3_SERVERS[kind.removeprefix("s3-")](work / "server").start()
+            # Racing conditional PUTs need a server that applies them atomically, as S3 does.
+            self.server = S3_SERVERS[kind.removeprefix("s3-")](
+                work / "server", atomic_conditions=True).start()
         self.local = work / "store"
         self.local.mkdir()
 

@@ -38,10 +38,14 @@ class MotoServer:
     kind = "moto"
     SCRIPT = REPO / "scripts" / "s3-server.sh"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, *, atomic_conditions: bool = False):
+        # atomic_conditions: serve one request at a time (MOTO_SERIAL, scripts/s3-server.sh),
+        # for tests that race conditional PUTs: threaded moto checks If-None-Match / If-Match
+        # and then writes, without a lock, so two racing conditional PUTs can both succeed.
         self.dir = Path(workdir)
         self.port = free_port()
         self.running = False
+        self.serial = atomic_conditions
 
     @property
     def endpoint(self) -> str:
@@ -52,7 +56,9 @@ class MotoServer:
         if rc == 3:
             pytest.skip("moto[server] could not be installed (no network?)")
         assert rc == 0, "scripts/s3-server.sh install failed"
-        subprocess.run([str(self.SCRIPT), "start", str(self.dir), str(self.port)], check=True)
+        env = dict(os.environ, MOTO_SERIAL="1" if self.serial else "0")
+        subprocess.run([str(self.SCRIPT), "start", str(self.dir), str(self.port)], check=True,
+                       env=env)
         self.running = True
         self.client().create_bucket(Bucket=BUCKET)
         return self
@@ -92,7 +98,9 @@ class S3sFsServer(MotoServer):
     """s3s-fs (Rust, crates.io), through scripts/s3-server.sh (which builds it into .tools/
     once). It keeps objects as files under DIR/data/BUCKET, checks request signatures against
     S3S_ACCESS_KEY/S3S_SECRET_KEY, and answers HEAD of a directory-like key with 500. It starts
-    in well under a second, so each user gets its own server (no shared state between tests)."""
+    in well under a second, so each user gets its own server (no shared state between tests).
+    Its conditional PUTs are check-then-write too, in async code: `atomic_conditions` cannot
+    be had (it is accepted and ignored; the racing tests skip this server)."""
 
     kind = "s3s-fs"
 
