@@ -244,10 +244,11 @@ def test_racing_creates_have_one_winner_per_key(two_daemons, how):
 
 
 def test_alternating_writers_in_two_daemons_lose_nothing(two_daemons):
-    """Two daemons take turns writing chunks of one shard, each through its own mount: each
-    rewrite starts from whatever shard version the daemon last saw (its cache may hold an old
-    one), so a stale one must be refused by the store (If-Match) and the rewrite redone. No
-    two writes overlap in time, so this holds on every backend, s3s-fs included."""
+    """Two daemons take turns writing chunks of one shard, each through its own mount: every
+    rewrite reads the shard the other daemon just wrote and puts it back conditional on that
+    version (If-Match of the server's ETag; the refusals themselves are checked against each
+    server in tests/s3.rs). No two writes overlap in time, so this holds on every backend,
+    s3s-fs included."""
     backend, start = two_daemons
     zarr.create_array(str(backend.local / "arr"), shape=(8, 8), chunks=(2, 2), shards=(8, 8),
                       dtype="uint16", fill_value=0)
