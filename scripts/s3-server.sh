@@ -15,6 +15,8 @@
 # serves DIR/data as static files, access log in DIR/nginx.log with the Range header of each
 # request; NGINX_AUTOINDEX=on turns directory listings on).
 # moto accepts any credentials and keeps its data in memory: a restart starts empty.
+# MOTO_SERIAL=1 serves one request at a time: moto checks If-None-Match / If-Match and then
+# writes without a lock, so only a serial moto makes conditional PUTs atomic as S3's are.
 # s3s-fs keeps objects as files under DIR/data (each subdirectory a bucket; a restart keeps
 # them) and checks signatures against S3S_ACCESS_KEY / S3S_SECRET_KEY (default test/test).
 # Exit codes: 0 ok, 1 failure, 3 the server could not be installed (e.g. no network).
@@ -169,7 +171,18 @@ start() {
     fi
     case "$kind" in
         moto)
-            setsid "$MOTO" -H 127.0.0.1 -p "$port" >>"$log" 2>&1 </dev/null &
+            if [[ "${MOTO_SERIAL:-0}" == 1 ]]; then
+                # moto_server always serves threaded; the same app, one request at a time.
+                setsid "$VENV/bin/python" -c '
+import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app),
+           threaded=False, request_handler=MotoRequestHandler)
+' "$port" >>"$log" 2>&1 </dev/null &
+            else
+                setsid "$MOTO" -H 127.0.0.1 -p "$port" >>"$log" 2>&1 </dev/null &
+            fi
             ;;
         s3s-fs)
             mkdir -p "$dir/data"

@@ -185,6 +185,12 @@ fn refuses_suffix(e: &StoreError) -> bool {
     }
 }
 
+/// Whether the server answered with a 5xx status (after object_store's retries), as opposed
+/// to not answering at all or refusing the request.
+fn server_error(e: &object_store::Error) -> bool {
+    error_chain(e).contains("non-2xx status code: 5")
+}
+
 /// The last `n` bytes of `data`.
 fn last_bytes(data: Bytes, n: u64) -> Bytes {
     let keep = usize::try_from(n).unwrap_or(usize::MAX).min(data.len());
@@ -497,8 +503,37 @@ impl ObjectStoreBackend {
                 self.shapes.forget(key);
                 Ok(None)
             }
+            // s3s-fs keeps objects as files, so a key that is (or was: emptied directories
+            // stay) a directory on its disk answers HEAD with 500. A listing that answers and
+            // does not show the key as an object settles it: there is no such object. Any other
+            // outcome keeps the 500, so an outage is still an error and never "absent".
+            Err(e) if server_error(&e) => match self.listed_as_object(key).await {
+                Ok(false) => {
+                    tracing::debug!(key, error = %error_chain(&e), "HEAD failed but the listing has no such object: absent");
+                    self.shapes.forget(key);
+                    Ok(None)
+                }
+                _ => Err(self.err(key, e)),
+            },
             Err(e) => Err(self.err(key, e)),
         }
+    }
+
+    /// Does a listing show `key` itself as an object? One LIST from `key` (no trailing '/')
+    /// of one entry: in a listing's byte order the key itself comes before every other key
+    /// that starts with it. `Err` where there is no paginated listing (plain HTTP) or it fails.
+    async fn listed_as_object(&self, key: &str) -> StoreResult<bool> {
+        let Some(pager) = &self.pager else {
+            return Err(StoreError::Unsupported("listing"));
+        };
+        let full = self.full_key(key);
+        let opts = PaginatedListOptions {
+            delimiter: Some("/".into()),
+            max_keys: Some(1),
+            ..Default::default()
+        };
+        let page = pager.list_paginated(Some(&full), opts).await.map_err(|e| self.err(key, e))?;
+        Ok(page.result.objects.iter().any(|o| o.location.as_ref() == full))
     }
 
     /// One GET; `Ok(None)` for a missing object. The size it reports is remembered.
@@ -903,12 +938,17 @@ impl Store for ObjectStoreBackend {
                 object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version })
             }
         };
+        let update = matches!(mode, object_store::PutMode::Update(_));
         let opts = PutOptions { mode, ..Default::default() };
-        self.store
-            .put_opts(&path, PutPayload::from_bytes(data), opts)
-            .await
-            .map_err(|e| self.err(key, e))?;
-        Ok(())
+        match self.store.put_opts(&path, PutPayload::from_bytes(data), opts).await {
+            Ok(_) => Ok(()),
+            // If-Match of a key that is gone: S3 and moto answer 404, s3s-fs 412. Either way
+            // the version read is no longer there: a conflict, which the writer retries.
+            Err(object_store::Error::NotFound { .. }) if update => {
+                Err(StoreError::Conflict(key.to_string()))
+            }
+            Err(e) => Err(self.err(key, e)),
+        }
     }
 
     /// S3 has no conditional DELETE that every server honours: the version is checked with a
@@ -1141,6 +1181,8 @@ mod tests {
         requests: std::sync::atomic::AtomicUsize,
         /// A server that ignores start-after (the listing must stop, not loop).
         ignores_offset: bool,
+        /// Every listing fails as a server that is down does.
+        down: std::sync::atomic::AtomicBool,
     }
 
     impl FakeS3 {
@@ -1149,6 +1191,7 @@ mod tests {
                 keys: keys.iter().cloned().collect(),
                 requests: Default::default(),
                 ignores_offset: false,
+                down: Default::default(),
             }
         }
 
@@ -1158,6 +1201,12 @@ mod tests {
             opts: &PaginatedListOptions,
         ) -> object_store::Result<PaginatedListResult> {
             self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(object_store::Error::Generic {
+                    store: "FakeS3",
+                    source: "error sending request: connection refused".into(),
+                });
+            }
             let offset = if self.ignores_offset { None } else { opts.offset.as_deref() };
             let token = opts.page_token.as_deref();
             let mut entries: Vec<(String, bool)> = Vec::new();
@@ -1362,6 +1411,8 @@ mod tests {
         refuse_any_suffix: bool,
         /// HEAD answers after this long (a server retried on 500s).
         head_delay: Duration,
+        /// Every HEAD answers 500 (s3s-fs, for a key that is a directory on its disk).
+        head_500: bool,
         requests: Mutex<Vec<String>>,
     }
 
@@ -1372,6 +1423,7 @@ mod tests {
                 refuse_long_suffix,
                 refuse_any_suffix,
                 head_delay: Duration::ZERO,
+                head_500: false,
                 requests: Default::default(),
             }
         }
@@ -1418,6 +1470,14 @@ mod tests {
             self.requests.lock().unwrap().push(what);
             if options.head {
                 tokio::time::sleep(self.head_delay).await;
+                if self.head_500 {
+                    return Err(object_store::Error::Generic {
+                        store: "Picky",
+                        source: "Error performing HEAD in 1ms, after 3 retries - Server returned \
+                                 non-2xx status code: 500 Internal Server Error: "
+                            .into(),
+                    });
+                }
             }
             if let Some(GetRange::Suffix(n)) = options.range {
                 if self.refuse_any_suffix {
@@ -1556,6 +1616,42 @@ mod tests {
         let l = b.lookup("d/x").await.unwrap();
         assert!(!l.dir && l.file.is_some_and(|m| m.size == 1));
         assert!(started.elapsed() >= Duration::from_secs(5));
+    }
+
+    /// s3s-fs answers HEAD of a key that is (or was) a directory on its disk with 500. Where
+    /// a listing answers and has no such object, every path sees "absent"; where the listing
+    /// shows the object, or fails too (an outage), the 500 stays an error.
+    #[tokio::test]
+    async fn a_500_on_head_means_absent_only_when_a_listing_says_so() {
+        let mut p = Picky::new(false, false);
+        p.head_500 = true;
+        let p = Arc::new(p);
+        let keys = ["d/x", "d/y-1", "d/y/z"].map(String::from);
+        for k in &keys {
+            p.inner.put(&Path::from(k.as_str()), PutPayload::from_static(b"x")).await.unwrap();
+        }
+        let fake = Arc::new(FakeS3::new(&keys));
+        let mut b = ObjectStoreBackend::new(p.clone(), "", "picky://b".into());
+        b.pager = Some(fake.clone());
+        // "d/gone": nothing. "d/y": no object, but a directory and a sibling "d/y-1" listed
+        // after it from the same prefix.
+        for key in ["d/gone", "d/y"] {
+            assert!(b.head(key).await.unwrap().is_none(), "{key}");
+            assert!(matches!(b.delete(key).await, Err(StoreError::NotFound(_))), "{key}");
+            assert!(matches!(b.delete_if_version(key, "v").await, Err(StoreError::NotFound(_))));
+        }
+        let l = b.lookup("d/gone").await.unwrap();
+        assert!(!l.dir && l.file.is_none());
+        let l = b.lookup("d/y").await.unwrap();
+        assert!(l.dir && l.file.is_none());
+        // The listing shows "d/x" as an object: its HEAD failure is an error, not "absent".
+        assert!(matches!(b.head("d/x").await, Err(StoreError::Backend { .. })));
+        assert!(b.lookup("d/x").await.is_err());
+        // The listing fails too: an outage is an error everywhere.
+        fake.down.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(matches!(b.head("d/gone").await, Err(StoreError::Backend { .. })));
+        assert!(b.lookup("d/gone").await.is_err());
+        assert!(b.delete("d/gone").await.is_err());
     }
 
     #[tokio::test]

@@ -3,9 +3,10 @@
 //! exactly with zarr-python, write a chunk through the view and read the result natively
 //! (Azure), an outage gives EIO within 30 s and the mount recovers without a remount.
 //!
-//! fake-gcs-server (the build in the PyPI wheel) answers object_store's XML-API upload
-//! (`PUT /bucket/key`) with 400 "invalid uploadType": writes to `gs://` cannot be tested
-//! against it, and test data goes in through its JSON upload API instead. The tests skip
+//! fake-gcs-server (v1.54.0 in the PyPI wheel, the only wrapper version; upstream unchanged
+//! through v1.55.1) answers object_store's XML-API upload (`PUT /bucket/key`) with 400
+//! "invalid uploadType": writes to `gs://` cannot be tested against it (README, "Object
+//! stores"), and test data goes in through its JSON upload API instead. The tests skip
 //! (with a message) only when an emulator cannot be installed.
 
 use crate::common;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::s3::{S3Server, BUCKET, ENV, S3, SECRET};
+use common::s3::{S3Server, ACCESS_KEY, BUCKET, ENV, S3, SECRET};
 use common::Mount;
 use object_store::path::Path as OPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -32,6 +32,7 @@ s3_tests!(
     zarr_python_v2_and_v3_round_trip_through_an_s3_mount,
     decoded_and_v2_views_over_s3,
     a_wrong_endpoint_bucket_or_secret_fails_at_mount_time,
+    conditional_puts_are_refused_by_the_server,
 );
 
 fn rt() -> tokio::runtime::Runtime {
@@ -602,4 +603,53 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
         .unwrap();
     assert!(out.status.success(), "zarr 2 failed:\n{}", String::from_utf8_lossy(&out.stderr));
     drop(v2);
+}
+
+/// The conditional writes the daemon relies on (issue #20), one at a time against the real
+/// server: `If-None-Match: *` over an object and `If-Match` of an old or a missing version are
+/// refused and write nothing; the backend reports each as the error the writers retry on.
+/// (Whether racing conditional PUTs are atomic is the server's business: README "Consistency".)
+fn conditional_puts_are_refused_by_the_server(kind: S3Server) {
+    use zarr_mount::source::Cloud;
+    use zarr_mount::store::object::{ObjectStoreBackend, RemoteOptions};
+    use zarr_mount::store::{PutMode, Store, StoreError};
+    let Some(s3) = S3::start(kind) else { return };
+    let opts = RemoteOptions {
+        endpoint_url: Some(s3.endpoint()),
+        region: Some("us-east-1".into()),
+        options: vec![
+            ("aws_access_key_id".into(), ACCESS_KEY.into()),
+            ("aws_secret_access_key".into(), SECRET.into()),
+        ],
+    };
+    let b = ObjectStoreBackend::open(Cloud::S3, &format!("s3://{BUCKET}/cond"), &opts).unwrap();
+    let client = s3.client();
+    let b1 = |s: &'static str| Bytes::from_static(s.as_bytes());
+    rt().block_on(async {
+        b.put_opts("k", b1("one"), PutMode::Create).await.unwrap();
+        let err = b.put_opts("k", b1("two"), PutMode::Create).await.unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists(_)), "create over an object: {err:?}");
+        let (data, v1) = b.get_versioned("k").await.unwrap().unwrap();
+        assert_eq!(data, b1("one"), "a refused create wrote");
+
+        b.put_opts("k", b1("three"), PutMode::Update(v1.version.clone())).await.unwrap();
+        let err =
+            b.put_opts("k", b1("four"), PutMode::Update(v1.version.clone())).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "update of an old version: {err:?}");
+        let (data, v3) = b.get_versioned("k").await.unwrap().unwrap();
+        assert_eq!(data, b1("three"), "a refused update wrote");
+        assert_ne!(v1.version, v3.version);
+
+        // Another writer (here a plain client) replaced it: the version read is stale.
+        client.put(&OPath::from("cond/k"), PutPayload::from_static(b"other")).await.unwrap();
+        let err =
+            b.put_opts("k", b1("five"), PutMode::Update(v3.version.clone())).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "update over another write: {err:?}");
+        // Gone: an update of the version read is a conflict too (S3 and moto answer 404,
+        // s3s-fs 412), and writes nothing.
+        client.delete(&OPath::from("cond/k")).await.unwrap();
+        let err = b.put_opts("k", b1("six"), PutMode::Update(v3.version)).await.unwrap_err();
+        assert!(matches!(err, StoreError::Conflict(_)), "update of a deleted key: {err:?}");
+        assert!(b.get_versioned("k").await.unwrap().is_none(), "a refused update created the key");
+    });
 }
