@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod flight_lru;
 pub mod fs;
 pub mod fstab;
 pub mod fuse;

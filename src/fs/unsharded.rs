@@ -146,8 +146,7 @@ impl UnshardedNamespace {
     ) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
-        let state =
-            self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
+        let state = self.indexes.get(&array.dir, &key, &array.array.layout).await?;
         self.read_shards_ahead(array, &loc.shard_coords);
         Ok(Some((key, state, loc.local_index)))
     }
@@ -235,7 +234,7 @@ impl UnshardedNamespace {
         let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&array.dir, &key, layout).await.map_err(store_err)?;
+                let state = self.indexes.get(&array.dir, &key, layout).await?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)
@@ -477,15 +476,6 @@ fn same_except_attributes(
         })
     }
     maps_eq(a, b, true)
-}
-
-fn store_err(e: Arc<StoreError>) -> FsError {
-    match Arc::try_unwrap(e) {
-        Ok(e) => FsError::Store(e),
-        Err(shared) => {
-            FsError::Store(StoreError::Backend { key: String::new(), message: shared.to_string() })
-        }
-    }
 }
 
 fn generated(bytes: &Bytes, modified: SystemTime) -> Node {

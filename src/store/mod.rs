@@ -120,6 +120,38 @@ pub enum StoreError {
     Backend { key: String, message: String },
 }
 
+/// A copy for each waiter of a shared fetch: every variant keeps its kind, and an I/O error
+/// its OS error code, so the errno a client sees does not depend on whether its fetch was
+/// shared (`std::io::Error` itself cannot be cloned).
+impl Clone for StoreError {
+    fn clone(&self) -> Self {
+        match self {
+            StoreError::NotFound(k) => StoreError::NotFound(k.clone()),
+            StoreError::PermissionDenied(k) => StoreError::PermissionDenied(k.clone()),
+            StoreError::DirectoryNotEmpty(k) => StoreError::DirectoryNotEmpty(k.clone()),
+            StoreError::NotADirectory(k) => StoreError::NotADirectory(k.clone()),
+            StoreError::IsADirectory(k) => StoreError::IsADirectory(k.clone()),
+            StoreError::AlreadyExists(k) => StoreError::AlreadyExists(k.clone()),
+            StoreError::Conflict(k) => StoreError::Conflict(k.clone()),
+            StoreError::InvalidKey(k, why) => StoreError::InvalidKey(k.clone(), why),
+            StoreError::Unsupported(what) => StoreError::Unsupported(what),
+            StoreError::NoSpace => StoreError::NoSpace,
+            StoreError::ReadOnly => StoreError::ReadOnly,
+            StoreError::Timeout(m) => StoreError::Timeout(m.clone()),
+            StoreError::Io { key, source } => StoreError::Io {
+                key: key.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            StoreError::Backend { key, message } => {
+                StoreError::Backend { key: key.clone(), message: message.clone() }
+            }
+        }
+    }
+}
+
 impl StoreError {
     /// Map an `std::io::Error` about `key` onto the matching variant.
     pub fn from_io(key: &str, e: std::io::Error) -> Self {
