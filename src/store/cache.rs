@@ -243,13 +243,9 @@ fn left(e: &Entry) {
 }
 
 #[async_trait]
-impl Store for CachingStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn has_real_dirs(&self) -> bool {
-        self.inner.has_real_dirs()
+impl super::layer::Layer for CachingStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
@@ -328,14 +324,6 @@ impl Store for CachingStore {
         r
     }
 
-    async fn create_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.create_dir(key).await
-    }
-
-    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.remove_dir(key).await
-    }
-
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.invalidate_prefix(from);
         self.invalidate_prefix(to);
@@ -343,14 +331,6 @@ impl Store for CachingStore {
         self.invalidate_prefix(from);
         self.invalidate_prefix(to);
         r
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
     }
 
     fn whole_object_limit(&self) -> u64 {

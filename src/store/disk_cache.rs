@@ -699,13 +699,9 @@ fn parse_block_name(name: &str) -> Option<BlockId> {
 pub struct DiskCache(pub Arc<DiskCacheStore>);
 
 #[async_trait]
-impl Store for DiskCache {
-    fn describe(&self) -> String {
-        self.0.inner.describe()
-    }
-
-    fn has_real_dirs(&self) -> bool {
-        self.0.inner.has_real_dirs()
+impl super::layer::Layer for DiskCache {
+    fn inner(&self) -> &dyn Store {
+        &*self.0.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
@@ -787,14 +783,6 @@ impl Store for DiskCache {
         r
     }
 
-    async fn create_dir(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.create_dir(key).await
-    }
-
-    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.remove_dir(key).await
-    }
-
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.0.forget_prefix(from);
         self.0.forget_prefix(to);
@@ -802,22 +790,6 @@ impl Store for DiskCache {
         self.0.forget_prefix(from);
         self.0.forget_prefix(to);
         r
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.0.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.check_key(key)
-    }
-
-    fn whole_object_limit(&self) -> u64 {
-        self.0.inner.whole_object_limit()
-    }
-
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.0.inner.prefetch(key, size).await
     }
 }
 

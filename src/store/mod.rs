@@ -8,11 +8,14 @@ pub mod cache;
 #[cfg(test)]
 mod conditional_tests;
 pub mod disk_cache;
+#[cfg(any(test, feature = "test-doubles"))]
 pub mod fault;
+pub mod layer;
 pub mod local;
 pub mod memory;
 pub mod metered;
 pub mod object;
+#[cfg(any(test, feature = "test-doubles"))]
 pub mod recording;
 pub mod reference;
 mod reference_parquet;
