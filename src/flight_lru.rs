@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
 
+use crate::locks::lock;
 use crate::metrics::CacheMetrics;
 
 /// One fetch under way: the epoch it started in, and its outcome once known.
@@ -40,12 +41,6 @@ pub struct FlightLru<V, T = V, E = ()> {
     on_leave: fn(&V),
     state: Mutex<State<V, T, E>>,
     epoch: AtomicU64,
-}
-
-/// Take a lock even if a thread panicked while holding it: every value guarded this way is
-/// left consistent between statements, and a cache must keep serving after one bad request.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<V, T: Clone, E: Clone> FlightLru<V, T, E> {

@@ -10,6 +10,7 @@ pub mod flight_lru;
 pub mod fs;
 pub mod fstab;
 pub mod fuse;
+pub mod locks;
 pub mod metrics;
 pub mod mount;
 pub mod source;

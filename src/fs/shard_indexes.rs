@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-use crate::flight_lru::{lock, FlightLru};
+use crate::flight_lru::FlightLru;
+use crate::locks::lock;
 use crate::store::{ByteRange, Store, StoreError};
 use crate::zarr::shard_index::ShardIndex;
 use crate::zarr::sharding::{IndexLocation, ShardLayout};

@@ -84,12 +84,12 @@ impl UnshardedNamespace {
     }
 
     fn forget_kind(&self, dir: &str) {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).pop(dir);
+        crate::locks::lock(&self.kinds).pop(dir);
     }
 
     /// Read and classify `dir/zarr.json` (cached for the metadata TTL).
     async fn dir_kind(&self, dir: &str) -> FsResult<DirKind> {
-        if let Some((kind, at)) = self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(dir) {
+        if let Some((kind, at)) = crate::locks::lock(&self.kinds).get(dir) {
             if at.elapsed() < self.ttl {
                 return Ok(kind.clone());
             }
@@ -106,10 +106,7 @@ impl UnshardedNamespace {
                 }
                 Err(e) => return Err(e.into()),
             };
-        self.kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(dir.to_string(), (kind.clone(), Instant::now()));
+        crate::locks::lock(&self.kinds).put(dir.to_string(), (kind.clone(), Instant::now()));
         Ok(kind)
     }
 
@@ -676,7 +673,7 @@ impl Namespace for UnshardedNamespace {
         self.note_write(from);
         self.note_write(to);
         if is_dir {
-            self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            crate::locks::lock(&self.kinds).clear();
         }
         Ok(())
     }

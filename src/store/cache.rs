@@ -20,7 +20,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use lru::LruCache;
 
-use crate::flight_lru::{lock, FlightLru};
+use crate::flight_lru::FlightLru;
+use crate::locks::lock;
 
 use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 

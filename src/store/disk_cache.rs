@@ -245,7 +245,7 @@ impl DiskCacheStore {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Bytes the index counts on disk (tests).

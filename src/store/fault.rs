@@ -84,7 +84,7 @@ impl FaultPlan {
     }
 
     fn add(&self, rule: Rule) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).push(rule);
+        crate::locks::lock(&self.rules).push(rule);
     }
 
     /// The next `n` requests of kind `op` fail with `fault`.
@@ -123,7 +123,7 @@ impl FaultPlan {
 
     /// Stop injecting anything.
     pub fn clear(&self) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        crate::locks::lock(&self.rules).clear();
     }
 
     /// How many requests were failed so far (lets a test prove its faults were hit).
@@ -133,7 +133,7 @@ impl FaultPlan {
 
     /// The delay and the fault (if any) for one request; counts down `fail_next` rules.
     fn decide(&self, op: Op, key: &str) -> (Duration, Option<Fault>) {
-        let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rules = crate::locks::lock(&self.rules);
         let mut delay = Duration::ZERO;
         let mut fault = None;
         for rule in rules.iter_mut().filter(|r| r.matches(op, key)) {

@@ -348,7 +348,7 @@ impl HiddenKeys {
     /// Log (once per key) that `key` is left out of listings, and why. The key is printed
     /// escaped (`{:?}`), so a newline or control character in it cannot forge log lines.
     pub fn report(&self, store: &str, key: &str, reason: &str) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = crate::locks::lock(&self.seen);
         if seen.len() > HIDDEN_KEYS_REMEMBERED || seen.contains(key) {
             return;
         }
@@ -366,7 +366,7 @@ impl HiddenKeys {
 
     /// Has `key` been reported? (tests)
     pub fn was_reported(&self, key: &str) -> bool {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+        crate::locks::lock(&self.seen).contains(key)
     }
 }
 

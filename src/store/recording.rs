@@ -58,7 +58,7 @@ impl RecordingStore {
     }
 
     fn record(&self, call: String) {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
+        crate::locks::lock(&self.calls).push(call);
     }
 
     async fn record_read(&self, call: String) {
@@ -70,12 +70,12 @@ impl RecordingStore {
 
     /// The calls so far, e.g. `"get_ranged a/c/0/0 Suffix(804)"`.
     pub fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::lock(&self.calls).clone()
     }
 
     /// The calls so far, forgetting them.
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *crate::locks::lock(&self.calls))
     }
 
     /// How many calls of these kinds were made.
