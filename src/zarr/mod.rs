@@ -6,6 +6,7 @@ pub mod chunk_key;
 pub mod codecs;
 pub mod error;
 pub mod fill_value;
+pub mod json;
 pub mod metadata;
 pub mod shard_build;
 pub mod shard_index;
