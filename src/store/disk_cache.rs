@@ -705,20 +705,14 @@ impl super::layer::Layer for DiskCache {
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        match self.0.read(key, ByteRange::Range(0..u64::MAX)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         if range.end <= range.start {
             return Ok(Bytes::new());
         }
-        match self.0.read(key, ByteRange::Range(range)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.0.read(key, ByteRange::Range(range)).await?)
     }
 
     async fn get_ranged(

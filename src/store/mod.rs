@@ -271,6 +271,12 @@ pub trait Store: Send + Sync + 'static {
     async fn prefetch(&self, _key: &str, _size: u64) {}
 }
 
+/// The bytes of a read that returned them with their metadata, or `NotFound` for `key`
+/// (for stores whose `get`/`get_range` are `get_ranged` underneath).
+pub fn found(key: &str, read: Option<(Bytes, ObjectMeta)>) -> StoreResult<Bytes> {
+    read.map(|(data, _)| data).ok_or_else(|| StoreError::NotFound(key.to_string()))
+}
+
 /// Join a directory key and a child name.
 pub fn join_key(dir: &str, name: &str) -> String {
     if dir.is_empty() {
