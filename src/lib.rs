@@ -6,9 +6,11 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod flight_lru;
 pub mod fs;
 pub mod fstab;
 pub mod fuse;
+pub mod locks;
 pub mod metrics;
 pub mod mount;
 pub mod source;

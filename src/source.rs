@@ -95,7 +95,7 @@ pub(crate) fn parse_location(s: &str) -> Result<Location, SourceError> {
             if !rest.starts_with('/') {
                 return Err(SourceError::RelativeFileUrl);
             }
-            return Ok(Location::Local(PathBuf::from(percent_decode(rest))));
+            return Ok(Location::Local(percent_decode(rest)));
         }
         "s3" | "s3a" => Cloud::S3,
         "gs" | "gcs" => Cloud::Gcs,
@@ -109,24 +109,12 @@ pub(crate) fn parse_location(s: &str) -> Result<Location, SourceError> {
     Ok(Location::Remote { cloud, url: s.to_string() })
 }
 
-/// `%20` and friends in file:// URLs.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// `%20` and friends in file:// URLs, decoded to the path's bytes (which need not be UTF-8);
+/// a `%` not followed by two hex digits stays as it is.
+fn percent_decode(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(s).collect();
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
 }
 
 #[cfg(test)]
@@ -144,6 +132,17 @@ mod tests {
             Source::Directory(Location::Local("/a/b c".into()))
         );
         assert_eq!(Source::parse("file://rel"), Err(SourceError::RelativeFileUrl));
+        // A stray '%' stays; an escaped byte that is not UTF-8 is kept as that byte.
+        assert_eq!(
+            Source::parse("file:///a/100%/x%zz%4").unwrap(),
+            Source::Directory(Location::Local("/a/100%/x%zz%4".into()))
+        );
+        use std::os::unix::ffi::OsStrExt;
+        let latin1 = std::ffi::OsStr::from_bytes(b"/d/caf\xe9");
+        assert_eq!(
+            Source::parse("file:///d/caf%E9").unwrap(),
+            Source::Directory(Location::Local(latin1.into()))
+        );
         assert_eq!(
             Source::parse("/x/y.zarr.zip").unwrap(),
             Source::Zip(Location::Local("/x/y.zarr.zip".into()))

@@ -33,7 +33,7 @@ pub struct Watch {
 
 impl ChangeLog {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.inner)
     }
 
     /// `path` (a file, or a directory with everything below it) changed through the mount.

@@ -2,54 +2,21 @@
 //! decode it once. Keys name a stored chunk *version*, so entries never go stale; the LRU is
 //! bounded by bytes, and concurrent readers of one chunk share one decode.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use lru::LruCache;
 
 use super::error::{FsError, FsResult};
-
-type Slot = Arc<tokio::sync::OnceCell<Result<Bytes, Arc<FsError>>>>;
+use crate::flight_lru::FlightLru;
 
 pub struct DecodedCache {
-    budget_bytes: usize,
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    entries: LruCache<String, Bytes>,
-    bytes: usize,
-    inflight: HashMap<String, Slot>,
-}
-
-fn metrics() -> &'static crate::metrics::CacheMetrics {
-    crate::metrics::global().cache(crate::metrics::CacheKind::Decoded)
-}
-
-impl Drop for DecodedCache {
-    fn drop(&mut self) {
-        metrics().capacity.sub(self.budget_bytes as i64);
-        metrics().held(-(self.lock().bytes as i64));
-    }
+    cache: FlightLru<Bytes, Bytes, FsError>,
 }
 
 impl DecodedCache {
     pub fn new(budget_bytes: usize) -> Self {
-        metrics().capacity.add(budget_bytes as i64);
-        DecodedCache {
-            budget_bytes,
-            inner: Mutex::new(Inner {
-                entries: LruCache::unbounded(),
-                bytes: 0,
-                inflight: HashMap::new(),
-            }),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        let metrics = crate::metrics::global().cache(crate::metrics::CacheKind::Decoded);
+        DecodedCache { cache: FlightLru::new(budget_bytes as u64, metrics) }
     }
 
     /// The cached value for `key`, or `load()`'s, shared with everyone asking meanwhile.
@@ -58,52 +25,18 @@ impl DecodedCache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = FsResult<Bytes>>,
     {
-        let slot = {
-            let mut inner = self.lock();
-            if let Some(bytes) = inner.entries.get(key) {
-                metrics().hit();
-                return Ok(bytes.clone());
-            }
-            metrics().miss();
-            inner.inflight.entry(key.to_string()).or_default().clone()
-        };
-        let result = slot.get_or_init(|| async { load().await.map_err(Arc::new) }).await.clone();
-        let mut inner = self.lock();
-        if inner.inflight.get(key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-            inner.inflight.remove(key);
-            if let Ok(bytes) = &result {
-                self.insert(&mut inner, key, bytes.clone());
-            }
+        if let Some(bytes) = self.cache.get_with(key, |b| b.clone()) {
+            self.cache.hit();
+            return Ok(bytes);
         }
-        result.map_err(FsError::Shared)
-    }
-
-    fn insert(&self, inner: &mut Inner, key: &str, bytes: Bytes) {
-        let size = bytes.len() + key.len();
-        if size > self.budget_bytes {
-            return; // larger than the whole cache: serve it, keep nothing
-        }
-        if let Some(old) = inner.entries.put(key.to_string(), bytes) {
-            inner.bytes -= old.len() + key.len();
-            metrics().held(-((old.len() + key.len()) as i64));
-        }
-        inner.bytes += size;
-        metrics().held(size as i64);
-        while inner.bytes > self.budget_bytes {
-            match inner.entries.pop_lru() {
-                Some((k, v)) => {
-                    inner.bytes -= v.len() + k.len();
-                    metrics().held(-((v.len() + k.len()) as i64));
-                    metrics().evictions.inc();
-                }
-                None => break,
-            }
-        }
+        self.cache.miss();
+        // Held bytes count the key too: many tiny chunks must not exceed the budget unseen.
+        self.cache.load(key, load, |b| Some((b.clone(), (b.len() + key.len()) as u64))).await
     }
 
     #[cfg(test)]
     fn cached_bytes(&self) -> usize {
-        self.lock().bytes
+        self.cache.bytes() as usize
     }
 }
 
@@ -111,6 +44,7 @@ impl DecodedCache {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn loads_once_and_bounds_bytes() {

@@ -3,7 +3,7 @@
 
 use crate::store::StoreError;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum FsError {
     #[error("no such file or directory")]
     NotFound,

@@ -34,6 +34,7 @@ pub use error::{FsError, FsResult};
 use inode::{InodeTable, ROOT_INO};
 use namespace::Namespace;
 
+use crate::locks::lock;
 use crate::store::{join_key, split_key};
 use crate::view::node::{Backing, Node};
 
@@ -234,10 +235,6 @@ async fn truncate_buf(buf: &SharedBuf, size: u64) {
 /// Temp files that writers rename over the real key.
 pub fn is_staged_name(name: &str) -> bool {
     name.ends_with(".partial")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ZarrFs {

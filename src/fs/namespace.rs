@@ -83,7 +83,7 @@ impl RawNamespace {
     }
 
     fn is_virtual_dir(&self, path: &str) -> bool {
-        self.virtual_dirs.lock().expect("lock").contains(path)
+        crate::locks::lock(&self.virtual_dirs).contains(path)
     }
 
     fn dir_node(&self) -> Node {
@@ -137,7 +137,7 @@ impl Namespace for RawNamespace {
             ));
         }
         let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        for v in self.virtual_dirs.lock().expect("lock").iter() {
+        for v in crate::locks::lock(&self.virtual_dirs).iter() {
             if let Some(name) = v.strip_prefix(&prefix) {
                 if !name.contains('/') && !out.iter().any(|(n, _)| n == name) {
                     out.push((name.to_string(), self.dir_node()));
@@ -205,7 +205,7 @@ impl Namespace for RawNamespace {
     async fn remove_file(&self, path: &str) -> FsResult<()> {
         self.store.delete(path).await?;
         if !self.store.has_real_dirs() {
-            let mut v = self.virtual_dirs.lock().expect("lock");
+            let mut v = crate::locks::lock(&self.virtual_dirs);
             let mut k = path;
             while let Some(i) = k.rfind('/') {
                 k = &k[..i];
@@ -219,7 +219,7 @@ impl Namespace for RawNamespace {
         self.store.check_key(to)?;
         if is_dir {
             if self.is_virtual_dir(from) {
-                let mut v = self.virtual_dirs.lock().expect("lock");
+                let mut v = crate::locks::lock(&self.virtual_dirs);
                 v.remove(from);
                 v.insert(to.to_string());
                 return Ok(());
@@ -239,7 +239,7 @@ impl Namespace for RawNamespace {
         if self.store.has_real_dirs() {
             Ok(self.store.create_dir(path).await?)
         } else {
-            self.virtual_dirs.lock().expect("lock").insert(path.to_string());
+            crate::locks::lock(&self.virtual_dirs).insert(path.to_string());
             Ok(())
         }
     }
@@ -252,7 +252,7 @@ impl Namespace for RawNamespace {
         if !listing.files.is_empty() || !listing.dirs.is_empty() {
             return Err(FsError::NotEmpty);
         }
-        if self.virtual_dirs.lock().expect("lock").remove(path) {
+        if crate::locks::lock(&self.virtual_dirs).remove(path) {
             Ok(())
         } else {
             Err(FsError::NotFound)
@@ -276,7 +276,7 @@ impl RawNamespace {
         if self.store.has_real_dirs() {
             return;
         }
-        let mut v = self.virtual_dirs.lock().expect("lock");
+        let mut v = crate::locks::lock(&self.virtual_dirs);
         let mut k = key;
         while let Some(i) = k.rfind('/') {
             k = &k[..i];

@@ -79,7 +79,7 @@ impl PresentedNamespace {
 
     /// How `dir` shows (cached for the metadata TTL).
     async fn dir_show(&self, dir: &str) -> FsResult<Shown> {
-        if let Some((shown, at)) = self.shows.lock().unwrap_or_else(|p| p.into_inner()).get(dir) {
+        if let Some((shown, at)) = crate::locks::lock(&self.shows).get(dir) {
             if at.elapsed() < self.ttl {
                 return Ok(shown.clone());
             }
@@ -104,10 +104,7 @@ impl PresentedNamespace {
             }
         }
         let shown = Shown { show: self.presenter.present(dir, &docs), modified };
-        self.shows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(dir.to_string(), (shown.clone(), Instant::now()));
+        crate::locks::lock(&self.shows).put(dir.to_string(), (shown.clone(), Instant::now()));
         Ok(shown)
     }
 

@@ -42,7 +42,7 @@ impl ScanAhead {
 
     /// `dir` was listed; `files` are the names of its files, sorted.
     pub fn listed(&self, dir: &str, files: Vec<String>) {
-        let mut dirs = self.dirs.lock().expect("lock");
+        let mut dirs = crate::locks::lock(&self.dirs);
         if let Some(old) = dirs.scans.pop(dir) {
             dirs.names -= old.files.len();
         }
@@ -61,7 +61,7 @@ impl ScanAhead {
     /// now. Only when the previous file read from its start was the one before it in the
     /// listing (a scan), and only files not handed out before.
     pub fn reading(&self, dir: &str, name: &str) -> Vec<String> {
-        let mut dirs = self.dirs.lock().expect("lock");
+        let mut dirs = crate::locks::lock(&self.dirs);
         let Some(scan) = dirs.scans.get_mut(dir) else { return Vec::new() };
         let Ok(i) = scan.files.binary_search_by(|n| n.as_str().cmp(name)) else {
             return Vec::new();

@@ -6,13 +6,14 @@
 //! shards have proved small enough to be kept, the index GET asks for the whole shard: the
 //! chunk reads that follow are then served from memory instead of costing a second request.
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
+use crate::flight_lru::FlightLru;
+use crate::locks::lock;
 use crate::store::{ByteRange, Store, StoreError};
 use crate::zarr::shard_index::ShardIndex;
 use crate::zarr::sharding::{IndexLocation, ShardLayout};
@@ -31,78 +32,41 @@ pub enum ShardState {
     Corrupt(String),
 }
 
-type Slot = Arc<tokio::sync::OnceCell<Result<Arc<ShardState>, Arc<StoreError>>>>;
-
 /// How many arrays' shard sizes are remembered.
 const ARRAYS_SIZED: usize = 4096;
+
+/// A state and when it was read (trusted for the TTL after that).
+type Held = (Arc<ShardState>, Instant);
 
 pub struct ShardIndexCache {
     store: Arc<dyn Store>,
     ttl: Duration,
-    budget_bytes: usize,
-    inner: Mutex<CacheInner>,
-    /// Bumped by every invalidation: a fetch that overlapped one is not cached.
-    epoch: std::sync::atomic::AtomicU64,
+    cache: FlightLru<Held, Arc<ShardState>, StoreError>,
     /// Array directory -> largest shard size seen in it.
     shard_sizes: Mutex<LruCache<String, u64>>,
 }
 
-struct CacheInner {
-    entries: LruCache<String, (Arc<ShardState>, Instant, usize)>,
-    bytes: usize,
-    inflight: HashMap<String, Slot>,
-}
-
-fn metrics() -> &'static crate::metrics::CacheMetrics {
-    crate::metrics::global().cache(crate::metrics::CacheKind::ShardIndex)
-}
-
-impl Drop for ShardIndexCache {
-    fn drop(&mut self) {
-        metrics().capacity.sub(self.budget_bytes as i64);
-        metrics().held(-(self.lock().bytes as i64));
-    }
-}
-
 impl ShardIndexCache {
     pub fn new(store: Arc<dyn Store>, ttl: Duration, budget_bytes: usize) -> Self {
-        metrics().capacity.add(budget_bytes as i64);
+        let metrics = crate::metrics::global().cache(crate::metrics::CacheKind::ShardIndex);
         ShardIndexCache {
             store,
             ttl,
-            budget_bytes,
-            inner: Mutex::new(CacheInner {
-                entries: LruCache::unbounded(),
-                bytes: 0,
-                inflight: HashMap::new(),
-            }),
-            epoch: std::sync::atomic::AtomicU64::new(0),
+            cache: FlightLru::new(budget_bytes as u64, metrics),
             shard_sizes: Mutex::new(LruCache::new(
                 NonZeroUsize::new(ARRAYS_SIZED).expect("nonzero"),
             )),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Forget a shard (after it was written or deleted through the mount).
     pub fn invalidate(&self, key: &str) {
-        let mut inner = self.lock();
-        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        // A fetch under way may have read the old shard: later readers start a new one.
-        inner.inflight.remove(key);
-        if let Some((_, _, size)) = inner.entries.pop(key) {
-            inner.bytes -= size;
-            metrics().held(-(size as i64));
-        }
+        self.cache.invalidate(key);
     }
 
     /// Whether the state of `key` is held (fresh or not) or being fetched; not a use of it.
     pub fn is_known(&self, key: &str) -> bool {
-        let inner = self.lock();
-        inner.entries.peek(key).is_some() || inner.inflight.contains_key(key)
+        self.cache.is_known(key)
     }
 
     /// The state of the shard at `key` (a full store key) of the array in directory `array`.
@@ -111,52 +75,24 @@ impl ShardIndexCache {
         array: &str,
         key: &str,
         layout: &ShardLayout,
-    ) -> Result<Arc<ShardState>, Arc<StoreError>> {
-        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
-        let slot = {
-            let mut inner = self.lock();
-            if let Some((state, at, _)) = inner.entries.get(key) {
-                if at.elapsed() < self.ttl {
-                    metrics().hit();
-                    return Ok(state.clone());
-                }
+    ) -> Result<Arc<ShardState>, StoreError> {
+        let held = self.cache.get_with(key, |(state, at)| (state.clone(), *at));
+        if let Some((state, at)) = held {
+            if at.elapsed() < self.ttl {
+                self.cache.hit();
+                return Ok(state);
             }
-            metrics().miss();
-            inner.inflight.entry(key.to_string()).or_default().clone()
+        }
+        self.cache.miss();
+        let keep = |state: &Arc<ShardState>| {
+            // Held bytes: 16 per chunk entry, a little for the rest, and the key.
+            let size = match &**state {
+                ShardState::Present { index, .. } => (index.len() as usize) * 16 + 64,
+                _ => 64,
+            } + key.len();
+            Some(((state.clone(), Instant::now()), size as u64))
         };
-        let result = slot.get_or_init(|| self.fetch(array, key, layout)).await.clone();
-        let mut inner = self.lock();
-        if inner.inflight.get(key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-            inner.inflight.remove(key);
-        }
-        let unchanged = self.epoch.load(std::sync::atomic::Ordering::SeqCst) == epoch;
-        if unchanged {
-            if let Ok(state) = &result {
-                let size = match &**state {
-                    ShardState::Present { index, .. } => (index.len() as usize) * 16 + 64,
-                    _ => 64,
-                } + key.len();
-                if let Some((_, _, old)) =
-                    inner.entries.put(key.to_string(), (state.clone(), Instant::now(), size))
-                {
-                    inner.bytes -= old;
-                    metrics().held(-(old as i64));
-                }
-                inner.bytes += size;
-                metrics().held(size as i64);
-                while inner.bytes > self.budget_bytes {
-                    match inner.entries.pop_lru() {
-                        Some((_, (_, _, s))) => {
-                            inner.bytes -= s;
-                            metrics().held(-(s as i64));
-                            metrics().evictions.inc();
-                        }
-                        None => break,
-                    }
-                }
-            }
-        }
-        result
+        self.cache.load(key, || self.fetch(array, key, layout), keep).await
     }
 
     /// How many bytes to ask for to get the index of a shard of `array`: just the index, or,
@@ -165,7 +101,7 @@ impl ShardIndexCache {
     /// whole shard.
     fn window(&self, array: &str, index_size: u64) -> u64 {
         let limit = self.store.whole_object_limit();
-        let seen = self.shard_sizes.lock().unwrap_or_else(|p| p.into_inner()).get(array).copied();
+        let seen = lock(&self.shard_sizes).get(array).copied();
         match seen {
             Some(size) if limit > 0 && size <= limit => {
                 size.saturating_mul(2).min(limit).max(index_size)
@@ -175,7 +111,7 @@ impl ShardIndexCache {
     }
 
     fn note_size(&self, array: &str, size: u64) {
-        let mut sizes = self.shard_sizes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sizes = lock(&self.shard_sizes);
         let largest = sizes.get(array).map_or(size, |s| size.max(*s));
         sizes.put(array.to_string(), largest);
     }
@@ -185,7 +121,7 @@ impl ShardIndexCache {
         array: &str,
         key: &str,
         layout: &ShardLayout,
-    ) -> Result<Arc<ShardState>, Arc<StoreError>> {
+    ) -> Result<Arc<ShardState>, StoreError> {
         let n = layout.index_size();
         let window = self.window(array, n);
         let range = match layout.index_location {
@@ -195,7 +131,7 @@ impl ShardIndexCache {
         let fetched = match self.store.get_ranged(key, range).await {
             Ok(f) => f,
             Err(StoreError::NotFound(_)) => None,
-            Err(e) => return Err(Arc::new(e)),
+            Err(e) => return Err(e),
         };
         let Some((bytes, meta)) = fetched else { return Ok(Arc::new(ShardState::Missing)) };
         self.note_size(array, meta.size);
@@ -216,5 +152,41 @@ impl ShardIndexCache {
             }
         };
         Ok(Arc::new(state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::error::FsError;
+    use crate::store::fault::{Fault, FaultPlan, FaultStore, Op};
+    use crate::store::memory::MemoryStore;
+    use crate::zarr::shard_index::tests::layout;
+
+    /// Readers that share one failed index fetch each get its errno (EACCES here; a shared
+    /// error used to become EIO), and the failure is not cached.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_shared_failure_keeps_its_errno() {
+        let plan = FaultPlan::new();
+        let store = Arc::new(FaultStore::new(Arc::new(MemoryStore::new()), plan.clone()));
+        store.put("a/c/0", bytes::Bytes::from(vec![0xFFu8; 64])).await.unwrap();
+        plan.delay(&[Op::Read], Duration::from_millis(100));
+        plan.fail_next(Op::Read, 1, Fault::PermissionDenied);
+        let cache = Arc::new(ShardIndexCache::new(store, Duration::from_secs(60), 1 << 20));
+        let l = layout(2, IndexLocation::End, false);
+        let readers: Vec<_> = (0..6)
+            .map(|_| {
+                let (cache, l) = (cache.clone(), l.clone());
+                tokio::spawn(async move { cache.get("a", "a/c/0", &l).await.map(|_| ()) })
+            })
+            .collect();
+        for r in readers {
+            let e = r.await.unwrap().unwrap_err();
+            assert_eq!(FsError::Store(e).errno(), libc::EACCES);
+        }
+        assert_eq!(plan.injected(), 1, "one fetch shared by six readers");
+        plan.clear();
+        assert!(!cache.is_known("a/c/0"), "the failure was not kept");
+        assert!(matches!(*cache.get("a", "a/c/0", &l).await.unwrap(), ShardState::Present { .. }));
     }
 }

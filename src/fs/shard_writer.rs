@@ -90,20 +90,15 @@ impl ShardWriter {
         op: ChunkOp,
         stop_dir: &str,
     ) -> FsResult<()> {
-        let queue = self
-            .queues
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(shard_key.to_string())
-            .or_default()
-            .clone();
+        let queue =
+            crate::locks::lock(&self.queues).entry(shard_key.to_string()).or_default().clone();
         let (tx, mut rx) = oneshot::channel();
-        queue.pending.lock().unwrap_or_else(|p| p.into_inner()).push((op, tx));
+        crate::locks::lock(&queue.pending).push((op, tx));
         let running = queue.running.lock().await;
         if let Ok(outcome) = rx.try_recv() {
             return outcome.map_err(FsError::Shared); // an earlier rewrite already carried it
         }
-        let batch = std::mem::take(&mut *queue.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let batch = std::mem::take(&mut *crate::locks::lock(&queue.pending));
         let (ops, senders): (Vec<ChunkOp>, Vec<_>) = batch.into_iter().unzip();
         if ops.len() > 1 {
             tracing::debug!(shard = ?shard_key, chunks = ops.len(), "one shard rewrite for several chunk writes");
@@ -129,9 +124,8 @@ impl ShardWriter {
     }
 
     fn forget_idle_queue(&self, shard_key: &str, queue: &Arc<Queue>) {
-        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let idle = queue.pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
-            && Arc::strong_count(queue) <= 2;
+        let mut queues = crate::locks::lock(&self.queues);
+        let idle = crate::locks::lock(&queue.pending).is_empty() && Arc::strong_count(queue) <= 2;
         if idle && queues.get(shard_key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
             queues.remove(shard_key);
         }

@@ -84,12 +84,12 @@ impl UnshardedNamespace {
     }
 
     fn forget_kind(&self, dir: &str) {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).pop(dir);
+        crate::locks::lock(&self.kinds).pop(dir);
     }
 
     /// Read and classify `dir/zarr.json` (cached for the metadata TTL).
     async fn dir_kind(&self, dir: &str) -> FsResult<DirKind> {
-        if let Some((kind, at)) = self.kinds.lock().unwrap_or_else(|p| p.into_inner()).get(dir) {
+        if let Some((kind, at)) = crate::locks::lock(&self.kinds).get(dir) {
             if at.elapsed() < self.ttl {
                 return Ok(kind.clone());
             }
@@ -106,10 +106,7 @@ impl UnshardedNamespace {
                 }
                 Err(e) => return Err(e.into()),
             };
-        self.kinds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(dir.to_string(), (kind.clone(), Instant::now()));
+        crate::locks::lock(&self.kinds).put(dir.to_string(), (kind.clone(), Instant::now()));
         Ok(kind)
     }
 
@@ -146,8 +143,7 @@ impl UnshardedNamespace {
     ) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
-        let state =
-            self.indexes.get(&array.dir, &key, &array.array.layout).await.map_err(store_err)?;
+        let state = self.indexes.get(&array.dir, &key, &array.array.layout).await?;
         self.read_shards_ahead(array, &loc.shard_coords);
         Ok(Some((key, state, loc.local_index)))
     }
@@ -235,7 +231,7 @@ impl UnshardedNamespace {
         let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&array.dir, &key, layout).await.map_err(store_err)?;
+                let state = self.indexes.get(&array.dir, &key, layout).await?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)
@@ -479,15 +475,6 @@ fn same_except_attributes(
     maps_eq(a, b, true)
 }
 
-fn store_err(e: Arc<StoreError>) -> FsError {
-    match Arc::try_unwrap(e) {
-        Ok(e) => FsError::Store(e),
-        Err(shared) => {
-            FsError::Store(StoreError::Backend { key: String::new(), message: shared.to_string() })
-        }
-    }
-}
-
 fn generated(bytes: &Bytes, modified: SystemTime) -> Node {
     Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
 }
@@ -686,7 +673,7 @@ impl Namespace for UnshardedNamespace {
         self.note_write(from);
         self.note_write(to);
         if is_dir {
-            self.kinds.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            crate::locks::lock(&self.kinds).clear();
         }
         Ok(())
     }

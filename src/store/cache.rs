@@ -11,17 +11,17 @@
 //! An entry older than `ttl` is confirmed with one HEAD before use. Writes, deletes and renames
 //! through the wrapper drop the affected entries, and a fetch that raced with one is not kept.
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::future::{BoxFuture, FutureExt, Shared};
 use lru::LruCache;
+
+use crate::flight_lru::FlightLru;
+use crate::locks::lock;
 
 use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 
@@ -78,51 +78,15 @@ struct Entry {
     prefetched: bool,
 }
 
-/// An error that several waiters of one fetch can each get a copy of.
-type SharedResult = Result<Option<(Bytes, ObjectMeta)>, Arc<StoreError>>;
-type Fetch = Shared<BoxFuture<'static, SharedResult>>;
-
-struct State {
-    entries: LruCache<String, Entry>,
-    used: u64,
-    /// Last known (size, version) of objects, from any metadata seen.
-    sizes: LruCache<String, (u64, String)>,
-    inflight: HashMap<String, Fetch>,
-}
+type Fetched = Option<(Bytes, ObjectMeta)>;
 
 pub struct CachingStore {
     inner: Arc<dyn Store>,
     cfg: CacheConfig,
-    state: Mutex<State>,
-    /// Bumped by every write, delete and rename: a fetch that started before is not kept.
-    epoch: AtomicU64,
-}
-
-fn copy_err(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::NotFound(k) => StoreError::NotFound(k.clone()),
-        StoreError::PermissionDenied(k) => StoreError::PermissionDenied(k.clone()),
-        StoreError::DirectoryNotEmpty(k) => StoreError::DirectoryNotEmpty(k.clone()),
-        StoreError::NotADirectory(k) => StoreError::NotADirectory(k.clone()),
-        StoreError::IsADirectory(k) => StoreError::IsADirectory(k.clone()),
-        StoreError::AlreadyExists(k) => StoreError::AlreadyExists(k.clone()),
-        StoreError::Conflict(k) => StoreError::Conflict(k.clone()),
-        StoreError::InvalidKey(k, why) => StoreError::InvalidKey(k.clone(), why),
-        StoreError::Unsupported(what) => StoreError::Unsupported(what),
-        StoreError::NoSpace => StoreError::NoSpace,
-        StoreError::ReadOnly => StoreError::ReadOnly,
-        StoreError::Timeout(m) => StoreError::Timeout(m.clone()),
-        StoreError::Io { key, source } => StoreError::Io {
-            key: key.clone(),
-            source: match source.raw_os_error() {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        },
-        StoreError::Backend { key, message } => {
-            StoreError::Backend { key: key.clone(), message: message.clone() }
-        }
-    }
+    /// Whole small objects; an absent object is fetched (shared) but not kept.
+    objects: FlightLru<Entry, Fetched, StoreError>,
+    /// Last known (size, version) of objects, from any metadata seen.
+    sizes: Mutex<LruCache<String, (u64, String)>>,
 }
 
 fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
@@ -132,107 +96,78 @@ fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
 
 impl CachingStore {
     pub fn new(inner: Arc<dyn Store>, cfg: CacheConfig) -> Self {
+        let metrics = crate::metrics::global().cache(crate::metrics::CacheKind::Objects);
         CachingStore {
             inner,
             cfg,
-            state: Mutex::new(State {
-                entries: LruCache::unbounded(),
-                used: 0,
-                sizes: LruCache::new(NonZeroUsize::new(SIZE_HINTS).expect("nonzero")),
-                inflight: HashMap::new(),
-            }),
-            epoch: AtomicU64::new(0),
+            objects: FlightLru::new(cfg.capacity, metrics).on_leave(left),
+            sizes: Mutex::new(LruCache::new(NonZeroUsize::new(SIZE_HINTS).expect("nonzero"))),
         }
-        .counted()
     }
 
-    fn counted(self) -> Self {
-        Self::metrics().capacity.add(self.cfg.capacity as i64);
-        self
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn metrics() -> &'static crate::metrics::CacheMetrics {
-        crate::metrics::global().cache(crate::metrics::CacheKind::Objects)
+    fn sizes(&self) -> std::sync::MutexGuard<'_, LruCache<String, (u64, String)>> {
+        lock(&self.sizes)
     }
 
     /// Bytes of object data held now.
     pub fn cached_bytes(&self) -> u64 {
-        self.state().used
+        self.objects.bytes()
     }
 
     /// Number of objects held now.
     pub fn cached_objects(&self) -> usize {
-        self.state().entries.len()
+        self.objects.len()
     }
 
     /// Fresh metadata of `key` (or its absence) was seen: confirm or drop the cached copy.
     fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
-        let mut st = self.state();
         match meta {
             Some(m) => {
-                st.sizes.put(key.to_string(), (m.size, m.version.clone()));
-                let stale = match st.entries.peek_mut(key) {
-                    Some(e) if e.meta.version == m.version => {
+                self.sizes().put(key.to_string(), (m.size, m.version.clone()));
+                let same = self.objects.peek_with(key, |e| {
+                    let same = e.meta.version == m.version;
+                    if same {
                         e.confirmed = Instant::now();
-                        false
                     }
-                    Some(_) => true,
-                    None => false,
-                };
-                if stale {
-                    remove_entry(&mut st, key);
+                    same
+                });
+                if same == Some(false) {
+                    self.objects.forget(key);
                 }
             }
             None => {
-                st.sizes.pop(key);
-                remove_entry(&mut st, key);
+                self.sizes().pop(key);
+                self.objects.forget(key);
             }
         }
     }
 
     fn invalidate(&self, key: &str) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        let mut st = self.state();
-        st.sizes.pop(key);
-        remove_entry(&mut st, key);
+        self.sizes().pop(key);
+        self.objects.invalidate(key);
     }
 
     fn invalidate_prefix(&self, prefix: &str) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
         let p = format!("{prefix}/");
-        let mut st = self.state();
+        self.objects.invalidate_where(|k| k.starts_with(&p));
+        let mut sizes = self.sizes();
         let keys: Vec<String> =
-            st.entries.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+            sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
         for k in keys {
-            remove_entry(&mut st, &k);
-        }
-        let keys: Vec<String> =
-            st.sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
-        for k in keys {
-            st.sizes.pop(&k);
+            sizes.pop(&k);
         }
     }
 
     /// A cached copy that may be used now; a stale one is confirmed with a HEAD first.
     async fn cached(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        let (data, meta, fresh) = {
-            let mut st = self.state();
-            match st.entries.get_mut(key) {
-                Some(e) => {
-                    if std::mem::take(&mut e.prefetched) {
-                        let ahead =
-                            crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
-                        ahead.used.inc_by(e.data.len() as u64);
-                    }
-                    (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl)
-                }
-                None => return Ok(None),
+        let held = self.objects.get_with(key, |e| {
+            if std::mem::take(&mut e.prefetched) {
+                let ahead = crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
+                ahead.used.inc_by(e.data.len() as u64);
             }
-        };
+            (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl)
+        });
+        let Some((data, meta, fresh)) = held else { return Ok(None) };
         if fresh {
             return Ok(Some((data, meta)));
         }
@@ -247,81 +182,35 @@ impl CachingStore {
     /// Should a read of `key` fetch the whole object? Only when its size is known to be small.
     fn wants_whole(&self, key: &str) -> bool {
         self.cfg.capacity > 0
-            && self.state().sizes.peek(key).is_some_and(|(size, _)| *size <= self.cfg.object_limit)
+            && self.sizes().peek(key).is_some_and(|(size, _)| *size <= self.cfg.object_limit)
     }
 
     /// Fetch the whole object once, however many callers ask at the same time.
-    async fn fetch_whole(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        let fetch = {
-            let mut st = self.state();
-            if let Some(f) = st.inflight.get(key) {
-                f.clone()
-            } else {
-                let inner = self.inner.clone();
-                let k = key.to_string();
-                let fut: BoxFuture<'static, SharedResult> = async move {
-                    inner.get_ranged(&k, ByteRange::Range(0..u64::MAX)).await.map_err(Arc::new)
-                }
-                .boxed();
-                let f = fut.shared();
-                st.inflight.insert(key.to_string(), f.clone());
-                f
-            }
-        };
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let result = fetch.clone().await;
-        {
-            let mut st = self.state();
-            // The first waiter to finish removes the entry (only if it is still this fetch).
-            if st.inflight.get(key).is_some_and(|f| f.ptr_eq(&fetch)) {
-                st.inflight.remove(key);
-            }
-        }
-        match result {
-            Ok(Some((data, meta))) => {
-                self.observe(key, Some(&meta));
-                if self.epoch.load(Ordering::SeqCst) == epoch {
-                    self.insert(key, data.clone(), meta.clone());
-                }
-                Ok(Some((data, meta)))
-            }
-            Ok(None) => {
-                self.observe(key, None);
-                Ok(None)
-            }
-            Err(e) => Err(copy_err(&e)),
-        }
+    async fn fetch_whole(&self, key: &str) -> StoreResult<Fetched> {
+        let fetch = || self.inner.get_ranged(key, ByteRange::Range(0..u64::MAX));
+        let result = self.objects.load(key, fetch, |r| self.entry(r.as_ref()?)).await?;
+        self.observe(key, result.as_ref().map(|(_, m)| m));
+        Ok(result)
     }
 
-    fn insert(&self, key: &str, data: Bytes, meta: ObjectMeta) {
+    /// What to keep of a whole object read, and its size: nothing over the object limit.
+    fn entry(&self, (data, meta): &(Bytes, ObjectMeta)) -> Option<(Entry, u64)> {
         let size = data.len() as u64;
-        if size > self.cfg.object_limit || size > self.cfg.capacity {
-            return;
-        }
-        let mut st = self.state();
-        remove_entry(&mut st, key);
-        let entry = Entry { data, meta, confirmed: Instant::now(), prefetched: false };
-        st.entries.put(key.to_string(), entry);
-        st.used += size;
-        Self::metrics().held(size as i64);
-        while st.used > self.cfg.capacity {
-            match st.entries.pop_lru() {
-                Some((_, e)) => {
-                    st.used -= e.data.len() as u64;
-                    left(&e);
-                    Self::metrics().evictions.inc();
-                }
-                None => break,
-            }
-        }
+        let entry = Entry {
+            data: data.clone(),
+            meta: meta.clone(),
+            confirmed: Instant::now(),
+            prefetched: false,
+        };
+        (size <= self.cfg.object_limit).then_some((entry, size))
     }
 
     async fn read(&self, key: &str, range: ByteRange) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         if let Some((data, meta)) = self.cached(key).await? {
-            Self::metrics().hit();
+            self.objects.hit();
             return Ok(Some((slice(&data, &range), meta)));
         }
-        Self::metrics().miss();
+        self.objects.miss();
         // A read of everything (a metadata document) goes through the shared fetch too, so
         // that concurrent first readers of one document send one request.
         let everything = matches!(&range, ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX);
@@ -331,69 +220,41 @@ impl CachingStore {
                 .await?
                 .map(|(data, meta)| (slice(&data, &range), meta)));
         }
-        let epoch = self.epoch.load(Ordering::SeqCst);
+        let epoch = self.objects.epoch();
         let r = self.inner.get_ranged(key, range).await?;
         self.observe(key, r.as_ref().map(|(_, m)| m));
         // A read of an object whose size was not known yet may have returned all of it (a
         // metadata document read whole): keep it, so the next read sends no request.
-        if let Some((data, meta)) = &r {
-            if data.len() as u64 == meta.size
-                && self.cfg.capacity > 0
-                && self.epoch.load(Ordering::SeqCst) == epoch
-            {
-                self.insert(key, data.clone(), meta.clone());
+        let whole = r.as_ref().filter(|(d, m)| d.len() as u64 == m.size && self.cfg.capacity > 0);
+        if let Some(whole) = whole {
+            if let Some((entry, size)) = self.entry(whole) {
+                self.objects.insert_since(epoch, key, entry, size);
             }
         }
         Ok(r)
     }
 }
 
-fn remove_entry(st: &mut State, key: &str) {
-    if let Some(e) = st.entries.pop(key) {
-        st.used -= e.data.len() as u64;
-        left(&e);
-    }
-}
-
 /// `e` left the cache (evicted, replaced or invalidated).
 fn left(e: &Entry) {
     let n = e.data.len() as u64;
-    CachingStore::metrics().held(-(n as i64));
     if e.prefetched {
         crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead).wasted.inc_by(n);
     }
 }
 
-impl Drop for CachingStore {
-    fn drop(&mut self) {
-        let m = Self::metrics();
-        m.capacity.sub(self.cfg.capacity as i64);
-        m.held(-(self.state().used as i64));
-    }
-}
-
 #[async_trait]
-impl Store for CachingStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn has_real_dirs(&self) -> bool {
-        self.inner.has_real_dirs()
+impl super::layer::Layer for CachingStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        match self.read(key, ByteRange::Range(0..u64::MAX)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        match self.read(key, ByteRange::Range(range)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.read(key, ByteRange::Range(range)).await?)
     }
 
     async fn get_ranged(
@@ -458,14 +319,6 @@ impl Store for CachingStore {
         r
     }
 
-    async fn create_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.create_dir(key).await
-    }
-
-    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.remove_dir(key).await
-    }
-
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.invalidate_prefix(from);
         self.invalidate_prefix(to);
@@ -473,14 +326,6 @@ impl Store for CachingStore {
         self.invalidate_prefix(from);
         self.invalidate_prefix(to);
         r
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
     }
 
     fn whole_object_limit(&self) -> u64 {
@@ -494,18 +339,20 @@ impl Store for CachingStore {
     /// Small objects are fetched whole into the cache (sharing a fetch already under way);
     /// larger ones are left to their reads.
     async fn prefetch(&self, key: &str, _size: u64) {
-        if !self.wants_whole(key) || self.state().entries.contains(key) {
+        if !self.wants_whole(key) || self.objects.contains(key) {
             return;
         }
         match self.fetch_whole(key).await {
             Ok(Some((data, _))) => {
-                let mut st = self.state();
                 // Only if it was kept (and is still the fetched copy): else nothing is held.
-                if let Some(e) = st.entries.peek_mut(key).filter(|e| e.data.len() == data.len()) {
-                    e.prefetched = true;
-                    let ahead = crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
-                    ahead.fetched.inc_by(data.len() as u64);
-                }
+                self.objects.peek_with(key, |e| {
+                    if e.data.len() == data.len() {
+                        e.prefetched = true;
+                        let ahead =
+                            crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
+                        ahead.fetched.inc_by(data.len() as u64);
+                    }
+                });
             }
             Ok(None) => {}
             Err(e) => tracing::debug!(key = ?key, error = %e, "prefetch failed"),

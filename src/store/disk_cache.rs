@@ -245,7 +245,7 @@ impl DiskCacheStore {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Bytes the index counts on disk (tests).
@@ -699,30 +699,20 @@ fn parse_block_name(name: &str) -> Option<BlockId> {
 pub struct DiskCache(pub Arc<DiskCacheStore>);
 
 #[async_trait]
-impl Store for DiskCache {
-    fn describe(&self) -> String {
-        self.0.inner.describe()
-    }
-
-    fn has_real_dirs(&self) -> bool {
-        self.0.inner.has_real_dirs()
+impl super::layer::Layer for DiskCache {
+    fn inner(&self) -> &dyn Store {
+        &*self.0.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        match self.0.read(key, ByteRange::Range(0..u64::MAX)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         if range.end <= range.start {
             return Ok(Bytes::new());
         }
-        match self.0.read(key, ByteRange::Range(range)).await? {
-            Some((data, _)) => Ok(data),
-            None => Err(StoreError::NotFound(key.to_string())),
-        }
+        super::found(key, self.0.read(key, ByteRange::Range(range)).await?)
     }
 
     async fn get_ranged(
@@ -787,14 +777,6 @@ impl Store for DiskCache {
         r
     }
 
-    async fn create_dir(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.create_dir(key).await
-    }
-
-    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.remove_dir(key).await
-    }
-
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.0.forget_prefix(from);
         self.0.forget_prefix(to);
@@ -802,22 +784,6 @@ impl Store for DiskCache {
         self.0.forget_prefix(from);
         self.0.forget_prefix(to);
         r
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.0.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.0.inner.check_key(key)
-    }
-
-    fn whole_object_limit(&self) -> u64 {
-        self.0.inner.whole_object_limit()
-    }
-
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.0.inner.prefetch(key, size).await
     }
 }
 

@@ -84,7 +84,7 @@ impl FaultPlan {
     }
 
     fn add(&self, rule: Rule) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).push(rule);
+        crate::locks::lock(&self.rules).push(rule);
     }
 
     /// The next `n` requests of kind `op` fail with `fault`.
@@ -123,7 +123,7 @@ impl FaultPlan {
 
     /// Stop injecting anything.
     pub fn clear(&self) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        crate::locks::lock(&self.rules).clear();
     }
 
     /// How many requests were failed so far (lets a test prove its faults were hit).
@@ -133,7 +133,7 @@ impl FaultPlan {
 
     /// The delay and the fault (if any) for one request; counts down `fail_next` rules.
     fn decide(&self, op: Op, key: &str) -> (Duration, Option<Fault>) {
-        let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rules = crate::locks::lock(&self.rules);
         let mut delay = Duration::ZERO;
         let mut fault = None;
         for rule in rules.iter_mut().filter(|r| r.matches(op, key)) {
@@ -182,13 +182,11 @@ impl FaultStore {
 }
 
 #[async_trait]
-impl Store for FaultStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl super::layer::Layer for FaultStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
-    fn has_real_dirs(&self) -> bool {
-        self.inner.has_real_dirs()
-    }
+
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.gate(Op::Read, key).await?;
         self.inner.get(key).await
@@ -244,21 +242,6 @@ impl Store for FaultStore {
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.gate_rename(from, to).await?;
         self.inner.rename_dir(from, to).await
-    }
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
-    }
-
-    fn whole_object_limit(&self) -> u64 {
-        self.inner.whole_object_limit()
-    }
-
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.inner.prefetch(key, size).await
     }
 }
 

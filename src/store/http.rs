@@ -17,19 +17,14 @@
 //!   Elsewhere listing a directory is `Unsupported` (ENOTSUP), while every name can still be
 //!   opened by its path.
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{CONTENT_LENGTH, ETAG, LAST_MODIFIED, LOCATION};
 
-use super::{
-    join_key, validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError,
-    StoreResult,
-};
+use super::{join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
 
 /// A directory tree known without listing the server (consolidated metadata).
 pub trait KeyTree: Send + Sync + 'static {
@@ -348,34 +343,15 @@ fn scrub_userinfo(message: &str) -> String {
         .join(" ")
 }
 
+/// Only lookups and listings are HTTP's own; reads and everything else go to the backend.
 #[async_trait]
-impl Store for HttpStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl super::layer::Layer for HttpStore {
+    fn inner(&self) -> &dyn Store {
+        self.inner.as_ref()
     }
 
     fn has_real_dirs(&self) -> bool {
         false
-    }
-
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.inner.get(key).await
-    }
-
-    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        self.inner.get_range(key, range).await
-    }
-
-    async fn get_ranged(
-        &self,
-        key: &str,
-        range: ByteRange,
-    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        self.inner.get_ranged(key, range).await
-    }
-
-    async fn get_versioned(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        self.inner.get_versioned(key).await
     }
 
     /// A directory is no object here (the backend would follow its redirect to an index page).
@@ -387,18 +363,6 @@ impl Store for HttpStore {
         Ok(self.resolve(key).await?.file)
     }
 
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.inner.put_opts(key, data, mode).await
-    }
-
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.inner.delete(key).await
-    }
-
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.inner.delete_if_version(key, version).await
-    }
-
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         validate_key(prefix)?;
         let mut children = self.tree().await?.and_then(|t| t.children(prefix));
@@ -408,7 +372,7 @@ impl Store for HttpStore {
         let Some(children) = children else {
             if !self.warned_unlisted.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 tracing::warn!(
-                    store = %self.describe(),
+                    store = %self.inner.describe(),
                     dir = prefix,
                     "this static HTTP server has no index page of the directory, and no \
                      consolidated metadata covers it: listing is not supported (names can \
@@ -457,38 +421,6 @@ impl Store for HttpStore {
             return Ok(Lookup { file: None, dir: true });
         }
         self.resolve(key).await
-    }
-
-    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.inner.rename(from, to).await
-    }
-
-    async fn create_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.create_dir(key).await
-    }
-
-    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
-        self.inner.remove_dir(key).await
-    }
-
-    async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.inner.rename_dir(from, to).await
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
-    }
-
-    fn whole_object_limit(&self) -> u64 {
-        self.inner.whole_object_limit()
-    }
-
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.inner.prefetch(key, size).await
     }
 }
 

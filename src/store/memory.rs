@@ -33,7 +33,7 @@ impl MemoryStore {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, (Bytes, ObjectMeta)>) -> T) -> T {
-        f(&mut self.objects.lock().expect("memory store lock poisoned"))
+        f(&mut crate::locks::lock(&self.objects))
     }
 }
 

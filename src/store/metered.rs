@@ -76,13 +76,11 @@ fn nothing<T>(_: &T) -> u64 {
 }
 
 #[async_trait]
-impl Store for MeteredStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl super::layer::Layer for MeteredStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
-    fn has_real_dirs(&self) -> bool {
-        self.inner.has_real_dirs()
-    }
+
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         metered(Kind::Get, 0, |b: &Bytes| b.len() as u64, self.inner.get(key)).await
     }
@@ -127,19 +125,5 @@ impl Store for MeteredStore {
     }
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         metered(Kind::Copy, 0, nothing, self.inner.rename_dir(from, to)).await
-    }
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
-    }
-    fn whole_object_limit(&self) -> u64 {
-        self.inner.whole_object_limit()
-    }
-    /// A hint, not a request: the store below decides whether it fetches anything (and, if
-    /// it does, through its own `get`s, which are not seen here).
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.inner.prefetch(key, size).await
     }
 }

@@ -8,12 +8,15 @@ pub mod cache;
 #[cfg(test)]
 mod conditional_tests;
 pub mod disk_cache;
+#[cfg(any(test, feature = "test-doubles"))]
 pub mod fault;
 pub mod http;
+pub mod layer;
 pub mod local;
 pub mod memory;
 pub mod metered;
 pub mod object;
+#[cfg(any(test, feature = "test-doubles"))]
 pub mod recording;
 pub mod reference;
 mod reference_parquet;
@@ -119,6 +122,38 @@ pub enum StoreError {
     Io { key: String, source: std::io::Error },
     #[error("backend error on {key:?}: {message}")]
     Backend { key: String, message: String },
+}
+
+/// A copy for each waiter of a shared fetch: every variant keeps its kind, and an I/O error
+/// its OS error code, so the errno a client sees does not depend on whether its fetch was
+/// shared (`std::io::Error` itself cannot be cloned).
+impl Clone for StoreError {
+    fn clone(&self) -> Self {
+        match self {
+            StoreError::NotFound(k) => StoreError::NotFound(k.clone()),
+            StoreError::PermissionDenied(k) => StoreError::PermissionDenied(k.clone()),
+            StoreError::DirectoryNotEmpty(k) => StoreError::DirectoryNotEmpty(k.clone()),
+            StoreError::NotADirectory(k) => StoreError::NotADirectory(k.clone()),
+            StoreError::IsADirectory(k) => StoreError::IsADirectory(k.clone()),
+            StoreError::AlreadyExists(k) => StoreError::AlreadyExists(k.clone()),
+            StoreError::Conflict(k) => StoreError::Conflict(k.clone()),
+            StoreError::InvalidKey(k, why) => StoreError::InvalidKey(k.clone(), why),
+            StoreError::Unsupported(what) => StoreError::Unsupported(what),
+            StoreError::NoSpace => StoreError::NoSpace,
+            StoreError::ReadOnly => StoreError::ReadOnly,
+            StoreError::Timeout(m) => StoreError::Timeout(m.clone()),
+            StoreError::Io { key, source } => StoreError::Io {
+                key: key.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            StoreError::Backend { key, message } => {
+                StoreError::Backend { key: key.clone(), message: message.clone() }
+            }
+        }
+    }
 }
 
 impl StoreError {
@@ -237,6 +272,12 @@ pub trait Store: Send + Sync + 'static {
     async fn prefetch(&self, _key: &str, _size: u64) {}
 }
 
+/// The bytes of a read that returned them with their metadata, or `NotFound` for `key`
+/// (for stores whose `get`/`get_range` are `get_ranged` underneath).
+pub fn found(key: &str, read: Option<(Bytes, ObjectMeta)>) -> StoreResult<Bytes> {
+    read.map(|(data, _)| data).ok_or_else(|| StoreError::NotFound(key.to_string()))
+}
+
 /// Join a directory key and a child name.
 pub fn join_key(dir: &str, name: &str) -> String {
     if dir.is_empty() {
@@ -314,7 +355,7 @@ impl HiddenKeys {
     /// Log (once per key) that `key` is left out of listings, and why. The key is printed
     /// escaped (`{:?}`), so a newline or control character in it cannot forge log lines.
     pub fn report(&self, store: &str, key: &str, reason: &str) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = crate::locks::lock(&self.seen);
         if seen.len() > HIDDEN_KEYS_REMEMBERED || seen.contains(key) {
             return;
         }
@@ -332,7 +373,7 @@ impl HiddenKeys {
 
     /// Has `key` been reported? (tests)
     pub fn was_reported(&self, key: &str) -> bool {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+        crate::locks::lock(&self.seen).contains(key)
     }
 }
 

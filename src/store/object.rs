@@ -156,7 +156,7 @@ impl Default for RequestShapes {
 
 impl RequestShapes {
     fn lock(&self) -> MutexGuard<'_, lru::LruCache<String, u64>> {
-        self.sizes.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.sizes)
     }
     fn note(&self, key: &str, size: u64) {
         self.lock().put(key.to_string(), size);

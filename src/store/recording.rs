@@ -58,7 +58,7 @@ impl RecordingStore {
     }
 
     fn record(&self, call: String) {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
+        crate::locks::lock(&self.calls).push(call);
     }
 
     async fn record_read(&self, call: String) {
@@ -70,12 +70,12 @@ impl RecordingStore {
 
     /// The calls so far, e.g. `"get_ranged a/c/0/0 Suffix(804)"`.
     pub fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::lock(&self.calls).clone()
     }
 
     /// The calls so far, forgetting them.
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *crate::locks::lock(&self.calls))
     }
 
     /// How many calls of these kinds were made.
@@ -85,13 +85,11 @@ impl RecordingStore {
 }
 
 #[async_trait]
-impl Store for RecordingStore {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl super::layer::Layer for RecordingStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
-    fn has_real_dirs(&self) -> bool {
-        self.inner.has_real_dirs()
-    }
+
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.record_read(format!("get {key}")).await;
         self.read_bytes(self.inner.get(key).await, Bytes::len)
@@ -152,20 +150,5 @@ impl Store for RecordingStore {
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         self.record(format!("rename_dir {from} {to}"));
         self.inner.rename_dir(from, to).await
-    }
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.inner.capacity()
-    }
-
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        self.inner.check_key(key)
-    }
-
-    fn whole_object_limit(&self) -> u64 {
-        self.inner.whole_object_limit()
-    }
-
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.inner.prefetch(key, size).await
     }
 }

@@ -102,7 +102,7 @@ impl Targets {
 
     /// The target store and key of `url`.
     pub fn resolve(&self, url: &str) -> Result<(Arc<Target>, Arc<str>), String> {
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let mut known = crate::locks::lock(&self.known);
         if let Some(hit) = known.urls.get(url) {
             return Ok(hit.clone());
         }

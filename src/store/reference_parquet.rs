@@ -102,8 +102,7 @@ impl ParquetRefs {
         r: u64,
         targets: &Targets,
     ) -> Result<Record, String> {
-        let cell =
-            f.records.lock().unwrap_or_else(|p| p.into_inner()).entry(r).or_default().clone();
+        let cell = crate::locks::lock(&f.records).entry(r).or_default().clone();
         cell.get_or_try_init(|| self.load(field, r, targets)).await.cloned()
     }
 

@@ -568,7 +568,7 @@ impl ZipStore {
     /// checked against its CRC-32.
     async fn inflated(&self, name: &str, e: &Entry) -> StoreResult<Bytes> {
         let key = InflatedKey::of(e);
-        if let Some(b) = self.inflated.lock().expect("zip cache lock").get(key) {
+        if let Some(b) = crate::locks::lock(&self.inflated).get(key) {
             return Ok(b);
         }
         let compressed = self.read_data(name, e, 0..e.compressed_size).await?;
@@ -577,7 +577,7 @@ impl ZipStore {
             .await
             .map_err(|err| self.entry_error(name, format!("inflate task failed: {err}")))?;
         let data = result.map_err(|m| self.entry_error(name, m))?;
-        self.inflated.lock().expect("zip cache lock").insert(key, data.clone());
+        crate::locks::lock(&self.inflated).insert(key, data.clone());
         Ok(data)
     }
 

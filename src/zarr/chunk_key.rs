@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::zarr::error::MetadataError;
-use crate::zarr::metadata::{name_and_config, Named};
+use crate::zarr::json::{name_and_config, Named};
 
 /// How chunk-grid coordinates become keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

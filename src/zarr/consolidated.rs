@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
-use crate::zarr::metadata::u64_list;
+use crate::zarr::json::u64_list;
 
 /// The documents that may hold consolidated metadata of the group at a store's root, in the
 /// order to try them (v3 first: zarr-python 3 writes `.zmetadata` only for v2 hierarchies).

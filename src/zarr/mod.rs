@@ -7,6 +7,7 @@ pub mod codecs;
 pub mod consolidated;
 pub mod error;
 pub mod fill_value;
+pub mod json;
 pub mod metadata;
 pub mod shard_build;
 pub mod shard_index;

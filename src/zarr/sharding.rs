@@ -4,7 +4,8 @@
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::zarr::metadata::{parse_codecs, u64_list, ArrayMetadata, Codec};
+use crate::zarr::json::u64_list;
+use crate::zarr::metadata::{parse_codecs, ArrayMetadata, Codec};
 
 /// Largest shard index we accept: 2^26 entries is a 1 GiB index, far beyond any
 /// sane configuration, and keeps every later allocation bounded.

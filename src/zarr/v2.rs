@@ -16,7 +16,8 @@ use crate::zarr::codecs::transpose::parse_order;
 use crate::zarr::codecs::{ChunkSpec, CodecError, DataType, CORE_TYPES};
 use crate::zarr::error::MetadataError;
 use crate::zarr::fill_value::{element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown};
-use crate::zarr::metadata::{parse_zarray, u64_list, Codec};
+use crate::zarr::json::u64_list;
+use crate::zarr::metadata::{parse_zarray, Codec};
 
 /// A parsed v2 `.zarray`.
 #[derive(Debug, Clone, PartialEq)]
