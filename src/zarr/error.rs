@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::zarr::data_type::DataTypeError;
+
 /// Why a `zarr.json` / `.zarray` document (or a part of it) could not be parsed.
 ///
 /// The caller normally reacts by passing the node through untouched, so these
@@ -24,8 +26,8 @@ pub enum MetadataError {
     RankMismatch { shape: usize, chunk_shape: usize },
     #[error("unsupported chunk_key_encoding {0}")]
     UnsupportedChunkKeyEncoding(String),
-    #[error("unsupported data type {0}")]
-    UnsupportedDataType(String),
+    #[error(transparent)]
+    DataType(#[from] DataTypeError),
     #[error("invalid chunk key separator {0}")]
     InvalidSeparator(String),
     /// Consolidated metadata (v3 inline or v2 `.zmetadata`) that does not describe a hierarchy.

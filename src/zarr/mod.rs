@@ -5,8 +5,8 @@
 pub mod chunk_key;
 pub mod codecs;
 pub mod consolidated;
+pub mod data_type;
 pub mod error;
-pub mod fill_value;
 pub mod json;
 pub mod metadata;
 pub mod shard_build;

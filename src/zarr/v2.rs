@@ -13,9 +13,13 @@ use serde_json::{json, Map, Value};
 
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::codecs::transpose::parse_order;
-use crate::zarr::codecs::{ChunkSpec, CodecError, DataType, CORE_TYPES};
+use crate::zarr::codecs::{ChunkSpec, CodecError};
+use crate::zarr::data_type::fill_value::{
+    element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown,
+};
+pub use crate::zarr::data_type::v2_dtype;
+use crate::zarr::data_type::{DataType, DataTypeError, CORE_TYPES};
 use crate::zarr::error::MetadataError;
-use crate::zarr::fill_value::{element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown};
 use crate::zarr::json::u64_list;
 use crate::zarr::metadata::{parse_zarray, Codec};
 
@@ -155,22 +159,6 @@ impl V2Array {
         spec.check()?;
         Ok(spec)
     }
-}
-
-/// The v2 dtype string for a v3 data type, e.g. `("int32", false)` -> `"<i4"`,
-/// `("uint8", _)` -> `"|u1"`, `("bool", _)` -> `"|b1"`; `None` for types v2
-/// cannot express.
-pub fn v2_dtype(data_type: &DataType, big_endian: bool) -> Option<String> {
-    let kind = data_type.numpy_kind()?;
-    let size = data_type.itemsize;
-    let order = if size == 1 {
-        '|'
-    } else if big_endian {
-        '>'
-    } else {
-        '<'
-    };
-    Some(format!("{order}{kind}{size}"))
 }
 
 /// How a v3 codec chain is written in v2.
@@ -378,13 +366,13 @@ pub fn v3_type_to_v2(
 /// `"-Infinity"` as those strings, `"0x…"` patterns converted to the number (or
 /// `"NaN"`), complex as `[re, im]`, bool as bool. Floats are written as the
 /// shortest decimal that reads back as the same element.
-pub fn v3_fill_to_v2(data_type: &DataType, v: &Value) -> Result<Value, CodecError> {
+pub fn v3_fill_to_v2(data_type: &DataType, v: &Value) -> Result<Value, DataTypeError> {
     element_to_v2_json(data_type, &fill_value_bytes(data_type, v)?)
 }
 
 /// A v2 dtype string into the v3 data type and whether it is big-endian.
 fn parse_dtype(v: &Value) -> Result<(DataType, bool), MetadataError> {
-    let unsupported = || MetadataError::UnsupportedDataType(shown(v));
+    let unsupported = || MetadataError::DataType(DataTypeError::Unsupported(shown(v)));
     let s = v.as_str().ok_or_else(unsupported)?;
     let mut chars = s.chars();
     let (Some(order), Some(kind)) = (chars.next(), chars.next()) else {
@@ -1066,13 +1054,13 @@ mod tests {
             spec(|d| {
                 d.insert("fill_value".into(), json!(1e9));
             }),
-            Err(CodecError::InvalidFillValue { .. })
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
         ));
         assert!(matches!(
             spec(|d| {
                 d.insert("fill_value".into(), json!("NaN"));
             }),
-            Err(CodecError::InvalidFillValue { .. })
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
         ));
         // Defaults of numcodecs' constructors for missing settings.
         let a = V2Array::parse(&doc(|d| {

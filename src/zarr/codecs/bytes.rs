@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::{CodecError, DataType};
+use super::CodecError;
+use crate::zarr::data_type::DataType;
 use crate::zarr::metadata::Codec;
 
 /// The codec's `endian`, as "is big-endian". Itemsize-1 types need none (and any

@@ -29,7 +29,8 @@ use std::io::Read;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::zarr::fill_value::fill_value_bytes;
+use crate::zarr::data_type::fill_value::fill_value_bytes;
+use crate::zarr::data_type::{v2_dtype, DataType, DataTypeError};
 use crate::zarr::metadata::{ArrayMetadata, Codec};
 use crate::zarr::sharding::SHARDING_CODEC;
 
@@ -40,8 +41,6 @@ pub const MAX_DECODED_CHUNK_BYTES: u64 = 2 << 30;
 /// Why a chunk could not be decoded. Every message is one line.
 #[derive(Debug, Error)]
 pub enum CodecError {
-    #[error("unsupported data type {0}")]
-    UnsupportedDataType(String),
     #[error("unsupported codec {0}")]
     Unsupported(String),
     #[error("invalid configuration for codec {codec}: {reason}")]
@@ -58,84 +57,9 @@ pub enum CodecError {
     OutputTooLong { codec: &'static str, limit: u64 },
     #[error("{codec}: corrupt input: {reason}")]
     Corrupt { codec: &'static str, reason: String },
-    #[error("invalid fill value for {data_type}: {reason}")]
-    InvalidFillValue { data_type: String, reason: String },
-}
-
-/// Every core v3 data type: name, numpy kind character, itemsize. v2 spells
-/// them as numpy type strings (`<i4`, `|b1`, ...).
-pub const CORE_TYPES: [(&str, char, usize); 14] = [
-    ("bool", 'b', 1),
-    ("int8", 'i', 1),
-    ("int16", 'i', 2),
-    ("int32", 'i', 4),
-    ("int64", 'i', 8),
-    ("uint8", 'u', 1),
-    ("uint16", 'u', 2),
-    ("uint32", 'u', 4),
-    ("uint64", 'u', 8),
-    ("float16", 'f', 2),
-    ("float32", 'f', 4),
-    ("float64", 'f', 8),
-    ("complex64", 'c', 8),
-    ("complex128", 'c', 16),
-];
-
-/// A fixed-size v3 data type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataType {
-    /// Bytes per element.
-    pub itemsize: usize,
-    /// The v3 name, e.g. `"int32"`.
-    pub name: String,
-}
-
-impl DataType {
-    /// Parse the `data_type` field of a v3 array document: a core type name, or
-    /// `{"name": <core type>}` without configuration.
-    pub fn from_json(v: &Value) -> Result<Self, CodecError> {
-        let name = match v {
-            Value::String(s) => s.as_str(),
-            Value::Object(m)
-                if m.get("configuration")
-                    .is_none_or(|c| c.is_null() || c.as_object().is_some_and(|o| o.is_empty())) =>
-            {
-                m.get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| CodecError::UnsupportedDataType(v.to_string()))?
-            }
-            _ => return Err(CodecError::UnsupportedDataType(v.to_string())),
-        };
-        Self::from_name(name)
-    }
-
-    /// A core v3 data type by name.
-    pub fn from_name(name: &str) -> Result<Self, CodecError> {
-        let &(_, _, itemsize) = CORE_TYPES
-            .iter()
-            .find(|(n, _, _)| *n == name)
-            .ok_or_else(|| CodecError::UnsupportedDataType(name.to_string()))?;
-        Ok(DataType { itemsize, name: name.to_string() })
-    }
-
-    /// The numpy kind character (`b`, `i`, `u`, `f`, `c`) of a core type whose
-    /// itemsize is consistent with its name; `None` otherwise (the fields are
-    /// public, so a hand-built value may be anything).
-    pub fn numpy_kind(&self) -> Option<char> {
-        CORE_TYPES
-            .iter()
-            .find(|&&(n, _, size)| n == self.name && size == self.itemsize)
-            .map(|&(_, kind, _)| kind)
-    }
-
-    /// The unit whose bytes an endianness change reverses: the whole item, except
-    /// for complex types, whose real and imaginary parts are swapped separately.
-    pub fn swap_size(&self) -> usize {
-        match self.name.as_str() {
-            "complex64" | "complex128" => self.itemsize / 2,
-            _ => self.itemsize,
-        }
-    }
+    /// An unsupported data type or an invalid fill value.
+    #[error(transparent)]
+    DataType(#[from] DataTypeError),
 }
 
 /// Number of elements in a chunk, or `TooLarge` on overflow.
@@ -274,7 +198,7 @@ fn lossy_no_op(c: &Codec, data_type: &DataType) -> Result<bool, CodecError> {
     match c.name.as_str() {
         "numcodecs.bitround" => Ok(matches!(data_type.name.as_str(), "float32" | "float64")),
         "numcodecs.quantize" => {
-            let own = crate::zarr::v2::v2_dtype(data_type, false);
+            let own = v2_dtype(data_type, false);
             let same = |key| match c.configuration.get(key) {
                 None | Some(Value::Null) => true,
                 Some(Value::String(s)) => Some(s) == own.as_ref(),
@@ -306,7 +230,7 @@ impl ChunkSpec {
         let chunk_shape = meta.chunk_shape.clone().ok_or_else(|| {
             CodecError::Unsupported(format!("chunk grid {}", meta.chunk_grid_name))
         })?;
-        let fill = meta.json.get("fill_value").ok_or_else(|| CodecError::InvalidFillValue {
+        let fill = meta.json.get("fill_value").ok_or_else(|| DataTypeError::InvalidFillValue {
             data_type: data_type.name.clone(),
             reason: "`fill_value` is missing".into(),
         })?;
@@ -350,14 +274,15 @@ impl ChunkSpec {
 
 fn check_fill(spec: &ChunkSpec) -> Result<(), CodecError> {
     if spec.fill_value.len() != spec.data_type.itemsize {
-        return Err(CodecError::InvalidFillValue {
+        return Err(DataTypeError::InvalidFillValue {
             data_type: spec.data_type.name.clone(),
             reason: format!(
                 "{} bytes for a {}-byte element",
                 spec.fill_value.len(),
                 spec.data_type.itemsize
             ),
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -990,13 +915,22 @@ pub(crate) mod tests {
         ));
         let mut no_fill = meta.clone();
         no_fill.json.remove("fill_value");
-        assert!(matches!(ChunkSpec::from_v3(&no_fill), Err(CodecError::InvalidFillValue { .. })));
+        assert!(matches!(
+            ChunkSpec::from_v3(&no_fill),
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
+        ));
         let mut bad_fill = meta.clone();
         bad_fill.json.insert("fill_value".into(), json!("NaN"));
-        assert!(matches!(ChunkSpec::from_v3(&bad_fill), Err(CodecError::InvalidFillValue { .. })));
+        assert!(matches!(
+            ChunkSpec::from_v3(&bad_fill),
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
+        ));
         let mut bad_type = meta.clone();
         bad_type.data_type = json!("string");
-        assert!(matches!(ChunkSpec::from_v3(&bad_type), Err(CodecError::UnsupportedDataType(_))));
+        assert!(matches!(
+            ChunkSpec::from_v3(&bad_type),
+            Err(CodecError::DataType(DataTypeError::Unsupported(_)))
+        ));
         // from_v3 checks the chain.
         let mut bad_inner = meta.clone();
         bad_inner.codecs[0].configuration.insert("chunk_shape".into(), json!([3, 3]));
@@ -1007,9 +941,18 @@ pub(crate) mod tests {
         // A fill value of the wrong width is refused everywhere.
         let mut wrong = spec.clone();
         wrong.fill_value = vec![0; 3];
-        assert!(matches!(wrong.check(), Err(CodecError::InvalidFillValue { .. })));
-        assert!(matches!(wrong.fill_chunk(), Err(CodecError::InvalidFillValue { .. })));
-        assert!(matches!(wrong.decode(&[]), Err(CodecError::InvalidFillValue { .. })));
+        assert!(matches!(
+            wrong.check(),
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
+        ));
+        assert!(matches!(
+            wrong.fill_chunk(),
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
+        ));
+        assert!(matches!(
+            wrong.decode(&[]),
+            Err(CodecError::DataType(DataTypeError::InvalidFillValue { .. }))
+        ));
         // A huge chunk is refused before allocating.
         let mut huge = spec.clone();
         huge.chunk_shape = vec![1 << 20, 1 << 20];
@@ -1078,40 +1021,6 @@ pub(crate) mod tests {
 
     fn codecs(v: Value) -> Vec<Codec> {
         crate::zarr::metadata::parse_codecs(&v, "codecs").unwrap()
-    }
-
-    #[test]
-    fn data_types() {
-        for (name, size) in [
-            ("bool", 1),
-            ("int8", 1),
-            ("uint8", 1),
-            ("int16", 2),
-            ("uint16", 2),
-            ("float16", 2),
-            ("int32", 4),
-            ("uint32", 4),
-            ("float32", 4),
-            ("int64", 8),
-            ("uint64", 8),
-            ("float64", 8),
-            ("complex64", 8),
-            ("complex128", 16),
-        ] {
-            assert_eq!(DataType::from_json(&json!(name)).unwrap().itemsize, size);
-        }
-        assert_eq!(DataType::from_json(&json!({"name": "int32"})).unwrap().itemsize, 4);
-        assert_eq!(DataType::from_name("complex128").unwrap().swap_size(), 8);
-        assert_eq!(DataType::from_name("complex64").unwrap().swap_size(), 4);
-        for bad in [
-            json!("string"),
-            json!("r16"),
-            json!(3),
-            json!({"name": "numpy.datetime64", "configuration": {"unit": "s", "scale_factor": 1}}),
-            json!({"configuration": {}}),
-        ] {
-            assert!(matches!(DataType::from_json(&bad), Err(CodecError::UnsupportedDataType(_))));
-        }
     }
 
     #[test]

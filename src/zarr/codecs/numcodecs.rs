@@ -12,7 +12,8 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
-use super::{read_bounded, CodecError, DataType, SizeBound, CORE_TYPES};
+use super::{read_bounded, CodecError, SizeBound};
+use crate::zarr::data_type::{DataType, CORE_TYPES};
 use crate::zarr::metadata::Codec;
 
 /// One configured numcodecs bytes->bytes codec.

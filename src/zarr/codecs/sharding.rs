@@ -10,8 +10,9 @@
 
 use serde_json::Map;
 
-use super::{decoded_size, ChunkSpec, CodecError, DataType, Plan};
+use super::{decoded_size, ChunkSpec, CodecError, Plan};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::data_type::DataType;
 use crate::zarr::metadata::{ArrayMetadata, Codec};
 use crate::zarr::shard_index::ShardIndex;
 use crate::zarr::sharding::{shard_layout, ShardLayout, SHARDING_CODEC};

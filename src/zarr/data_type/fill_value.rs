@@ -14,10 +14,10 @@
 use half::f16;
 use serde_json::{Number, Value};
 
-use crate::zarr::codecs::{CodecError, DataType};
+use super::{DataType, DataTypeError};
 
 /// One element of `data_type`, little-endian, from a v3 `fill_value`.
-pub fn fill_value_bytes(data_type: &DataType, v: &Value) -> Result<Vec<u8>, CodecError> {
+pub fn fill_value_bytes(data_type: &DataType, v: &Value) -> Result<Vec<u8>, DataTypeError> {
     element_bytes(data_type, v, Flavor::V3)
 }
 
@@ -29,7 +29,7 @@ pub fn fill_value_bytes_v2(
     data_type: &DataType,
     _big_endian: bool,
     v: &Value,
-) -> Result<Vec<u8>, CodecError> {
+) -> Result<Vec<u8>, DataTypeError> {
     let kind = Kind::of(data_type)?;
     if v.is_null() {
         return Ok(vec![0; kind.itemsize()]);
@@ -40,7 +40,7 @@ pub fn fill_value_bytes_v2(
 /// One element's little-endian bytes as a v2 `fill_value`: integers and finite
 /// floats as numbers, non-finite floats as `"NaN"`, `"Infinity"`, `"-Infinity"`,
 /// complex as `[re, im]`, bool as a bool. A NaN's payload is not kept.
-pub fn element_to_v2_json(data_type: &DataType, bytes: &[u8]) -> Result<Value, CodecError> {
+pub fn element_to_v2_json(data_type: &DataType, bytes: &[u8]) -> Result<Value, DataTypeError> {
     let kind = Kind::of(data_type)?;
     if bytes.len() != kind.itemsize() {
         return Err(invalid(
@@ -180,7 +180,7 @@ enum Kind {
 
 impl Kind {
     /// The kind of a core type; its itemsize is checked against its name.
-    fn of(data_type: &DataType) -> Result<Kind, CodecError> {
+    fn of(data_type: &DataType) -> Result<Kind, DataTypeError> {
         let size = data_type.itemsize;
         let width = |bytes| match bytes {
             2 => Some(FloatWidth::F16),
@@ -196,7 +196,7 @@ impl Kind {
             _ => None,
         };
         kind.ok_or_else(|| {
-            CodecError::UnsupportedDataType(format!(
+            DataTypeError::Unsupported(format!(
                 "{} with itemsize {}",
                 data_type.name, data_type.itemsize
             ))
@@ -213,8 +213,8 @@ impl Kind {
     }
 }
 
-fn invalid(data_type: &DataType, reason: impl Into<String>) -> CodecError {
-    CodecError::InvalidFillValue { data_type: data_type.name.clone(), reason: reason.into() }
+fn invalid(data_type: &DataType, reason: impl Into<String>) -> DataTypeError {
+    DataTypeError::InvalidFillValue { data_type: data_type.name.clone(), reason: reason.into() }
 }
 
 /// A JSON value for an error message, cut short if an untrusted document made it
@@ -227,7 +227,11 @@ pub(crate) fn shown(v: &Value) -> String {
     }
 }
 
-fn element_bytes(data_type: &DataType, v: &Value, flavor: Flavor) -> Result<Vec<u8>, CodecError> {
+fn element_bytes(
+    data_type: &DataType,
+    v: &Value,
+    flavor: Flavor,
+) -> Result<Vec<u8>, DataTypeError> {
     let kind = Kind::of(data_type)?;
     let bad = |what: &str| invalid(data_type, format!("{} is not {what}", shown(v)));
     match kind {
@@ -442,20 +446,20 @@ mod tests {
         ];
         for (name, v) in cases {
             assert!(
-                matches!(fill_value_bytes(&dt(name), v), Err(CodecError::InvalidFillValue { .. })),
+                matches!(
+                    fill_value_bytes(&dt(name), v),
+                    Err(DataTypeError::InvalidFillValue { .. })
+                ),
                 "{name} {v}"
             );
         }
         // Unknown and inconsistent data types.
         let odd = DataType { itemsize: 3, name: "int32".into() };
-        assert!(matches!(
-            fill_value_bytes(&odd, &json!(0)),
-            Err(CodecError::UnsupportedDataType(_))
-        ));
+        assert!(matches!(fill_value_bytes(&odd, &json!(0)), Err(DataTypeError::Unsupported(_))));
         let string = DataType { itemsize: 8, name: "string".into() };
         assert!(matches!(
             fill_value_bytes_v2(&string, false, &json!(null)),
-            Err(CodecError::UnsupportedDataType(_))
+            Err(DataTypeError::Unsupported(_))
         ));
         // Long values are cut short in the message.
         let long = json!("x".repeat(10_000));
