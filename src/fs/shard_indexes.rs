@@ -15,7 +15,7 @@ use lru::LruCache;
 use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 use crate::store::{ByteRange, Store, StoreError};
-use crate::zarr::shard_index::ShardIndex;
+use crate::zarr::sharding::index::ShardIndex;
 use crate::zarr::sharding::{IndexLocation, ShardLayout};
 
 /// What the store holds at a shard key.
@@ -161,7 +161,7 @@ mod tests {
     use crate::fs::error::FsError;
     use crate::store::fault::{Fault, FaultPlan, FaultStore, Op};
     use crate::store::memory::MemoryStore;
-    use crate::zarr::shard_index::tests::layout;
+    use crate::zarr::sharding::index::tests::layout;
 
     /// Readers that share one failed index fetch each get its errno (EACCES here; a shared
     /// error used to become EIO), and the failure is not cached.

@@ -22,8 +22,8 @@ use tokio::sync::oneshot;
 
 use super::error::{FsError, FsResult};
 use crate::store::{split_key, PutMode, Store, StoreError};
-use crate::zarr::shard_build::build_shard;
-use crate::zarr::shard_index::ShardIndex;
+use crate::zarr::sharding::build::build_shard;
+use crate::zarr::sharding::index::ShardIndex;
 use crate::zarr::sharding::ShardLayout;
 
 /// Read-splice-write rounds of one rewrite before it gives up (EBUSY to the writer).
@@ -245,7 +245,7 @@ mod tests {
     use super::*;
     use crate::store::local::LocalStore;
     use crate::store::memory::MemoryStore;
-    use crate::zarr::shard_index::tests::layout;
+    use crate::zarr::sharding::index::tests::layout;
     use crate::zarr::sharding::IndexLocation;
 
     const ENTRIES: u64 = 16;

@@ -21,7 +21,7 @@ use crate::store::{join_key, split_key, Store, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
-use crate::zarr::shard_index::ShardIndex;
+use crate::zarr::sharding::index::ShardIndex;
 
 /// What a directory of the store is, as far as this view cares.
 #[derive(Debug, Clone)]

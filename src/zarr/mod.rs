@@ -9,7 +9,5 @@ pub mod data_type;
 pub mod error;
 pub mod json;
 pub mod metadata;
-pub mod shard_build;
-pub mod shard_index;
 pub mod sharding;
 pub mod v2;

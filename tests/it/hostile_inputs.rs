@@ -11,7 +11,7 @@ use zarr_mount::store::zip::ZipStore;
 use zarr_mount::store::Store;
 use zarr_mount::zarr::metadata::parse_zarr_json;
 use zarr_mount::zarr::metadata::NodeMetadata;
-use zarr_mount::zarr::shard_index::ShardIndex;
+use zarr_mount::zarr::sharding::index::ShardIndex;
 use zarr_mount::zarr::sharding::shard_layout;
 
 const SHARDED: &str = r#"{"shape":[100,100],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[50,50]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[10,10],"codecs":[{"name":"bytes","configuration":{"endian":"little"}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],"attributes":{},"zarr_format":3,"node_type":"array"}"#;

@@ -15,7 +15,7 @@ use zarr_mount::view::decoded::DecodedPresenter;
 use zarr_mount::view::present::Presenter;
 use zarr_mount::view::v2::{V2DecodedPresenter, V2Presenter};
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
-use zarr_mount::zarr::shard_build::build_shard;
+use zarr_mount::zarr::sharding::build::build_shard;
 use zarr_mount::zarr::sharding::shard_layout;
 
 /// int16 5x4 in chunks of 2x4, big-endian + zstd; chunk (2,0) is absent.

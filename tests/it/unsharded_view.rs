@@ -14,7 +14,7 @@ use zarr_mount::store::memory::MemoryStore;
 use zarr_mount::store::recording::RecordingStore;
 use zarr_mount::store::Store;
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
-use zarr_mount::zarr::shard_build::build_shard;
+use zarr_mount::zarr::sharding::build::build_shard;
 use zarr_mount::zarr::sharding::shard_layout;
 
 const ARRAY_JSON: &str = r#"{"shape":[25,18],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10,8]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[5,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":0,"checksum":false}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}],"attributes":{"a":1},"zarr_format":3,"node_type":"array","storage_transformers":[],"dimension_names":["y","x"],"extra_key":{"must":"stay"}}"#;
@@ -200,9 +200,9 @@ async fn index_pointing_past_the_shard_end_is_corrupt() {
     };
     let layout = shard_layout(&meta).unwrap();
     // A shard whose only entry claims 1000 bytes of a 40-byte body.
-    let mut index = zarr_mount::zarr::shard_index::ShardIndex::new_empty(&layout).unwrap();
+    let mut index = zarr_mount::zarr::sharding::index::ShardIndex::new_empty(&layout).unwrap();
     index
-        .set(0, Some(zarr_mount::zarr::shard_index::ChunkEntry { offset: 0, nbytes: 1000 }))
+        .set(0, Some(zarr_mount::zarr::sharding::index::ChunkEntry { offset: 0, nbytes: 1000 }))
         .unwrap();
     let mut shard = vec![0u8; 40];
     shard.extend(index.encode(&layout));
@@ -285,8 +285,8 @@ async fn stored_chunks(store: &RecordingStore, key: &str) -> Option<Vec<(u64, Ve
     };
     let layout = shard_layout(&meta).unwrap();
     let size = shard.len() as u64;
-    let r = zarr_mount::zarr::shard_index::ShardIndex::index_byte_range(&layout, size).unwrap();
-    let index = zarr_mount::zarr::shard_index::ShardIndex::decode(
+    let r = zarr_mount::zarr::sharding::index::ShardIndex::index_byte_range(&layout, size).unwrap();
+    let index = zarr_mount::zarr::sharding::index::ShardIndex::decode(
         &layout,
         &shard[r.start as usize..r.end as usize],
         size,

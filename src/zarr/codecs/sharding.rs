@@ -1,6 +1,6 @@
 //! Decoding the `sharding_indexed` array->bytes codec: a shard is the encoded
 //! inner chunks plus an index of where each lies. Decoding reads and checks the
-//! index (with [`crate::zarr::shard_index`]), decodes every present inner chunk
+//! index (with [`crate::zarr::sharding::index`]), decodes every present inner chunk
 //! through the inner chain (which may itself shard), places it into the shard's
 //! C-order output and leaves absent inner chunks at the fill value.
 //!
@@ -14,7 +14,7 @@ use super::{decoded_size, ChunkSpec, CodecError, Plan};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::data_type::DataType;
 use crate::zarr::metadata::{ArrayMetadata, Codec};
-use crate::zarr::shard_index::ShardIndex;
+use crate::zarr::sharding::index::ShardIndex;
 use crate::zarr::sharding::{shard_layout, ShardLayout, SHARDING_CODEC};
 
 /// How deeply sharding may nest (a shard of shards of ...). JSON parsing already
@@ -198,7 +198,7 @@ fn copy(out: &mut [u8], at: usize, src: &[u8]) -> Result<(), CodecError> {
 mod tests {
     use super::*;
     use crate::zarr::metadata::parse_codecs;
-    use crate::zarr::shard_index::ChunkEntry;
+    use crate::zarr::sharding::index::ChunkEntry;
     use serde_json::{json, Value};
 
     fn codecs(v: Value) -> Vec<Codec> {

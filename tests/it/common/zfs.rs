@@ -12,8 +12,8 @@ use zarr_mount::fs::unsharded::UnshardedNamespace;
 use zarr_mount::fs::{FsConfig, FsResult, ZarrFs};
 use zarr_mount::store::{split_key, Store};
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
-use zarr_mount::zarr::shard_build::build_shard;
-use zarr_mount::zarr::shard_index::ShardIndex;
+use zarr_mount::zarr::sharding::build::build_shard;
+use zarr_mount::zarr::sharding::index::ShardIndex;
 use zarr_mount::zarr::sharding::{shard_layout, ShardLayout};
 
 /// Long enough that nothing expires during a test: every refresh comes from invalidation.

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::zarr::shard_index::{ChunkEntry, IndexError, ShardIndex};
+use crate::zarr::sharding::index::{ChunkEntry, IndexError, ShardIndex};
 use crate::zarr::sharding::{IndexLocation, ShardLayout};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -67,7 +67,7 @@ pub fn build_shard(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zarr::shard_index::tests::layout;
+    use crate::zarr::sharding::index::tests::layout;
     use proptest::prelude::*;
 
     fn decode_all(l: &ShardLayout, shard: &[u8]) -> ShardIndex {

@@ -1,5 +1,11 @@
-//! Detection of arrays we can present unsharded, and the resulting shard layout
-//! (shapes, index size and position) derived from the `sharding_indexed` codec.
+//! The `sharding_indexed` format, one job per file. Here: detection of arrays we can
+//! present unsharded, and the resulting shard layout (shapes, index size and position)
+//! derived from the codec's configuration. [`index`]: the shard index (decode, check,
+//! encode). [`build`]: assembling a shard object for the write path. Decoding a shard
+//! is a codec like the others, in `zarr::codecs::sharding`, which uses these.
+
+pub mod build;
+pub mod index;
 
 use serde_json::Value;
 use thiserror::Error;
