@@ -16,7 +16,8 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use zarr_mount::zarr::codecs::{decode_chunk, ChunkSpec, DataType};
+use zarr_mount::zarr::codecs::{decode_chunk, ChunkSpec};
+use zarr_mount::zarr::data_type::DataType;
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use zarr_mount::zarr::v2::V2Array;
 

@@ -1,4 +1,4 @@
-//! Shard index decoding (`zarr::shard_index`) with the layout derived from a sharded array's
+//! Shard index decoding (`zarr::sharding::index`) with the layout derived from a sharded array's
 //! metadata (`zarr::sharding::shard_layout`), as the unsharded view does.
 //!
 //! Input: a header, then bytes.
@@ -17,7 +17,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 use zarr_mount::zarr::metadata::{parse_node, NodeMetadata};
-use zarr_mount::zarr::shard_index::{IndexError, ShardIndex};
+use zarr_mount::zarr::sharding::index::{IndexError, ShardIndex};
 use zarr_mount::zarr::sharding::{
     shard_layout, IndexLocation, NotUnpackable, ShardLayout, MAX_INDEX_ENTRIES,
 };

@@ -19,7 +19,8 @@ use zarr_mount::view::decoded::{decoded_v3_array, rewrite_consolidated, DecodedP
 use zarr_mount::view::present::{DirDocs, DirShow, Presenter};
 use zarr_mount::view::unsharded::{rewrite_consolidated_v3, UnshardedArray};
 use zarr_mount::view::v2::{v2_array, V2Presenter};
-use zarr_mount::zarr::codecs::{decoded_size, ChunkSpec, DataType};
+use zarr_mount::zarr::codecs::{decoded_size, ChunkSpec};
+use zarr_mount::zarr::data_type::DataType;
 use zarr_mount::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
 use zarr_mount::zarr::sharding::MAX_INDEX_ENTRIES;
 use zarr_mount::zarr::v2::V2Array;

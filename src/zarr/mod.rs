@@ -1,6 +1,10 @@
-//! Pure Zarr format logic: metadata parsing, chunk keys, and the sharding codec's
-//! layout, index and shard assembly. No I/O: every input is untrusted bytes or JSON
-//! handed in by the caller, and every failure is a typed error, never a panic.
+//! Pure Zarr format logic: metadata parsing, chunk keys, data types and fill values
+//! (`data_type/`), the sharding format's layout, index and shard assembly (`sharding/`),
+//! codec chains (`codecs/`) and the v2 translation. No I/O: every input is untrusted
+//! bytes or JSON handed in by the caller, and every failure is a typed error, never a
+//! panic. Modules import each other without cycles, each only from those before it:
+//! `data_type`, `error`, `json`, `chunk_key`, `metadata`, `consolidated`, `sharding`,
+//! `codecs`, `v2`.
 
 pub mod chunk_key;
 pub mod codecs;

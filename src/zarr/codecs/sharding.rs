@@ -6,7 +6,9 @@
 //!
 //! The configuration is checked by [`crate::zarr::sharding::shard_layout`], the
 //! same code that decides whether the unsharded view can unpack an array, so both
-//! accept exactly the same shards.
+//! accept exactly the same shards. This decoder stays among the codecs rather than in
+//! `zarr/sharding/`: it is one codec of the chain and decodes inner chunks through it,
+//! so moving it would make the two folders import each other.
 
 use serde_json::Map;
 
