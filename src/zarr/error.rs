@@ -1,8 +1,7 @@
-//! The error type for malformed or unsupported Zarr metadata documents.
+//! The error types for malformed or unsupported Zarr metadata documents and for data
+//! types and fill values (kept here, below every other module, so none imports in a circle).
 
 use thiserror::Error;
-
-use crate::zarr::data_type::DataTypeError;
 
 /// Why a `zarr.json` / `.zarray` document (or a part of it) could not be parsed.
 ///
@@ -33,4 +32,13 @@ pub enum MetadataError {
     /// Consolidated metadata (v3 inline or v2 `.zmetadata`) that does not describe a hierarchy.
     #[error("consolidated metadata: {0}")]
     Consolidated(String),
+}
+
+/// Why a data type or a fill value cannot be used. Every message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DataTypeError {
+    #[error("unsupported data type {0}")]
+    Unsupported(String),
+    #[error("invalid fill value for {data_type}: {reason}")]
+    InvalidFillValue { data_type: String, reason: String },
 }

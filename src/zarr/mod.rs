@@ -3,7 +3,7 @@
 //! codec chains (`codecs/`) and the v2 translation. No I/O: every input is untrusted
 //! bytes or JSON handed in by the caller, and every failure is a typed error, never a
 //! panic. Modules import each other without cycles, each only from those before it:
-//! `data_type`, `error`, `json`, `chunk_key`, `metadata`, `consolidated`, `sharding`,
+//! `error`, `json`, `data_type`, `chunk_key`, `metadata`, `consolidated`, `sharding`,
 //! `codecs`, `v2`.
 
 pub mod chunk_key;

@@ -18,8 +18,8 @@ use crate::zarr::data_type::fill_value::{
     element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown,
 };
 pub use crate::zarr::data_type::v2_dtype;
-use crate::zarr::data_type::{DataType, DataTypeError, CORE_TYPES};
-use crate::zarr::error::MetadataError;
+use crate::zarr::data_type::{DataType, CORE_TYPES};
+use crate::zarr::error::{DataTypeError, MetadataError};
 use crate::zarr::json::u64_list;
 use crate::zarr::metadata::{parse_zarray, Codec};
 

@@ -30,7 +30,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::zarr::data_type::fill_value::fill_value_bytes;
-use crate::zarr::data_type::{v2_dtype, DataType, DataTypeError};
+use crate::zarr::data_type::{v2_dtype, DataType};
+use crate::zarr::error::DataTypeError;
 use crate::zarr::metadata::{ArrayMetadata, Codec};
 use crate::zarr::sharding::SHARDING_CODEC;
 

@@ -14,7 +14,8 @@
 use half::f16;
 use serde_json::{Number, Value};
 
-use super::{DataType, DataTypeError};
+use super::DataType;
+use crate::zarr::error::DataTypeError;
 
 /// One element of `data_type`, little-endian, from a v3 `fill_value`.
 pub fn fill_value_bytes(data_type: &DataType, v: &Value) -> Result<Vec<u8>, DataTypeError> {

@@ -6,16 +6,9 @@
 pub mod fill_value;
 
 use serde_json::Value;
-use thiserror::Error;
 
-/// Why a data type or a fill value cannot be used. Every message is one line.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum DataTypeError {
-    #[error("unsupported data type {0}")]
-    Unsupported(String),
-    #[error("invalid fill value for {data_type}: {reason}")]
-    InvalidFillValue { data_type: String, reason: String },
-}
+use crate::zarr::error::DataTypeError;
+use crate::zarr::json::name_and_config;
 
 /// Every core v3 data type: name, numpy kind character, itemsize. v2 spells
 /// them as numpy type strings (`<i4`, `|b1`, ...).
@@ -49,19 +42,12 @@ impl DataType {
     /// Parse the `data_type` field of a v3 array document: a core type name, or
     /// `{"name": <core type>}` without configuration.
     pub fn from_json(v: &Value) -> Result<Self, DataTypeError> {
-        let name = match v {
-            Value::String(s) => s.as_str(),
-            Value::Object(m)
-                if m.get("configuration")
-                    .is_none_or(|c| c.is_null() || c.as_object().is_some_and(|o| o.is_empty())) =>
-            {
-                m.get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| DataTypeError::Unsupported(v.to_string()))?
-            }
-            _ => return Err(DataTypeError::Unsupported(v.to_string())),
-        };
-        Self::from_name(name)
+        let unsupported = || DataTypeError::Unsupported(v.to_string());
+        let named = name_and_config(v, "data_type").map_err(|_| unsupported())?;
+        if named.config.is_some_and(|c| !c.is_empty()) {
+            return Err(unsupported());
+        }
+        Self::from_name(&named.name)
     }
 
     /// A core v3 data type by name.
