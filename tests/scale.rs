@@ -71,3 +71,147 @@ fn a_new_shard_with_an_absurd_index_is_refused_without_allocating() {
     );
     eprintln!("daemon peak RSS {} MiB, refusal logged {refusals}x", peak >> 20);
 }
+
+// ---- write buffers that spill to disk ----
+
+const MIB: u64 = 1 << 20;
+
+/// MiB of the large-file tests: 1024 in CI (disk and time), 4096 in scripts/bench_scale.sh.
+fn env_mib(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// MiB block `i` of the pseudo-random content `seed` (xorshift: cheap, no repeats to hide a
+/// misplaced block).
+fn block(seed: u64, i: u64, out: &mut [u8]) {
+    let mut x = (seed << 32 | i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for word in out.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        word.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// Write `mib` MiB of content `seed` to `path` in 1 MiB writes, with `during` called once
+/// halfway; returns the CRC-32C of what was written (nothing is held whole).
+fn write_stream(path: &std::path::Path, seed: u64, mib: u64, mut during: impl FnMut()) -> u32 {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    let mut crc = 0;
+    for i in 0..mib {
+        block(seed, i, &mut buf);
+        crc = crc32c::crc32c_append(crc, &buf);
+        f.write_all(&buf).unwrap();
+        if i == mib / 2 {
+            during();
+        }
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    crc
+}
+
+fn crc_of(mut r: impl std::io::Read) -> (u32, u64) {
+    let mut buf = vec![0u8; MIB as usize];
+    let (mut crc, mut n) = (0, 0u64);
+    loop {
+        let got = r.read(&mut buf).unwrap();
+        if got == 0 {
+            return (crc, n);
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..got]);
+        n += got as u64;
+    }
+}
+
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A file much larger than the write budget, written through the mount on a local directory:
+/// the daemon's peak RSS stays under 300 MB, the stored bytes are exact, and the spill
+/// directory is empty throughout (spill files have no name) and afterwards.
+#[test]
+fn a_large_file_spills_to_disk_and_is_stored_exactly() {
+    let mib = env_mib("ZM_SCALE_FILE_MIB", 1024);
+    let (tmp, src, mnt) = dirs();
+    let spill = tmp.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill_arg = spill.to_str().unwrap();
+    let args = ["--view", "raw", "--spill-dir", spill_arg, "--write-buffer-budget", "64M"];
+    let m = Mount::start(&src, &mnt, &args);
+    let pid = m.child.as_ref().unwrap().id();
+    let started = std::time::Instant::now();
+    let mut seen_in_spill = Vec::new();
+    let crc = write_stream(&m.path("big.bin"), 1, mib, || seen_in_spill = names_in(&spill));
+    let secs = started.elapsed().as_secs_f64();
+    let peak = peak_rss(pid);
+    let (stored, len) = crc_of(std::fs::File::open(src.join("big.bin")).unwrap());
+    std::fs::remove_file(m.path("big.bin")).unwrap();
+    assert_eq!(len, mib * MIB);
+    assert_eq!(stored, crc, "stored bytes differ");
+    assert!(seen_in_spill.is_empty(), "named files in the spill dir: {seen_in_spill:?}");
+    assert!(names_in(&spill).is_empty());
+    assert!(names_in(&src).is_empty(), "left in the source: {:?}", names_in(&src));
+    assert!(m.log_text().contains("write buffer spilled to disk"), "never spilled");
+    eprintln!("{mib} MiB written in {secs:.1}s; daemon peak RSS {} MiB", peak >> 20);
+    assert!(peak < 300_000_000, "daemon peak RSS {peak} bytes");
+}
+
+/// Ten files written at once, together far beyond the budget: peak RSS stays within the
+/// budget (plus the daemon's own baseline), every file is exact.
+#[test]
+fn concurrent_writers_stay_within_the_write_budget() {
+    let mib = env_mib("ZM_SCALE_WRITER_MIB", 64);
+    let budget_mib = env_mib("ZM_SCALE_BUDGET_MIB", 64);
+    let (tmp, src, mnt) = dirs();
+    let spill = tmp.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let budget = format!("{budget_mib}M");
+    let args = [
+        "--view",
+        "raw",
+        "--spill-dir",
+        spill.to_str().unwrap(),
+        "--write-buffer-budget",
+        &budget,
+        "--spill-threshold",
+        "1G",
+    ];
+    let m = Mount::start(&src, &mnt, &args);
+    let pid = m.child.as_ref().unwrap().id();
+    let baseline = peak_rss(pid);
+    let started = std::time::Instant::now();
+    let crcs: Vec<u32> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..10u64)
+            .map(|w| {
+                let path = m.path(&format!("w{w}.bin"));
+                s.spawn(move || write_stream(&path, 100 + w, mib, || {}))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let peak = peak_rss(pid);
+    for (w, crc) in crcs.iter().enumerate() {
+        let (stored, len) = crc_of(std::fs::File::open(src.join(format!("w{w}.bin"))).unwrap());
+        assert_eq!((stored, len), (*crc, mib * MIB), "writer {w}");
+        std::fs::remove_file(src.join(format!("w{w}.bin"))).unwrap();
+    }
+    assert!(names_in(&spill).is_empty());
+    eprintln!(
+        "10 x {mib} MiB in {secs:.1}s; daemon peak RSS {} MiB (baseline {} MiB, budget {budget_mib} MiB)",
+        peak >> 20,
+        baseline >> 20
+    );
+    // The budget bounds buffered data; the rest is the daemon itself and the pieces in flight
+    // (FUSE requests, copies to the store).
+    let allowed = (budget_mib << 20) + baseline + (64 << 20);
+    assert!(peak < allowed, "daemon peak RSS {peak} bytes, allowed {allowed}");
+}

@@ -18,6 +18,7 @@ pub mod readahead;
 pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
+pub mod spill;
 pub mod unsharded;
 
 use std::collections::HashMap;
@@ -94,7 +95,8 @@ pub struct SetAttr {
 /// Buffered content of a file open for writing (shared by every handle on that path).
 struct WriteBuf {
     path: String,
-    data: Vec<u8>,
+    /// In memory while small, else in a spill file (see `spill`).
+    data: spill::Buffer,
     dirty: bool,
     handles: usize,
     /// A temp file (`*.partial`): kept here, never written to the backend under its own name.
@@ -114,8 +116,14 @@ type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
 impl WriteBuf {
     /// A buffer for `path` with one handle on it; `dirty` when it must be written back even
     /// unchanged (a new or truncated file).
-    fn shared(path: &str, data: Vec<u8>, dirty: bool) -> SharedBuf {
-        Arc::new(tokio::sync::Mutex::new(WriteBuf {
+    fn shared(
+        spill: &Arc<spill::Spill>,
+        path: &str,
+        data: Vec<u8>,
+        dirty: bool,
+    ) -> FsResult<SharedBuf> {
+        let data = spill::Buffer::new(spill.clone(), data).map_err(|e| io_err(path, e))?;
+        Ok(Arc::new(tokio::sync::Mutex::new(WriteBuf {
             path: path.to_string(),
             data,
             dirty,
@@ -125,8 +133,13 @@ impl WriteBuf {
             failed: false,
             exclusive: false,
             modified: SystemTime::now(),
-        }))
+        })))
     }
+}
+
+/// A spill-file error (e.g. ENOSPC in the spill directory) as the writer sees it.
+fn io_err(path: &str, e: std::io::Error) -> FsError {
+    FsError::Store(crate::store::StoreError::from_io(path, e))
 }
 type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
 
@@ -191,6 +204,8 @@ pub struct ZarrFs {
     changes: Arc<ChangeLog>,
     /// Which files to fetch ahead of a reader scanning a directory.
     scans: scan_ahead::ScanAhead,
+    /// Where write buffers go once too large for memory, and the memory they may hold.
+    spill: Arc<spill::Spill>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -206,7 +221,7 @@ pub struct FsGauges {
 /// What a write buffer shows as a file.
 fn buf_node(b: &WriteBuf) -> Node {
     Node {
-        size: b.data.len() as u64,
+        size: b.data.len(),
         modified: b.modified,
         backing: Backing::Object { key: b.path.clone(), version: "pending".into() },
     }
@@ -224,11 +239,13 @@ async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
     buf
 }
 
-async fn truncate_buf(buf: &SharedBuf, size: u64) {
+async fn truncate_buf(buf: &SharedBuf, size: u64) -> FsResult<()> {
     let mut b = buf.lock().await;
-    b.data.resize(size as usize, 0);
+    let path = b.path.clone();
+    b.data.truncate(size).map_err(|e| io_err(&path, e))?;
     b.dirty = true;
     b.modified = SystemTime::now();
+    Ok(())
 }
 
 /// Temp files that writers rename over the real key.
@@ -262,7 +279,19 @@ impl ZarrFs {
             dirs_listed: Mutex::new(HashMap::new()),
             changes: Arc::new(ChangeLog::default()),
             scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
+            spill: spill::Spill::new(spill::SpillConfig::default()),
         }
+    }
+
+    /// Use `spill` (`--spill-dir`, `--write-buffer-budget`) for write buffers from now on.
+    pub fn with_spill(mut self, spill: Arc<spill::Spill>) -> Self {
+        self.spill = spill;
+        self
+    }
+
+    /// The write buffers' spill directory and memory accounting.
+    pub fn spill(&self) -> &Arc<spill::Spill> {
+        &self.spill
     }
 
     /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
@@ -489,7 +518,7 @@ impl ZarrFs {
             // ftruncate() (also of a file unlinked while open) changes the handle's buffer,
             // which that handle writes back; truncate() of a path takes effect now.
             match set.fh.and_then(|fh| self.dirty_writer_buf(fh)) {
-                Some(buf) => truncate_buf(&buf, size).await,
+                Some(buf) => truncate_buf(&buf, size).await?,
                 None => self.truncate(&self.path_of(ino)?, size).await?,
             }
         }
@@ -499,7 +528,7 @@ impl ZarrFs {
     async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
         let existing = lock(&self.bufs).get(path).cloned();
         if let Some(buf) = existing {
-            truncate_buf(&buf, size).await;
+            truncate_buf(&buf, size).await?;
             return self.write_back(&buf).await;
         }
         // Not open: rewrite the object now (`truncate -s`).
@@ -739,7 +768,7 @@ impl ZarrFs {
                 } else {
                     namespace::read_all(&*self.ns, &path, &node).await?
                 };
-                let mine = WriteBuf::shared(&path, data, truncating);
+                let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
                 let buf =
                     lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
                 if Arc::ptr_eq(&buf, &mine) {
@@ -837,7 +866,7 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
-        let buf = WriteBuf::shared(&path, Vec::new(), true);
+        let buf = WriteBuf::shared(&self.spill, &path, Vec::new(), true)?;
         let exclusive = flags & libc::O_EXCL != 0;
         if exclusive {
             // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
@@ -912,9 +941,7 @@ impl ZarrFs {
         let (ino, path, node, buf) = self.file_handle(fh)?;
         if let Some(buf) = buf {
             let b = buf.lock().await;
-            let start = (offset as usize).min(b.data.len());
-            let end = start.saturating_add(size as usize).min(b.data.len());
-            return Ok(Bytes::copy_from_slice(&b.data[start..end]));
+            return b.data.read(offset, size).map_err(|e| io_err(&path, e));
         }
         let node = node.ok_or(FsError::BadHandle)?;
         if offset == 0 {
@@ -1004,11 +1031,8 @@ impl ZarrFs {
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
         let mut b = buf.lock().await;
-        let end = offset as usize + data.len();
-        if b.data.len() < end {
-            b.data.resize(end, 0);
-        }
-        b.data[offset as usize..end].copy_from_slice(data);
+        let path = b.path.clone();
+        b.data.write(offset, data).map_err(|e| io_err(&path, e))?;
         b.dirty = true;
         b.modified = SystemTime::now();
         Ok(data.len() as u32)
@@ -1021,9 +1045,11 @@ impl ZarrFs {
             return Ok(());
         }
         let path = b.path.clone();
-        let data = Bytes::copy_from_slice(&b.data);
+        // A spilled body is the spill file itself: the buffer stays locked until it is stored.
+        let body = b.data.body().map_err(|e| io_err(&path, e))?;
         if b.exclusive {
             crate::metrics::global().conditional_writes.inc();
+            let data = body.into_bytes().map_err(|e| io_err(&path, e))?;
             let result = self.ns.create_file(&path, data).await;
             if matches!(result, Err(FsError::Exists)) {
                 // Another writer (another daemon) created the key after our open: this file
@@ -1041,7 +1067,7 @@ impl ZarrFs {
             result?;
             b.exclusive = false;
         } else {
-            let result = self.ns.write_file(&path, data).await;
+            let result = self.ns.write_file_body(&path, body).await;
             b.failed = result.is_err();
             result?;
         }
@@ -1216,9 +1242,9 @@ impl ZarrFs {
                     // A buffered file (a staged temp file, or open for writing): its content
                     // goes to the new name in one write.
                     let mut b = buf.lock().await;
-                    let data = Bytes::copy_from_slice(&b.data);
+                    let body = b.data.body().map_err(|e| io_err(&from, e))?;
                     let was_stored = !b.staged && !b.dirty;
-                    self.ns.write_file(&to, data).await?;
+                    self.ns.write_file_body(&to, body).await?;
                     if was_stored || (!b.staged && self.ns.lookup(&from).await?.is_some()) {
                         self.ns.remove_file(&from).await?;
                     }
@@ -1270,11 +1296,11 @@ impl ZarrFs {
         let buf = lock(&self.bufs).get(&from).cloned();
         let data = match buf {
             Some(buf) => {
-                let b = buf.lock().await;
+                let mut b = buf.lock().await;
                 if b.unlinked {
                     return Err(FsError::NotFound);
                 }
-                Bytes::copy_from_slice(&b.data)
+                b.data.body().and_then(|b| b.into_bytes()).map_err(|e| io_err(&from, e))?
             }
             None => {
                 let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
@@ -1292,7 +1318,7 @@ impl ZarrFs {
             if self.resolve(&to).await?.is_some() {
                 return Err(FsError::Exists);
             }
-            let staged = WriteBuf::shared(&to, data.to_vec(), true);
+            let staged = WriteBuf::shared(&self.spill, &to, data.to_vec(), true)?;
             staged.lock().await.handles = 0;
             let mut bufs = lock(&self.bufs);
             if bufs.contains_key(&to) {
@@ -1325,7 +1351,7 @@ impl ZarrFs {
     pub fn gauges(&self) -> FsGauges {
         let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
         let buffer_bytes =
-            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len() as u64)).sum();
+            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len())).sum();
         FsGauges {
             open_handles: lock(&self.handles).len() as u64,
             known_inodes: lock(&self.inodes).count() as u64,
