@@ -485,9 +485,25 @@ impl ZarrFs {
 
     pub fn forget(&self, ino: u64, n: u64) {
         if lock(&self.inodes).forget(ino, n) {
-            lock(&self.versions).remove(&ino);
-            lock(&self.inode_readaheads).pop(&ino);
-            lock(&self.dirs_listed).remove(&ino);
+            self.inode_gone(ino);
+        }
+    }
+
+    /// What hangs off an inode that no longer exists.
+    fn inode_gone(&self, ino: u64) {
+        lock(&self.versions).remove(&ino);
+        lock(&self.inode_readaheads).pop(&ino);
+        lock(&self.dirs_listed).remove(&ino);
+    }
+
+    /// A listing is gone: the inodes only it held go too.
+    fn unpin_listing(&self, entries: &[DirEntry]) {
+        let gone: Vec<u64> = {
+            let mut inodes = lock(&self.inodes);
+            entries.iter().map(|e| e.ino).filter(|&ino| inodes.unpin(ino)).collect()
+        };
+        for ino in gone {
+            self.inode_gone(ino);
         }
     }
 
@@ -574,11 +590,28 @@ impl ZarrFs {
         };
         let listed_at = Instant::now();
         let entries = Arc::new(self.list_entries(ino, &path).await?);
-        if let Some(Handle::Dir { entries: e, .. }) = lock(&self.handles).get_mut(&fh) {
-            *e = Some(entries.clone());
-        }
+        // The listing pins its inodes until releasedir; one that cannot be kept (the handle
+        // was released meanwhile, or another readdir stored its listing first) unpins now.
+        let kept = match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::Dir { entries: e @ None, .. }) => {
+                *e = Some(entries.clone());
+                None
+            }
+            Some(Handle::Dir { entries: Some(other), .. }) => Some(other.clone()),
+            _ => Some(entries.clone()),
+        };
         lock(&self.dirs_listed).insert(ino, listed_at);
-        Ok(entries)
+        match kept {
+            None => Ok(entries),
+            Some(other) => {
+                self.unpin_listing(&entries);
+                if Arc::ptr_eq(&other, &entries) {
+                    Err(FsError::BadHandle)
+                } else {
+                    Ok(other)
+                }
+            }
+        }
     }
 
     async fn list_entries(&self, ino: u64, path: &str) -> FsResult<Vec<DirEntry>> {
@@ -634,11 +667,9 @@ impl ZarrFs {
             listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect(),
         );
         let mut entries = Vec::with_capacity(listing.len() + 2);
-        let parent_ino = if path.is_empty() {
-            ROOT_INO
-        } else {
-            lock(&self.inodes).get_or_insert(split_key(path).0, false)
-        };
+        let parent_ino =
+            if path.is_empty() { ROOT_INO } else { lock(&self.inodes).pin(split_key(path).0) };
+        lock(&self.inodes).pin_ino(ino);
         let dir_attr = |ino| Attr {
             ino,
             kind: FileKind::Dir,
@@ -660,7 +691,7 @@ impl ZarrFs {
         for (name, node) in listing {
             let child = join_key(path, &name);
             let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
-            let child_ino = inodes.get_or_insert(&child, false);
+            let child_ino = inodes.pin(&child);
             let attr = self.attr_of(child_ino, &node);
             // One listing answers the lookups that `ls -l` sends next (see `cache_node`).
             if !buffered.contains(&name) && !watch.changed(&child) {
@@ -705,7 +736,10 @@ impl ZarrFs {
     }
 
     pub fn releasedir(&self, fh: u64) {
-        lock(&self.handles).remove(&fh);
+        let handle = lock(&self.handles).remove(&fh);
+        if let Some(Handle::Dir { entries: Some(entries), .. }) = handle {
+            self.unpin_listing(&entries);
+        }
     }
 
     pub async fn mkdir(&self, parent: u64, name: &str) -> FsResult<Attr> {
@@ -1453,6 +1487,37 @@ mod tests {
         assert!(!no_ttl.opendir_lazy(d.ino).unwrap().keep_cache);
     }
 
+    /// Inodes handed out by a plain READDIR (never looked up, so never forgotten by the
+    /// kernel) go when the listing is released; READDIRPLUS entries and lookups stay until
+    /// forgotten. Listing the same tree again does not grow the table.
+    #[tokio::test]
+    async fn listed_inodes_do_not_outlive_their_listing() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..500 {
+            store.put(&format!("d/f{i}"), Bytes::from_static(b"x")).await.unwrap();
+        }
+        let fs = fs_over(store, false, Duration::from_secs(3600));
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let before = fs.gauges().known_inodes;
+        for _ in 0..2 {
+            let fh = fs.opendir(d.ino).await.unwrap();
+            assert_eq!(fs.readdir(fh).unwrap().len(), 502);
+            assert_eq!(fs.gauges().known_inodes, before + 500, "held while the listing is open");
+            fs.releasedir(fh);
+            assert_eq!(fs.gauges().known_inodes, before);
+        }
+        let fh = fs.opendir(d.ino).await.unwrap();
+        let entries = fs.readdir(fh).unwrap();
+        let plus = fs.readdirplus_entry("d", &entries[2]); // handed to the kernel: a lookup
+        let looked_up = fs.lookup(d.ino, "f7").await.unwrap();
+        fs.releasedir(fh);
+        assert_eq!(fs.gauges().known_inodes, before + 2);
+        assert_eq!(fs.lookup(d.ino, &entries[2].name).await.unwrap().ino, plus.ino);
+        fs.forget(plus.ino, 2);
+        fs.forget(looked_up.ino, 1);
+        assert_eq!(fs.gauges().known_inodes, before);
+    }
+
     /// link() stores the new name with one create-if-absent put: a buffered temp file is
     /// linked without its own name ever reaching the store, an existing key (also one made by
     /// another daemon behind this one's cache) is EEXIST, and the names are independent after.
@@ -1527,8 +1592,8 @@ mod tests {
         assert_eq!(store.get("f").await.unwrap().as_ref(), b"12");
     }
 
-    /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it,
-    /// the inode is gone.
+    /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it
+    /// (and the listing that named it is released), the inode is gone.
     #[tokio::test]
     async fn readdirplus_entries_are_lookups() {
         let store = Arc::new(MemoryStore::new());
@@ -1541,6 +1606,8 @@ mod tests {
         assert_eq!((attr.ino, attr.size, attr.kind), (f.ino, 5, FileKind::File));
         assert_eq!(fs.path_of(attr.ino).unwrap(), "f");
         fs.forget(attr.ino, 1);
+        assert!(fs.path_of(attr.ino).is_ok(), "still in the open listing");
+        fs.releasedir(fh);
         assert!(fs.path_of(attr.ino).is_err());
     }
 }
