@@ -66,7 +66,7 @@ fn a_new_shard_with_an_absurd_index_is_refused_without_allocating() {
     assert!(peak < 200 << 20, "daemon peak RSS {peak} bytes");
     let log = m.log_text();
     let refusals = log.lines().filter(|l| l.contains("a new shard would need an index")).count();
-    assert!(refusals >= 1, "no log line for the refusal:\n{log}");
+    assert_eq!(refusals, 1, "one log line for the refusal:\n{log}");
     assert!(
         log.contains("shard index would have 1099511627776 entries"),
         "the absurd array's pass-through is not logged:\n{log}"
@@ -349,4 +349,23 @@ fn walking_many_keys_twice_does_not_grow_memory() {
         }
     }
     assert!(rss[1] < rss[0] + (16 << 20), "RSS grew from {} to {} bytes", rss[0], rss[1]);
+}
+
+/// A spill directory where no file can be made fails the mount at once, with one line that
+/// names it, rather than the first large write.
+#[test]
+fn an_unusable_spill_dir_fails_the_mount() {
+    let (tmp, src, mnt) = dirs();
+    let not_a_dir = tmp.path().join("file");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .arg(&src)
+        .arg(&mnt)
+        .args(["--foreground", "--spill-dir", not_a_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    common::force_unmount(&mnt);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "mounted with an unusable spill dir");
+    assert!(stderr.contains("--spill-dir"), "{stderr}");
 }

@@ -137,6 +137,14 @@ impl WriteBuf {
     }
 }
 
+fn is_too_large(e: &FsError) -> bool {
+    match e {
+        FsError::TooLarge(_) => true,
+        FsError::Shared(e) => is_too_large(e),
+        _ => false,
+    }
+}
+
 /// A spill-file error (e.g. ENOSPC in the spill directory) as the writer sees it.
 fn io_err(path: &str, e: std::io::Error) -> FsError {
     FsError::Store(crate::store::StoreError::from_io(path, e))
@@ -1103,6 +1111,12 @@ impl ZarrFs {
         } else {
             let result = self.ns.write_file_body(&path, body).await;
             b.failed = result.is_err();
+            if result.as_ref().is_err_and(is_too_large) {
+                // Refused for its shape, not for a passing fault: trying again at every close
+                // would only repeat the error (and its log line).
+                b.failed = false;
+                b.dirty = false;
+            }
             result?;
         }
         b.dirty = false;
