@@ -19,6 +19,7 @@ pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
 pub mod spill;
+pub mod trees;
 pub mod unsharded;
 
 use std::collections::HashMap;
@@ -214,6 +215,8 @@ pub struct ZarrFs {
     scans: scan_ahead::ScanAhead,
     /// Where write buffers go once too large for memory, and the memory they may hold.
     spill: Arc<spill::Spill>,
+    /// Directory trees renamed or removed, for the metadata cache (see `trees`).
+    dropped_trees: Mutex<trees::DroppedTrees>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -267,6 +270,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl ZarrFs {
     pub fn new(ns: Arc<dyn Namespace>, cfg: FsConfig) -> Self {
+        let cfg_ttl = cfg.metadata_ttl;
         ZarrFs {
             ns,
             cfg,
@@ -288,6 +292,7 @@ impl ZarrFs {
             changes: Arc::new(ChangeLog::default()),
             scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
             spill: spill::Spill::new(spill::SpillConfig::default()),
+            dropped_trees: Mutex::new(trees::DroppedTrees::new(cfg_ttl)),
         }
     }
 
@@ -411,18 +416,19 @@ impl ZarrFs {
     }
 
     /// Drop everything cached at or below `path` (after a directory rename or removal).
+    /// One record, not a scan of the cache (see `trees`); entries below are dropped lazily.
     fn invalidate_tree(&self, path: &str) {
         self.changes.note(path);
-        let prefix = format!("{path}/");
         let mut nodes = lock(&self.nodes);
-        let stale: Vec<String> = nodes
-            .iter()
-            .filter(|(k, _)| *k == path || k.starts_with(&prefix))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in stale {
-            nodes.pop(&k);
+        if !lock(&self.dropped_trees).drop_tree(path) {
+            nodes.clear();
         }
+    }
+
+    /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
+    /// since.
+    fn fresh(&self, path: &str, at: Instant) -> bool {
+        at.elapsed() < self.cfg.metadata_ttl && lock(&self.dropped_trees).valid(path, at)
     }
 
     /// Cache what a lookup under `watch` found, unless the path changed through the mount
@@ -447,9 +453,10 @@ impl ZarrFs {
         if let Some(node) = self.pending_node(path).await {
             return Ok(Some(node));
         }
-        if let Some((node, at)) = lock(&self.nodes).get(path) {
-            if at.elapsed() < self.cfg.metadata_ttl {
-                return Ok(node.clone());
+        let cached = lock(&self.nodes).get(path).cloned();
+        if let Some((node, at)) = cached {
+            if self.fresh(path, at) {
+                return Ok(node);
             }
         }
         // A change through the mount during the lookup may be newer than its answer: ask
@@ -866,9 +873,9 @@ impl ZarrFs {
         if lock(&self.bufs).contains_key(path) {
             return None;
         }
-        let mut nodes = lock(&self.nodes);
-        match nodes.get(path) {
-            Some((node, at)) if at.elapsed() < self.cfg.metadata_ttl => Some(node.clone()),
+        let cached = lock(&self.nodes).get(path).cloned();
+        match cached {
+            Some((node, at)) if self.fresh(path, at) => Some(node),
             _ => None,
         }
     }
@@ -1530,6 +1537,31 @@ mod tests {
         fs.forget(plus.ino, 2);
         fs.forget(looked_up.ino, 1);
         assert_eq!(fs.gauges().known_inodes, before);
+    }
+
+    /// A directory rename drops what the cache knew below both names (one record, no scan of
+    /// the cache): old paths are asked again and found gone, new ones found.
+    #[tokio::test]
+    async fn a_directory_rename_drops_the_cached_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::store::local::LocalStore::open(tmp.path()).unwrap());
+        store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
+        store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
+        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let fs = ZarrFs::new(ns, cfg);
+        for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {
+            fs.resolve(p).await.unwrap();
+        }
+        assert!(fs.cached_node("a/sub/x").unwrap().is_some());
+        assert_eq!(fs.cached_node("b/sub/x"), Some(None), "known absent");
+        fs.rename(ROOT_INO, "a", ROOT_INO, "b", 0).await.unwrap();
+        assert_eq!(fs.cached_node("a/sub/x"), None, "not trusted after the rename");
+        assert_eq!(fs.cached_node("b/sub/x"), None);
+        assert!(fs.cached_node("ab/y").unwrap().is_some(), "a sibling sharing the prefix stays");
+        assert!(fs.resolve("a/sub/x").await.unwrap().is_none());
+        assert!(fs.resolve("b/sub/x").await.unwrap().is_some());
+        assert!(fs.cached_node("b/sub/x").unwrap().is_some(), "cached again after the rename");
     }
 
     /// link() stores the new name with one create-if-absent put: a buffered temp file is
