@@ -5,11 +5,13 @@
 //! ever listed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub const ROOT_INO: u64 = 1;
 
 struct Entry {
-    path: String,
+    /// Shared with the `by_path` key: one allocation per inode.
+    path: Arc<str>,
     lookups: u64,
     /// Open directory listings that contain this inode.
     pins: u64,
@@ -17,7 +19,7 @@ struct Entry {
 
 pub struct InodeTable {
     by_ino: HashMap<u64, Entry>,
-    by_path: HashMap<String, u64>,
+    by_path: HashMap<Arc<str>, u64>,
     next: u64,
 }
 
@@ -25,15 +27,16 @@ impl Default for InodeTable {
     fn default() -> Self {
         let mut t =
             InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
-        t.by_ino.insert(ROOT_INO, Entry { path: String::new(), lookups: 1, pins: 0 });
-        t.by_path.insert(String::new(), ROOT_INO);
+        let root: Arc<str> = Arc::from("");
+        t.by_ino.insert(ROOT_INO, Entry { path: root.clone(), lookups: 1, pins: 0 });
+        t.by_path.insert(root, ROOT_INO);
         t
     }
 }
 
 impl InodeTable {
     pub fn path(&self, ino: u64) -> Option<&str> {
-        self.by_ino.get(&ino).map(|e| e.path.as_str())
+        self.by_ino.get(&ino).map(|e| &*e.path)
     }
 
     /// Whether the inode's name still leads to it: false once it was unlinked, or replaced by
@@ -54,8 +57,9 @@ impl InodeTable {
             None => {
                 let ino = self.next;
                 self.next += 1;
-                self.by_ino.insert(ino, Entry { path: path.to_string(), lookups: 0, pins: 0 });
-                self.by_path.insert(path.to_string(), ino);
+                let shared: Arc<str> = Arc::from(path);
+                self.by_ino.insert(ino, Entry { path: shared.clone(), lookups: 0, pins: 0 });
+                self.by_path.insert(shared, ino);
                 ino
             }
         };
@@ -104,7 +108,7 @@ impl InodeTable {
         if e.lookups > 0 || e.pins > 0 {
             return false;
         }
-        let path = std::mem::take(&mut e.path);
+        let path = e.path.clone();
         self.by_ino.remove(&ino);
         if self.by_path.get(&path) == Some(&ino) {
             self.by_path.remove(&path);
@@ -122,15 +126,15 @@ impl InodeTable {
     pub fn rename(&mut self, from: &str, to: &str) {
         self.by_path.remove(to);
         let prefix = format!("{from}/");
-        let moved: Vec<(String, u64)> = self
+        let moved: Vec<(Arc<str>, u64)> = self
             .by_path
             .iter()
-            .filter(|(p, _)| p.as_str() == from || p.starts_with(&prefix))
+            .filter(|(p, _)| &***p == from || p.starts_with(&prefix))
             .map(|(p, &i)| (p.clone(), i))
             .collect();
         for (old, ino) in moved {
             self.by_path.remove(&old);
-            let new = format!("{to}{}", &old[from.len()..]);
+            let new: Arc<str> = Arc::from(format!("{to}{}", &old[from.len()..]));
             if let Some(e) = self.by_ino.get_mut(&ino) {
                 e.path = new.clone();
             }
