@@ -80,6 +80,18 @@ pub struct Args {
     /// Bound of --cache-dir, e.g. 20G (least recently used blocks are dropped first). Default: 10G.
     #[arg(long, value_name = "SIZE")]
     pub cache_max_size: Option<String>,
+    // ---- write buffers ----
+    /// Where files open for writing go once too large for memory (anonymous files: nothing is
+    /// left there after a crash). Default: the system temp directory.
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Memory for the write buffers of all open files together, e.g. 256M (the default);
+    /// beyond it, and for any file past --spill-threshold, buffers go to --spill-dir.
+    #[arg(long, value_name = "SIZE")]
+    pub write_buffer_budget: Option<String>,
+    /// Size above which one file open for writing goes to --spill-dir (default 8M).
+    #[arg(long, value_name = "SIZE")]
+    pub spill_threshold: Option<String>,
     // ---- running as a service ----
     /// Log one INFO line of counters (requests per operation, errors, bytes read/written) every
     /// SECS seconds; 0 = never.
@@ -124,6 +136,8 @@ pub struct MountConfig {
     pub metrics_addr: Option<String>,
     /// `--cache-dir`: the persistent disk cache (locked for this mount), if any.
     pub disk_cache: Option<crate::store::disk_cache::DiskCacheOptions>,
+    /// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold`.
+    pub spill: crate::fs::spill::SpillConfig,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -138,6 +152,11 @@ fn usage(msg: impl Into<String>) -> UsageError {
 impl Args {
     pub fn validate(self) -> Result<MountConfig, UsageError> {
         let options = parse_options(&self.options)?;
+        let spill = spill_config(
+            self.spill_dir.as_deref(),
+            self.write_buffer_budget.as_deref(),
+            self.spill_threshold.as_deref(),
+        )?;
         let cache_size = match &self.cache_size {
             Some(s) => crate::store::cache::parse_size(s)
                 .map_err(|e| usage(format!("--cache-size {e}")))?,
@@ -225,8 +244,30 @@ impl Args {
             stats_interval: self.stats_interval,
             metrics_addr,
             disk_cache,
+            spill,
         })
     }
+}
+
+/// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold` (sizes as for --cache-size).
+fn spill_config(
+    dir: Option<&Path>,
+    budget: Option<&str>,
+    threshold: Option<&str>,
+) -> Result<crate::fs::spill::SpillConfig, UsageError> {
+    let mut cfg = crate::fs::spill::SpillConfig::default();
+    if let Some(dir) = dir {
+        cfg.dir = dir.to_path_buf();
+    }
+    if let Some(s) = budget {
+        cfg.budget = crate::store::cache::parse_size(s)
+            .map_err(|e| usage(format!("--write-buffer-budget {e}")))?;
+    }
+    if let Some(s) = threshold {
+        cfg.threshold = crate::store::cache::parse_size(s)
+            .map_err(|e| usage(format!("--spill-threshold {e}")))?;
+    }
+    Ok(cfg)
 }
 
 /// `--cache-dir` / `--cache-max-size`: only for remote sources; the directory is locked here,

@@ -5,7 +5,8 @@
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=`, `cache_dir=`,
-//!   `cache_max_size=` -> the flag of the same name;
+//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=` -> the flag
+//!   of the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
 //!   `x-systemd.*`, `x-*`, `comment=`, `exec`, `nosuid`, `noatime`, ...) are dropped;
@@ -71,6 +72,9 @@ const VALUE_FLAGS: &[&str] = &[
     "metrics_addr",
     "cache_dir",
     "cache_max_size",
+    "spill_dir",
+    "write_buffer_budget",
+    "spill_threshold",
 ];
 
 /// Split on commas not preceded by a backslash; `\,` becomes `,`.
@@ -152,6 +156,8 @@ mod tests {
         assert_eq!(args("uid=1000,gid=100"), ["--uid", "1000", "--gid", "100"]);
         assert_eq!(args("metadata_ttl=0.5"), ["--metadata-ttl", "0.5"]);
         assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);
+        assert_eq!(args("spill_dir=/var/tmp/zm"), ["--spill-dir", "/var/tmp/zm"]);
+        assert_eq!(args("write_buffer_budget=1G"), ["--write-buffer-budget", "1G"]);
         assert_eq!(
             args("cache_dir=/var/cache/z,cache_max_size=20G"),
             ["--cache-dir", "/var/cache/z", "--cache-max-size", "20G"]

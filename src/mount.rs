@@ -274,10 +274,18 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         let _guard = rt.enter();
         build_namespace(&cfg, store)
     };
-    let fs = Arc::new(ZarrFs::new(
-        ns,
-        FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only },
-    ));
+    let spill = crate::fs::spill::Spill::new(cfg.spill.clone());
+    if !cfg.read_only {
+        if let Err(e) = spill.check() {
+            let e = SessionError(format!("--spill-dir {}: {e}", cfg.spill.dir.display()));
+            readiness.failed(&e.0);
+            return Err(e);
+        }
+    }
+    let fs = Arc::new(
+        ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only })
+            .with_spill(spill),
+    );
     if let Some(listener) = metrics_listener {
         let fs = fs.clone();
         let refresh: crate::metrics::server::Refresh = Arc::new(move || {

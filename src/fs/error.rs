@@ -33,6 +33,9 @@ pub enum FsError {
     Stale,
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A write that would need more memory or space than the mount allows (EFBIG).
+    #[error("too large: {0}")]
+    TooLarge(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// One outcome shared by several requests (e.g. chunk writes batched into one shard rewrite).
@@ -59,6 +62,7 @@ impl FsError {
             FsError::BadHandle => libc::EBADF,
             FsError::Stale => libc::ESTALE,
             FsError::Corrupt(_) => libc::EIO,
+            FsError::TooLarge(_) => libc::EFBIG,
             FsError::Shared(e) => e.errno(),
             FsError::Store(e) => match e {
                 StoreError::NotFound(_) => libc::ENOENT,
@@ -82,7 +86,7 @@ impl FsError {
 
     /// Errors worth a log line (the rest are ordinary answers such as ENOENT).
     pub fn is_notable(&self) -> bool {
-        matches!(self, FsError::Corrupt(_))
+        matches!(self, FsError::Corrupt(_) | FsError::TooLarge(_))
             || matches!(self, FsError::Shared(e) if e.is_notable())
             || matches!(self, FsError::Store(e) if !matches!(e,
                 StoreError::NotFound(_) | StoreError::AlreadyExists(_) | StoreError::DirectoryNotEmpty(_)

@@ -1,18 +1,25 @@
-//! Inode numbers for paths. An inode lives while the kernel holds a lookup reference to it
-//! (or while it is the root); numbers are never reused within a mount.
+//! Inode numbers for paths. An inode lives while the kernel holds a lookup reference to it,
+//! while a directory listing that handed its number out is open (a plain READDIR entry is no
+//! lookup: the kernel never forgets it), or while it is the root; numbers are never reused
+//! within a mount. So the table holds what the kernel and open listings hold, not every name
+//! ever listed.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub const ROOT_INO: u64 = 1;
 
 struct Entry {
-    path: String,
+    /// Shared with the `by_path` key: one allocation per inode.
+    path: Arc<str>,
     lookups: u64,
+    /// Open directory listings that contain this inode.
+    pins: u64,
 }
 
 pub struct InodeTable {
     by_ino: HashMap<u64, Entry>,
-    by_path: HashMap<String, u64>,
+    by_path: HashMap<Arc<str>, u64>,
     next: u64,
 }
 
@@ -20,15 +27,16 @@ impl Default for InodeTable {
     fn default() -> Self {
         let mut t =
             InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
-        t.by_ino.insert(ROOT_INO, Entry { path: String::new(), lookups: 1 });
-        t.by_path.insert(String::new(), ROOT_INO);
+        let root: Arc<str> = Arc::from("");
+        t.by_ino.insert(ROOT_INO, Entry { path: root.clone(), lookups: 1, pins: 0 });
+        t.by_path.insert(root, ROOT_INO);
         t
     }
 }
 
 impl InodeTable {
     pub fn path(&self, ino: u64) -> Option<&str> {
-        self.by_ino.get(&ino).map(|e| e.path.as_str())
+        self.by_ino.get(&ino).map(|e| &*e.path)
     }
 
     /// Whether the inode's name still leads to it: false once it was unlinked, or replaced by
@@ -49,8 +57,9 @@ impl InodeTable {
             None => {
                 let ino = self.next;
                 self.next += 1;
-                self.by_ino.insert(ino, Entry { path: path.to_string(), lookups: 0 });
-                self.by_path.insert(path.to_string(), ino);
+                let shared: Arc<str> = Arc::from(path);
+                self.by_ino.insert(ino, Entry { path: shared.clone(), lookups: 0, pins: 0 });
+                self.by_path.insert(shared, ino);
                 ino
             }
         };
@@ -62,17 +71,44 @@ impl InodeTable {
         ino
     }
 
-    /// The kernel dropped `n` references. True when that was the last one and the inode is gone.
+    /// The inode for `path`, created if needed, held by an open listing until `unpin`.
+    pub fn pin(&mut self, path: &str) -> u64 {
+        let ino = self.get_or_insert(path, false);
+        self.pin_ino(ino);
+        ino
+    }
+
+    /// Hold an existing inode for an open listing (no-op for an unknown one).
+    pub fn pin_ino(&mut self, ino: u64) {
+        if let Some(e) = self.by_ino.get_mut(&ino) {
+            e.pins += 1;
+        }
+    }
+
+    /// A listing that held `ino` is gone. True when nothing holds it any more and it is gone.
+    pub fn unpin(&mut self, ino: u64) -> bool {
+        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
+        e.pins = e.pins.saturating_sub(1);
+        self.drop_if_unused(ino)
+    }
+
+    /// The kernel dropped `n` references. True when nothing holds the inode any more and it is
+    /// gone.
     pub fn forget(&mut self, ino: u64, n: u64) -> bool {
+        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
+        e.lookups = e.lookups.saturating_sub(n);
+        self.drop_if_unused(ino)
+    }
+
+    fn drop_if_unused(&mut self, ino: u64) -> bool {
         if ino == ROOT_INO {
             return false;
         }
         let Some(e) = self.by_ino.get_mut(&ino) else { return false };
-        e.lookups = e.lookups.saturating_sub(n);
-        if e.lookups > 0 {
+        if e.lookups > 0 || e.pins > 0 {
             return false;
         }
-        let path = std::mem::take(&mut e.path);
+        let path = e.path.clone();
         self.by_ino.remove(&ino);
         if self.by_path.get(&path) == Some(&ino) {
             self.by_path.remove(&path);
@@ -90,15 +126,15 @@ impl InodeTable {
     pub fn rename(&mut self, from: &str, to: &str) {
         self.by_path.remove(to);
         let prefix = format!("{from}/");
-        let moved: Vec<(String, u64)> = self
+        let moved: Vec<(Arc<str>, u64)> = self
             .by_path
             .iter()
-            .filter(|(p, _)| p.as_str() == from || p.starts_with(&prefix))
+            .filter(|(p, _)| &***p == from || p.starts_with(&prefix))
             .map(|(p, &i)| (p.clone(), i))
             .collect();
         for (old, ino) in moved {
             self.by_path.remove(&old);
-            let new = format!("{to}{}", &old[from.len()..]);
+            let new: Arc<str> = Arc::from(format!("{to}{}", &old[from.len()..]));
             if let Some(e) = self.by_ino.get_mut(&ino) {
                 e.path = new.clone();
             }
@@ -125,6 +161,31 @@ mod tests {
         assert_eq!(t.path(ab), None);
         assert_ne!(t.get_or_insert("x/b", false), ab);
         t.forget(ROOT_INO, 5);
+        assert_eq!(t.path(ROOT_INO), Some(""));
+    }
+
+    /// Numbers handed out by a plain listing live as long as the listing (or longer, if the
+    /// kernel looked them up meanwhile); then the table is back to what it was.
+    #[test]
+    fn listed_inodes_go_with_their_listing() {
+        let mut t = InodeTable::default();
+        let d = t.get_or_insert("d", true);
+        let listed: Vec<u64> = (0..1000).map(|i| t.pin(&format!("d/{i}"))).collect();
+        let again = t.pin("d/7"); // a second listing open at the same time
+        assert_eq!(again, listed[7]);
+        let looked_up = t.get_or_insert("d/5", true);
+        assert_eq!(looked_up, listed[5]);
+        assert_eq!(t.count(), 1002);
+        for &ino in &listed {
+            t.unpin(ino);
+        }
+        assert_eq!(t.count(), 4, "root, d, d/5 (looked up), d/7 (still listed)");
+        assert_eq!(t.path(listed[7]), Some("d/7"));
+        assert!(t.unpin(again));
+        assert!(t.forget(looked_up, 1));
+        assert_eq!(t.count(), 2);
+        assert!(t.forget(d, 1));
+        t.unpin(ROOT_INO);
         assert_eq!(t.path(ROOT_INO), Some(""));
     }
 

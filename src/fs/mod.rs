@@ -18,6 +18,8 @@ pub mod readahead;
 pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
+pub mod spill;
+pub mod trees;
 pub mod unsharded;
 
 use std::collections::HashMap;
@@ -95,7 +97,8 @@ pub struct SetAttr {
 /// Buffered content of a file open for writing (shared by every handle on that path).
 struct WriteBuf {
     path: String,
-    data: Vec<u8>,
+    /// In memory while small, else in a spill file (see `spill`).
+    data: spill::Buffer,
     dirty: bool,
     handles: usize,
     /// A temp file (`*.partial`): kept here, never written to the backend under its own name.
@@ -115,8 +118,14 @@ type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
 impl WriteBuf {
     /// A buffer for `path` with one handle on it; `dirty` when it must be written back even
     /// unchanged (a new or truncated file).
-    fn shared(path: &str, data: Vec<u8>, dirty: bool) -> SharedBuf {
-        Arc::new(tokio::sync::Mutex::new(WriteBuf {
+    fn shared(
+        spill: &Arc<spill::Spill>,
+        path: &str,
+        data: Vec<u8>,
+        dirty: bool,
+    ) -> FsResult<SharedBuf> {
+        let data = spill::Buffer::new(spill.clone(), data).map_err(|e| io_err(path, e))?;
+        Ok(Arc::new(tokio::sync::Mutex::new(WriteBuf {
             path: path.to_string(),
             data,
             dirty,
@@ -126,8 +135,21 @@ impl WriteBuf {
             failed: false,
             exclusive: false,
             modified: SystemTime::now(),
-        }))
+        })))
     }
+}
+
+fn is_too_large(e: &FsError) -> bool {
+    match e {
+        FsError::TooLarge(_) => true,
+        FsError::Shared(e) => is_too_large(e),
+        _ => false,
+    }
+}
+
+/// A spill-file error (e.g. ENOSPC in the spill directory) as the writer sees it.
+fn io_err(path: &str, e: std::io::Error) -> FsError {
+    FsError::Store(crate::store::StoreError::from_io(path, e))
 }
 type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
 
@@ -192,6 +214,10 @@ pub struct ZarrFs {
     changes: Arc<ChangeLog>,
     /// Which files to fetch ahead of a reader scanning a directory.
     scans: scan_ahead::ScanAhead,
+    /// Where write buffers go once too large for memory, and the memory they may hold.
+    spill: Arc<spill::Spill>,
+    /// Directory trees renamed or removed, for the metadata cache (see `trees`).
+    dropped_trees: Mutex<trees::DroppedTrees>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -207,7 +233,7 @@ pub struct FsGauges {
 /// What a write buffer shows as a file.
 fn buf_node(b: &WriteBuf) -> Node {
     Node {
-        size: b.data.len() as u64,
+        size: b.data.len(),
         modified: b.modified,
         backing: Backing::Object { key: b.path.clone(), version: "pending".into() },
     }
@@ -225,11 +251,13 @@ async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
     buf
 }
 
-async fn truncate_buf(buf: &SharedBuf, size: u64) {
+async fn truncate_buf(buf: &SharedBuf, size: u64) -> FsResult<()> {
     let mut b = buf.lock().await;
-    b.data.resize(size as usize, 0);
+    let path = b.path.clone();
+    b.data.truncate(size).map_err(|e| io_err(&path, e))?;
     b.dirty = true;
     b.modified = SystemTime::now();
+    Ok(())
 }
 
 /// Temp files that writers rename over the real key.
@@ -239,6 +267,7 @@ pub fn is_staged_name(name: &str) -> bool {
 
 impl ZarrFs {
     pub fn new(ns: Arc<dyn Namespace>, cfg: FsConfig) -> Self {
+        let cfg_ttl = cfg.metadata_ttl;
         ZarrFs {
             ns,
             cfg,
@@ -259,7 +288,20 @@ impl ZarrFs {
             dirs_listed: Mutex::new(HashMap::new()),
             changes: Arc::new(ChangeLog::default()),
             scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
+            spill: spill::Spill::new(spill::SpillConfig::default()),
+            dropped_trees: Mutex::new(trees::DroppedTrees::new(cfg_ttl)),
         }
+    }
+
+    /// Use `spill` (`--spill-dir`, `--write-buffer-budget`) for write buffers from now on.
+    pub fn with_spill(mut self, spill: Arc<spill::Spill>) -> Self {
+        self.spill = spill;
+        self
+    }
+
+    /// The write buffers' spill directory and memory accounting.
+    pub fn spill(&self) -> &Arc<spill::Spill> {
+        &self.spill
     }
 
     /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
@@ -371,18 +413,19 @@ impl ZarrFs {
     }
 
     /// Drop everything cached at or below `path` (after a directory rename or removal).
+    /// One record, not a scan of the cache (see `trees`); entries below are dropped lazily.
     fn invalidate_tree(&self, path: &str) {
         self.changes.note(path);
-        let prefix = format!("{path}/");
         let mut nodes = lock(&self.nodes);
-        let stale: Vec<String> = nodes
-            .iter()
-            .filter(|(k, _)| *k == path || k.starts_with(&prefix))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in stale {
-            nodes.pop(&k);
+        if !lock(&self.dropped_trees).drop_tree(path) {
+            nodes.clear();
         }
+    }
+
+    /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
+    /// since.
+    fn fresh(&self, path: &str, at: Instant) -> bool {
+        at.elapsed() < self.cfg.metadata_ttl && lock(&self.dropped_trees).valid(path, at)
     }
 
     /// Cache what a lookup under `watch` found, unless the path changed through the mount
@@ -407,9 +450,10 @@ impl ZarrFs {
         if let Some(node) = self.pending_node(path).await {
             return Ok(Some(node));
         }
-        if let Some((node, at)) = lock(&self.nodes).get(path) {
-            if at.elapsed() < self.cfg.metadata_ttl {
-                return Ok(node.clone());
+        let cached = lock(&self.nodes).get(path).cloned();
+        if let Some((node, at)) = cached {
+            if self.fresh(path, at) {
+                return Ok(node);
             }
         }
         // A change through the mount during the lookup may be newer than its answer: ask
@@ -453,9 +497,25 @@ impl ZarrFs {
 
     pub fn forget(&self, ino: u64, n: u64) {
         if lock(&self.inodes).forget(ino, n) {
-            lock(&self.versions).remove(&ino);
-            lock(&self.inode_readaheads).pop(&ino);
-            lock(&self.dirs_listed).remove(&ino);
+            self.inode_gone(ino);
+        }
+    }
+
+    /// What hangs off an inode that no longer exists.
+    fn inode_gone(&self, ino: u64) {
+        lock(&self.versions).remove(&ino);
+        lock(&self.inode_readaheads).pop(&ino);
+        lock(&self.dirs_listed).remove(&ino);
+    }
+
+    /// A listing is gone: the inodes only it held go too.
+    fn unpin_listing(&self, entries: &[DirEntry]) {
+        let gone: Vec<u64> = {
+            let mut inodes = lock(&self.inodes);
+            entries.iter().map(|e| e.ino).filter(|&ino| inodes.unpin(ino)).collect()
+        };
+        for ino in gone {
+            self.inode_gone(ino);
         }
     }
 
@@ -486,7 +546,7 @@ impl ZarrFs {
             // ftruncate() (also of a file unlinked while open) changes the handle's buffer,
             // which that handle writes back; truncate() of a path takes effect now.
             match set.fh.and_then(|fh| self.dirty_writer_buf(fh)) {
-                Some(buf) => truncate_buf(&buf, size).await,
+                Some(buf) => truncate_buf(&buf, size).await?,
                 None => self.truncate(&self.path_of(ino)?, size).await?,
             }
         }
@@ -496,7 +556,7 @@ impl ZarrFs {
     async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
         let existing = lock(&self.bufs).get(path).cloned();
         if let Some(buf) = existing {
-            truncate_buf(&buf, size).await;
+            truncate_buf(&buf, size).await?;
             return self.write_back(&buf).await;
         }
         // Not open: rewrite the object now (`truncate -s`).
@@ -542,11 +602,28 @@ impl ZarrFs {
         };
         let listed_at = Instant::now();
         let entries = Arc::new(self.list_entries(ino, &path).await?);
-        if let Some(Handle::Dir { entries: e, .. }) = lock(&self.handles).get_mut(&fh) {
-            *e = Some(entries.clone());
-        }
+        // The listing pins its inodes until releasedir; one that cannot be kept (the handle
+        // was released meanwhile, or another readdir stored its listing first) unpins now.
+        let kept = match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::Dir { entries: e @ None, .. }) => {
+                *e = Some(entries.clone());
+                None
+            }
+            Some(Handle::Dir { entries: Some(other), .. }) => Some(other.clone()),
+            _ => Some(entries.clone()),
+        };
         lock(&self.dirs_listed).insert(ino, listed_at);
-        Ok(entries)
+        match kept {
+            None => Ok(entries),
+            Some(other) => {
+                self.unpin_listing(&entries);
+                if Arc::ptr_eq(&other, &entries) {
+                    Err(FsError::BadHandle)
+                } else {
+                    Ok(other)
+                }
+            }
+        }
     }
 
     async fn list_entries(&self, ino: u64, path: &str) -> FsResult<Vec<DirEntry>> {
@@ -602,11 +679,9 @@ impl ZarrFs {
             listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect(),
         );
         let mut entries = Vec::with_capacity(listing.len() + 2);
-        let parent_ino = if path.is_empty() {
-            ROOT_INO
-        } else {
-            lock(&self.inodes).get_or_insert(split_key(path).0, false)
-        };
+        let parent_ino =
+            if path.is_empty() { ROOT_INO } else { lock(&self.inodes).pin(split_key(path).0) };
+        lock(&self.inodes).pin_ino(ino);
         let dir_attr = |ino| Attr {
             ino,
             kind: FileKind::Dir,
@@ -628,7 +703,7 @@ impl ZarrFs {
         for (name, node) in listing {
             let child = join_key(path, &name);
             let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
-            let child_ino = inodes.get_or_insert(&child, false);
+            let child_ino = inodes.pin(&child);
             let attr = self.attr_of(child_ino, &node);
             // One listing answers the lookups that `ls -l` sends next (see `cache_node`).
             if !buffered.contains(&name) && !watch.changed(&child) {
@@ -673,7 +748,10 @@ impl ZarrFs {
     }
 
     pub fn releasedir(&self, fh: u64) {
-        lock(&self.handles).remove(&fh);
+        let handle = lock(&self.handles).remove(&fh);
+        if let Some(Handle::Dir { entries: Some(entries), .. }) = handle {
+            self.unpin_listing(&entries);
+        }
     }
 
     pub async fn mkdir(&self, parent: u64, name: &str) -> FsResult<Attr> {
@@ -736,7 +814,7 @@ impl ZarrFs {
                 } else {
                     namespace::read_all(&*self.ns, &path, &node).await?
                 };
-                let mine = WriteBuf::shared(&path, data, truncating);
+                let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
                 let buf =
                     lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
                 if Arc::ptr_eq(&buf, &mine) {
@@ -792,9 +870,9 @@ impl ZarrFs {
         if lock(&self.bufs).contains_key(path) {
             return None;
         }
-        let mut nodes = lock(&self.nodes);
-        match nodes.get(path) {
-            Some((node, at)) if at.elapsed() < self.cfg.metadata_ttl => Some(node.clone()),
+        let cached = lock(&self.nodes).get(path).cloned();
+        match cached {
+            Some((node, at)) if self.fresh(path, at) => Some(node),
             _ => None,
         }
     }
@@ -834,7 +912,7 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
-        let buf = WriteBuf::shared(&path, Vec::new(), true);
+        let buf = WriteBuf::shared(&self.spill, &path, Vec::new(), true)?;
         let exclusive = flags & libc::O_EXCL != 0;
         if exclusive {
             // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
@@ -909,9 +987,7 @@ impl ZarrFs {
         let (ino, path, node, buf) = self.file_handle(fh)?;
         if let Some(buf) = buf {
             let b = buf.lock().await;
-            let start = (offset as usize).min(b.data.len());
-            let end = start.saturating_add(size as usize).min(b.data.len());
-            return Ok(Bytes::copy_from_slice(&b.data[start..end]));
+            return b.data.read(offset, size).map_err(|e| io_err(&path, e));
         }
         let node = node.ok_or(FsError::BadHandle)?;
         if offset == 0 {
@@ -1001,11 +1077,8 @@ impl ZarrFs {
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
         let mut b = buf.lock().await;
-        let end = offset as usize + data.len();
-        if b.data.len() < end {
-            b.data.resize(end, 0);
-        }
-        b.data[offset as usize..end].copy_from_slice(data);
+        let path = b.path.clone();
+        b.data.write(offset, data).map_err(|e| io_err(&path, e))?;
         b.dirty = true;
         b.modified = SystemTime::now();
         Ok(data.len() as u32)
@@ -1018,9 +1091,11 @@ impl ZarrFs {
             return Ok(());
         }
         let path = b.path.clone();
-        let data = Bytes::copy_from_slice(&b.data);
+        // A spilled body is the spill file itself: the buffer stays locked until it is stored.
+        let body = b.data.body().map_err(|e| io_err(&path, e))?;
         if b.exclusive {
             crate::metrics::global().conditional_writes.inc();
+            let data = body.into_bytes().map_err(|e| io_err(&path, e))?;
             let result = self.ns.create_file(&path, data).await;
             if matches!(result, Err(FsError::Exists)) {
                 // Another writer (another daemon) created the key after our open: this file
@@ -1038,8 +1113,14 @@ impl ZarrFs {
             result?;
             b.exclusive = false;
         } else {
-            let result = self.ns.write_file(&path, data).await;
+            let result = self.ns.write_file_body(&path, body).await;
             b.failed = result.is_err();
+            if result.as_ref().is_err_and(is_too_large) {
+                // Refused for its shape, not for a passing fault: trying again at every close
+                // would only repeat the error (and its log line).
+                b.failed = false;
+                b.dirty = false;
+            }
             result?;
         }
         b.dirty = false;
@@ -1213,9 +1294,9 @@ impl ZarrFs {
                     // A buffered file (a staged temp file, or open for writing): its content
                     // goes to the new name in one write.
                     let mut b = buf.lock().await;
-                    let data = Bytes::copy_from_slice(&b.data);
+                    let body = b.data.body().map_err(|e| io_err(&from, e))?;
                     let was_stored = !b.staged && !b.dirty;
-                    self.ns.write_file(&to, data).await?;
+                    self.ns.write_file_body(&to, body).await?;
                     if was_stored || (!b.staged && self.ns.lookup(&from).await?.is_some()) {
                         self.ns.remove_file(&from).await?;
                     }
@@ -1267,11 +1348,11 @@ impl ZarrFs {
         let buf = lock(&self.bufs).get(&from).cloned();
         let data = match buf {
             Some(buf) => {
-                let b = buf.lock().await;
+                let mut b = buf.lock().await;
                 if b.unlinked {
                     return Err(FsError::NotFound);
                 }
-                Bytes::copy_from_slice(&b.data)
+                b.data.body().and_then(|b| b.into_bytes()).map_err(|e| io_err(&from, e))?
             }
             None => {
                 let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
@@ -1289,7 +1370,7 @@ impl ZarrFs {
             if self.resolve(&to).await?.is_some() {
                 return Err(FsError::Exists);
             }
-            let staged = WriteBuf::shared(&to, data.to_vec(), true);
+            let staged = WriteBuf::shared(&self.spill, &to, data.to_vec(), true)?;
             staged.lock().await.handles = 0;
             let mut bufs = lock(&self.bufs);
             if bufs.contains_key(&to) {
@@ -1322,7 +1403,7 @@ impl ZarrFs {
     pub fn gauges(&self) -> FsGauges {
         let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
         let buffer_bytes =
-            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len() as u64)).sum();
+            bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len())).sum();
         FsGauges {
             open_handles: lock(&self.handles).len() as u64,
             known_inodes: lock(&self.inodes).count() as u64,
@@ -1424,6 +1505,62 @@ mod tests {
         assert!(!no_ttl.opendir_lazy(d.ino).unwrap().keep_cache);
     }
 
+    /// Inodes handed out by a plain READDIR (never looked up, so never forgotten by the
+    /// kernel) go when the listing is released; READDIRPLUS entries and lookups stay until
+    /// forgotten. Listing the same tree again does not grow the table.
+    #[tokio::test]
+    async fn listed_inodes_do_not_outlive_their_listing() {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..500 {
+            store.put(&format!("d/f{i}"), Bytes::from_static(b"x")).await.unwrap();
+        }
+        let fs = fs_over(store, false, Duration::from_secs(3600));
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let before = fs.gauges().known_inodes;
+        for _ in 0..2 {
+            let fh = fs.opendir(d.ino).await.unwrap();
+            assert_eq!(fs.readdir(fh).unwrap().len(), 502);
+            assert_eq!(fs.gauges().known_inodes, before + 500, "held while the listing is open");
+            fs.releasedir(fh);
+            assert_eq!(fs.gauges().known_inodes, before);
+        }
+        let fh = fs.opendir(d.ino).await.unwrap();
+        let entries = fs.readdir(fh).unwrap();
+        let plus = fs.readdirplus_entry("d", &entries[2]); // handed to the kernel: a lookup
+        let looked_up = fs.lookup(d.ino, "f7").await.unwrap();
+        fs.releasedir(fh);
+        assert_eq!(fs.gauges().known_inodes, before + 2);
+        assert_eq!(fs.lookup(d.ino, &entries[2].name).await.unwrap().ino, plus.ino);
+        fs.forget(plus.ino, 2);
+        fs.forget(looked_up.ino, 1);
+        assert_eq!(fs.gauges().known_inodes, before);
+    }
+
+    /// A directory rename drops what the cache knew below both names (one record, no scan of
+    /// the cache): old paths are asked again and found gone, new ones found.
+    #[tokio::test]
+    async fn a_directory_rename_drops_the_cached_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::store::local::LocalStore::open(tmp.path()).unwrap());
+        store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
+        store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
+        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let fs = ZarrFs::new(ns, cfg);
+        for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {
+            fs.resolve(p).await.unwrap();
+        }
+        assert!(fs.cached_node("a/sub/x").unwrap().is_some());
+        assert_eq!(fs.cached_node("b/sub/x"), Some(None), "known absent");
+        fs.rename(ROOT_INO, "a", ROOT_INO, "b", 0).await.unwrap();
+        assert_eq!(fs.cached_node("a/sub/x"), None, "not trusted after the rename");
+        assert_eq!(fs.cached_node("b/sub/x"), None);
+        assert!(fs.cached_node("ab/y").unwrap().is_some(), "a sibling sharing the prefix stays");
+        assert!(fs.resolve("a/sub/x").await.unwrap().is_none());
+        assert!(fs.resolve("b/sub/x").await.unwrap().is_some());
+        assert!(fs.cached_node("b/sub/x").unwrap().is_some(), "cached again after the rename");
+    }
+
     /// link() stores the new name with one create-if-absent put: a buffered temp file is
     /// linked without its own name ever reaching the store, an existing key (also one made by
     /// another daemon behind this one's cache) is EEXIST, and the names are independent after.
@@ -1498,8 +1635,8 @@ mod tests {
         assert_eq!(store.get("f").await.unwrap().as_ref(), b"12");
     }
 
-    /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it,
-    /// the inode is gone.
+    /// Every entry READDIRPLUS hands out is a lookup reference: after the kernel forgets it
+    /// (and the listing that named it is released), the inode is gone.
     #[tokio::test]
     async fn readdirplus_entries_are_lookups() {
         let store = Arc::new(MemoryStore::new());
@@ -1512,6 +1649,8 @@ mod tests {
         assert_eq!((attr.ino, attr.size, attr.kind), (f.ino, 5, FileKind::File));
         assert_eq!(fs.path_of(attr.ino).unwrap(), "f");
         fs.forget(attr.ino, 1);
+        assert!(fs.path_of(attr.ino).is_ok(), "still in the open listing");
+        fs.releasedir(fh);
         assert!(fs.path_of(attr.ino).is_err());
     }
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
+use super::spill::Body;
 use crate::store::{join_key, ByteRange, PutMode, Store, StoreError};
 use crate::view::node::{Backing, Node};
 
@@ -24,6 +25,12 @@ pub trait Namespace: Send + Sync + 'static {
     async fn check_writable(&self, path: &str) -> FsResult<()>;
     /// Replace the whole content of the file at `path`.
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
+    /// `write_file` of a write buffer that may have spilled to disk. By default the body is
+    /// read into memory; views over a store stream a spilled body to it (`Store::put_file`).
+    async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
+        let data = body.into_bytes().map_err(|e| StoreError::from_io(path, e))?;
+        self.write_file(path, data).await
+    }
     /// Write a new file at `path` only if none is there, decided by the store itself (so of
     /// two daemons creating one key only one succeeds): `Exists` otherwise, nothing written.
     /// No default: a view that cannot create atomically must say so, not overwrite.
@@ -186,6 +193,17 @@ impl Namespace for RawNamespace {
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
         self.store.put(path, data).await?;
+        self.forget_virtual_ancestors(path);
+        Ok(())
+    }
+
+    async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
+        match body {
+            Body::Bytes(data) => self.store.put(path, data).await?,
+            Body::File(file, len) => {
+                self.store.put_file(path, file, len, PutMode::Overwrite).await?
+            }
+        }
         self.forget_virtual_ancestors(path);
         Ok(())
     }

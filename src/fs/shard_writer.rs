@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use super::error::{FsError, FsResult};
 use crate::store::{split_key, PutMode, Store, StoreError};
-use crate::zarr::sharding::build::build_shard;
+use crate::zarr::sharding::build::{build_shard, check_new_shard};
 use crate::zarr::sharding::index::ShardIndex;
 use crate::zarr::sharding::ShardLayout;
 
@@ -170,6 +170,10 @@ impl ShardWriter {
         stop_dir: &str,
     ) -> FsResult<Vec<bool>> {
         let current = self.store.get_versioned(key).await?;
+        if current.is_none() {
+            // Nothing in the store vouches for the index size: bound it before allocating.
+            check_new_shard(layout).map_err(|e| FsError::TooLarge(format!("shard {key}: {e}")))?;
+        }
         let mut chunks: BTreeMap<u64, Bytes> = BTreeMap::new();
         if let Some((shard, _)) = &current {
             // Never rewrite a shard we cannot read: that would drop its other chunks.

@@ -17,6 +17,7 @@ use super::is_staged_name;
 use super::namespace::{read_all, read_range, Namespace, RawNamespace};
 use super::shard_indexes::{ShardIndexCache, ShardState};
 use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
+use super::spill::Body;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::view::node::{Backing, Node};
 use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
@@ -606,6 +607,20 @@ impl Namespace for UnshardedNamespace {
         self.raw.write_file(path, data).await?;
         self.note_write(path);
         Ok(())
+    }
+
+    /// A spilled (large) file outside sharded arrays streams to the store; inside one it is
+    /// a chunk or metadata, needed in memory anyway.
+    async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
+        if matches!(body, Body::File(..))
+            && !matches!(self.place(path).await?, Place::InArray { .. })
+        {
+            self.raw.write_file_body(path, body).await?;
+            self.note_write(path);
+            return Ok(());
+        }
+        let data = body.into_bytes().map_err(|e| StoreError::from_io(path, e))?;
+        self.write_file(path, data).await
     }
 
     /// An inner chunk is created only if absent from its shard, checked in the same

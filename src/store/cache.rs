@@ -280,6 +280,19 @@ impl super::layer::Layer for CachingStore {
         r
     }
 
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.put_file(key, file, len, mode).await;
+        self.invalidate(key);
+        r
+    }
+
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.invalidate(key);
         let r = self.inner.delete(key).await;

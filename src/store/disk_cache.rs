@@ -738,6 +738,19 @@ impl super::layer::Layer for DiskCache {
         r
     }
 
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.put_file(key, file, len, mode).await;
+        self.0.forget(key);
+        r
+    }
+
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.0.forget(key);
         let r = self.0.inner.delete(key).await;

@@ -48,6 +48,15 @@ pub trait Layer: Send + Sync + 'static {
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.inner().put_opts(key, data, mode).await
     }
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        self.inner().put_file(key, file, len, mode).await
+    }
     async fn delete(&self, key: &str) -> StoreResult<()> {
         self.inner().delete(key).await
     }
@@ -117,6 +126,15 @@ impl<L: Layer> Store for L {
     }
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         Layer::put_opts(self, key, data, mode).await
+    }
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        Layer::put_file(self, key, file, len, mode).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {
         Layer::delete(self, key).await

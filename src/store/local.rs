@@ -235,7 +235,7 @@ impl Inner {
     }
 
     /// A new temp file in `dirfd` holding `data`; its name is returned.
-    fn write_temp(&self, dirfd: &OwnedFd, key: &str, data: &[u8]) -> StoreResult<CString> {
+    fn write_temp(&self, dirfd: &OwnedFd, key: &str, data: Payload) -> StoreResult<CString> {
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let tmp = CString::new(format!("{TEMP_MARKER}{}.{n}", std::process::id())).expect("no NUL");
         // SAFETY: openat on a valid dirfd with a NUL-terminated single-component name.
@@ -252,7 +252,7 @@ impl Inner {
         }
         // SAFETY: fresh fd from openat.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        if let Err(e) = file.write_all_at(data, 0).and_then(|_| stamp_precise_mtime(&file)) {
+        if let Err(e) = data.write_to(&file).and_then(|_| stamp_precise_mtime(&file)) {
             // SAFETY: removal of our own temp name.
             unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
             return Err(StoreError::from_io(key, e));
@@ -291,7 +291,7 @@ impl Inner {
     }
 
     /// Write `key` under `mode` (see the module comment for how each mode is made atomic).
-    fn put_with_mode(&self, key: &str, data: &[u8], mode: &PutMode) -> StoreResult<()> {
+    fn put_with_mode(&self, key: &str, data: Payload, mode: &PutMode) -> StoreResult<()> {
         // A directory pruned (after its last shard was deleted) between opening and locking it
         // is made again; a writer that keeps losing that race gives up after a few tries.
         for _ in 0..4 {
@@ -340,6 +340,32 @@ impl Inner {
         }
         // SAFETY: unlinkat of a single name in a valid dirfd.
         check_rc(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), 0) }, key)
+    }
+}
+
+/// What a put writes: bytes in memory, or the first bytes of a (spill) file.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Mem(&'a [u8]),
+    File(&'a File, u64),
+}
+
+impl Payload<'_> {
+    fn write_to(self, out: &File) -> std::io::Result<()> {
+        match self {
+            Payload::Mem(data) => out.write_all_at(data, 0),
+            Payload::File(src, len) => {
+                let mut piece = vec![0; (1 << 20).min(len as usize)];
+                let mut at = 0u64;
+                while at < len {
+                    let n = piece.len().min((len - at) as usize);
+                    src.read_exact_at(&mut piece[..n], at)?;
+                    out.write_all_at(&piece[..n], at)?;
+                    at += n as u64;
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -516,7 +542,20 @@ impl Store for LocalStore {
 
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         let key = key.to_string();
-        self.blocking(move |s| s.put_with_mode(&key, &data, &mode)).await
+        self.blocking(move |s| s.put_with_mode(&key, Payload::Mem(&data), &mode)).await
+    }
+
+    /// Copied from the spill file into the temp file that is renamed over the key, a piece at
+    /// a time: no more memory than one piece, whatever the size.
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        let key = key.to_string();
+        self.blocking(move |s| s.put_with_mode(&key, Payload::File(&file, len), &mode)).await
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {

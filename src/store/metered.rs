@@ -102,6 +102,15 @@ impl super::layer::Layer for MeteredStore {
         let n = data.len() as u64;
         metered(Kind::Put, n, nothing, self.inner.put_opts(key, data, mode)).await
     }
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        metered(Kind::Put, len, nothing, self.inner.put_file(key, file, len, mode)).await
+    }
     async fn delete(&self, key: &str) -> StoreResult<()> {
         metered(Kind::Delete, 0, nothing, self.inner.delete(key)).await
     }

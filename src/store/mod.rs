@@ -177,6 +177,25 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// `len` bytes of `file` from `offset`, read on the blocking pool (for `Store::put_file`).
+pub async fn read_file_at(
+    key: &str,
+    file: std::sync::Arc<std::fs::File>,
+    offset: u64,
+    len: u64,
+) -> StoreResult<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let n = usize::try_from(len).map_err(|_| StoreError::NoSpace)?;
+    let k = key.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut v = vec![0; n];
+        file.read_exact_at(&mut v, offset).map_err(|e| StoreError::from_io(&k, e))?;
+        Ok(Bytes::from(v))
+    })
+    .await
+    .map_err(|e| StoreError::from_io(key, std::io::Error::other(e)))?
+}
+
 /// The one storage trait every backend implements.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -213,6 +232,19 @@ pub trait Store: Send + Sync + 'static {
     /// An atomic put under `mode` (see `PutMode`): the condition is checked by the backend
     /// itself, so two writers (also in two daemons) cannot both pass it.
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()>;
+    /// `put_opts` of the first `len` bytes of `file` (a write buffer spilled to disk). This
+    /// default reads them into memory; the local and object-store backends (and the layers in
+    /// front of them) stream them instead, so a large file costs no more memory than a part.
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        let data = read_file_at(key, file, 0, len).await?;
+        self.put_opts(key, data, mode).await
+    }
     /// Remove the object; removing a missing object is `NotFound`.
     async fn delete(&self, key: &str) -> StoreResult<()>;
     /// Remove the object only if it is still at `version`: `Conflict` if it changed, `NotFound`

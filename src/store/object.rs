@@ -428,6 +428,37 @@ impl ObjectStoreBackend {
         Ok(())
     }
 
+    /// An unconditional put of a large spilled file, in parts read from it one at a time:
+    /// at most a few parts in memory (those being uploaded), whatever the size.
+    async fn put_multipart_file(
+        &self,
+        key: &str,
+        path: &Path,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+    ) -> StoreResult<()> {
+        let upload = self.store.put_multipart(path).await.map_err(|e| self.err(key, e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let mut off = 0u64;
+        while off < len {
+            if let Err(e) = w.wait_for_capacity(2).await {
+                return Err(self.err(key, e));
+            }
+            let n = (PART_SIZE as u64).min(len - off);
+            let part = match super::read_file_at(key, file.clone(), off, n).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = w.abort().await;
+                    return Err(e);
+                }
+            };
+            w.put(part);
+            off += n;
+        }
+        w.finish().await.map_err(|e| self.err(key, e))?;
+        Ok(())
+    }
+
     /// One cheap request at mount time, so that a wrong endpoint, wrong credentials or a
     /// missing bucket fail the mount with one line rather than every later operation with
     /// EIO. `Err` holds the reason, one line, without secrets. Plain HTTP has no listing:
@@ -949,6 +980,25 @@ impl Store for ObjectStoreBackend {
             }
             Err(e) => Err(self.err(key, e)),
         }
+    }
+
+    /// Large unconditional puts stream from the file; the rest (small, or conditional: one
+    /// PUT) are read into memory and go through `put_opts`.
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        if mode == PutMode::Overwrite && len > MULTIPART_THRESHOLD as u64 && !key.is_empty() {
+            self.check_writable()?;
+            let path = self.path(key)?;
+            self.shapes.forget(key);
+            return self.put_multipart_file(key, &path, file, len).await;
+        }
+        let data = super::read_file_at(key, file, 0, len).await?;
+        self.put_opts(key, data, mode).await
     }
 
     /// S3 has no conditional DELETE that every server honours: the version is checked with a

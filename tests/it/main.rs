@@ -17,6 +17,7 @@ mod mount_local;
 mod presented_views;
 mod references;
 mod s3;
+mod scale;
 mod service;
 mod soak;
 mod unsharded_view;

@@ -16,6 +16,22 @@ pub enum BuildError {
     TooLarge,
     #[error(transparent)]
     Index(#[from] IndexError),
+    #[error("a new shard would need an index of {entries} entries (limit for a new shard {MAX_NEW_SHARD_ENTRIES})")]
+    NewIndexTooLarge { entries: u64 },
+}
+
+/// Most inner chunks a shard created by a write may have (a 16 MiB index). Reading a shard
+/// allocates its index only once the store holds that many bytes; creating one would
+/// allocate it (and twice more while encoding) from the metadata alone, so an absurd shape
+/// is refused here instead. Rewriting an existing shard is bounded by the shard read.
+pub const MAX_NEW_SHARD_ENTRIES: u64 = 1 << 20;
+
+/// Refuse to create a shard of `layout` when its index alone would be unreasonably large.
+pub fn check_new_shard(layout: &ShardLayout) -> Result<(), BuildError> {
+    if layout.n_entries > MAX_NEW_SHARD_ENTRIES {
+        return Err(BuildError::NewIndexTooLarge { entries: layout.n_entries });
+    }
+    Ok(())
 }
 
 /// Build the shard holding `chunks` (`(local index, encoded bytes)`), stored in the
@@ -80,6 +96,25 @@ mod tests {
     fn empty_is_none() {
         let l = layout(4, IndexLocation::End, true);
         assert_eq!(build_shard(&l, &[]), Ok(None));
+    }
+
+    /// The bound is checked from the layout, before anything is allocated: a layout of 2^40
+    /// entries (possible only hand-built, `shard_layout` refuses it) and one at the read cap
+    /// are refused; one at the write limit is fine.
+    #[test]
+    fn new_shard_index_is_bounded() {
+        let mut huge = layout(1, IndexLocation::End, true);
+        huge.n_entries = 1 << 40;
+        assert_eq!(check_new_shard(&huge), Err(BuildError::NewIndexTooLarge { entries: 1 << 40 }));
+        let at_read_cap =
+            layout(crate::zarr::sharding::MAX_INDEX_ENTRIES, IndexLocation::End, true);
+        assert!(check_new_shard(&at_read_cap).is_err());
+        assert_eq!(
+            check_new_shard(&layout(MAX_NEW_SHARD_ENTRIES, IndexLocation::End, true)),
+            Ok(())
+        );
+        assert!(check_new_shard(&layout(MAX_NEW_SHARD_ENTRIES + 1, IndexLocation::Start, true))
+            .is_err());
     }
 
     #[test]
