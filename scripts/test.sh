@@ -76,6 +76,15 @@ if ((build_ok)); then
         failed+=("cargo clippy")
     fi
 
+    # The test servers (moto, s3s-fs, fake-gcs, Azurite, nginx), installed before the tests
+    # rather than by the first test that needs each: building s3s-fs takes minutes of both
+    # cores, which would slow every test running beside it. A server that cannot be installed
+    # is reported by the tests that need it.
+    echo "test.sh: test servers"
+    for kind in moto s3s-fs fake-gcs azurite nginx; do
+        scripts/s3-server.sh install "$kind" || echo "test.sh: could not install $kind" >&2
+    done
+
     echo "test.sh: cargo test"
     # --no-fail-fast: one failing test binary must not hide the results of the others.
     if ! cargo test --no-fail-fast; then

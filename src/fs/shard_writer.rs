@@ -73,11 +73,37 @@ struct Queue {
 pub struct ShardWriter {
     store: Arc<dyn Store>,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
+    /// Per shard: this daemon's rewrites (write side, around the PUT or DELETE) against its
+    /// reads of byte ranges (read side, see `gate`). Entries live while someone holds them.
+    gates: Mutex<HashMap<String, std::sync::Weak<ShardGate>>>,
 }
+
+/// Readers of a shard's byte ranges against this daemon's rewrites of that shard.
+pub type ShardGate = tokio::sync::RwLock<()>;
 
 impl ShardWriter {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        ShardWriter { store, queues: Mutex::new(HashMap::new()) }
+        ShardWriter { store, queues: Mutex::new(HashMap::new()), gates: Mutex::default() }
+    }
+
+    /// The gate of `shard_key`. A range read of a shard checks that the version it got is the
+    /// one its index describes, but some S3 servers (s3s-fs 0.14: it opens the data file, then
+    /// reads the ETag from a separate file) answer a GET that overlaps a PUT with the new bytes
+    /// and the old ETag, which passes that check with the wrong bytes. So range reads hold the
+    /// read side while they fetch, and this daemon's rewrites hold the write side while they
+    /// store: a reader never overlaps a rewrite from the same daemon. (Other daemons writing
+    /// to such a server remain a hazard: README "Consistency".)
+    pub fn gate(&self, shard_key: &str) -> Arc<ShardGate> {
+        let mut gates = crate::locks::lock(&self.gates);
+        if let Some(gate) = gates.get(shard_key).and_then(std::sync::Weak::upgrade) {
+            return gate;
+        }
+        if gates.len() >= 1024 {
+            gates.retain(|_, g| g.strong_count() > 0); // bounded by the gates in use
+        }
+        let gate = Arc::new(ShardGate::default());
+        gates.insert(shard_key.to_string(), Arc::downgrade(&gate));
+        gate
     }
 
     /// Apply `op` to the shard at `shard_key`; returns once the shard in the store has it.
@@ -213,12 +239,19 @@ impl ShardWriter {
                     None => PutMode::Create,
                 };
                 crate::metrics::global().conditional_writes.inc();
+                let gate = self.gate(key);
+                let _readers_wait = gate.write().await;
                 self.store.put_opts(key, Bytes::from(shard), mode).await?;
             }
             (None, Some(version)) => {
                 // Every inner chunk is absent: the shard goes, as zarr-python and tensorstore do.
                 crate::metrics::global().conditional_writes.inc();
-                match self.store.delete_if_version(key, &version).await {
+                let gate = self.gate(key);
+                let deleted = {
+                    let _readers_wait = gate.write().await;
+                    self.store.delete_if_version(key, &version).await
+                };
+                match deleted {
                     Ok(()) | Err(StoreError::NotFound(_)) => {}
                     Err(e) => return Err(e.into()),
                 }

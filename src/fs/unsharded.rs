@@ -365,7 +365,12 @@ impl UnshardedNamespace {
                 return Ok(Bytes::new());
             }
             let range = crate::store::ByteRange::Range(base + r.start..base + r.end);
-            match self.store.get_ranged(key, range).await? {
+            let gate = self.writer.gate(key); // see ShardWriter::gate
+            let fetched = {
+                let _no_rewrite_meanwhile = gate.read().await;
+                self.store.get_ranged(key, range).await?
+            };
+            match fetched {
                 Some((bytes, meta)) if &meta.version == version => return Ok(bytes),
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
             }
