@@ -401,3 +401,75 @@ async fn writers_batched_into_a_failing_rewrite_all_get_the_error() {
     let stored = stored_chunks(&*b.memory, "a/c/0/0").await.unwrap();
     assert_eq!(stored[&local_of(0, 0)], b"after");
 }
+
+/// Like s3s-fs 0.14 (it opens the data file, then reads the ETag from a file of its own): a
+/// read that overlaps a put gets the new bytes with the old version. The put swaps the bytes,
+/// waits `window`, and only then publishes the new version.
+struct StaleVersionStore {
+    inner: Arc<MemoryStore>,
+    old: std::sync::Mutex<BTreeMap<String, zarr_mount::store::ObjectMeta>>,
+    window: Duration,
+}
+
+#[async_trait::async_trait]
+impl zarr_mount::store::layer::Layer for StaleVersionStore {
+    fn inner(&self) -> &dyn Store {
+        self.inner.as_ref()
+    }
+
+    async fn put_opts(
+        &self,
+        key: &str,
+        data: Bytes,
+        mode: zarr_mount::store::PutMode,
+    ) -> zarr_mount::store::StoreResult<()> {
+        if let Some(meta) = self.inner.head(key).await? {
+            self.old.lock().unwrap().insert(key.to_string(), meta);
+        }
+        let r = self.inner.put_opts(key, data, mode).await;
+        tokio::time::sleep(self.window).await;
+        self.old.lock().unwrap().remove(key);
+        r
+    }
+
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: zarr_mount::store::ByteRange,
+    ) -> zarr_mount::store::StoreResult<Option<(Bytes, zarr_mount::store::ObjectMeta)>> {
+        let got = self.inner.get_ranged(key, range).await?;
+        let old = self.old.lock().unwrap().get(key).cloned();
+        Ok(got.map(|(bytes, meta)| (bytes, old.unwrap_or(meta))))
+    }
+}
+
+/// A chunk read while this daemon rewrites its shard (moving the chunk) gets the chunk's bytes,
+/// also from a server that pairs new bytes with the old version during the put: the read
+/// waits for the rewrite instead of trusting that version (ShardWriter::gate).
+#[tokio::test]
+async fn a_chunk_read_during_its_shards_rewrite_is_exact_on_a_server_with_stale_versions() {
+    let memory = Arc::new(MemoryStore::new());
+    let b_chunk = b"chunk B, 16 byte".to_vec();
+    let chunks =
+        BTreeMap::from([(local_of(0, 0), b"aaaa".to_vec()), (local_of(0, 1), b_chunk.clone())]);
+    put_sharded_array(memory.as_ref(), "a", &chunks).await;
+    let store = Arc::new(StaleVersionStore {
+        inner: memory.clone(),
+        old: Default::default(),
+        window: Duration::from_millis(300),
+    });
+    let fs = Arc::new(unsharded_fs(store));
+    assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), b_chunk); // index and version cached
+
+    // Chunk A grows from 4 to 16 bytes, so chunk B moves within the rewritten shard.
+    let writer = {
+        let fs = fs.clone();
+        tokio::spawn(async move { write_file(&fs, "a/c/0/0", b"AAAAAAAAAAAAAAAA").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await; // inside the put's window
+    assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), b_chunk);
+    writer.await.unwrap().unwrap();
+    let stored = stored_chunks(memory.as_ref(), "a/c/0/0").await.unwrap();
+    assert_eq!(stored[&local_of(0, 0)], b"AAAAAAAAAAAAAAAA");
+    assert_eq!(stored[&local_of(0, 1)], b_chunk);
+}
