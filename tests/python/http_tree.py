@@ -1,4 +1,4 @@
-"""Helper of tests/http.rs (a plain Zarr tree on static HTTP); not a pytest module.
+"""Helper of tests/it/http.rs (a plain Zarr tree on static HTTP); not a pytest module.
 
     http_tree.py write ROOT             write v3.zarr, v2.zarr, plain.zarr under ROOT
     http_tree.py raw MNT SRC            v3.zarr mounted raw: listing = SRC's files, reads exact
