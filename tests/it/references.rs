@@ -10,7 +10,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::s3::{S3Server, BUCKET, ENV, S3};
@@ -46,22 +46,6 @@ fn references(manifest: &serde_json::Value) -> Vec<(String, u64, u64)> {
         for (key, r) in v["references"].as_object().unwrap() {
             let r = r.as_array().unwrap();
             out.push((format!("{var}/{key}"), r[1].as_u64().unwrap(), r[2].as_u64().unwrap()));
-        }
-    }
-    out
-}
-
-fn files_under(root: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.strip_prefix(root).unwrap().to_string_lossy().into_owned(), p));
-            }
         }
     }
     out
@@ -123,8 +107,8 @@ fn reference_sets_in_s3_mount_like_local_ones() {
     let nc = std::fs::read(fx.join("data.nc")).unwrap();
     moto.put(NC_KEY, &nc);
     moto.put("refs/refs.json", &std::fs::read(fx.join("refs-v1.json")).unwrap());
-    for (rel, p) in files_under(&fx.join("refs.parq")) {
-        moto.put(&format!("refs/set.parq/{rel}"), &std::fs::read(p).unwrap());
+    for (rel, data) in common::python::files_under(&fx.join("refs.parq")) {
+        moto.put(&format!("refs/set.parq/{rel}"), &data);
     }
     let refs = references(&manifest);
     let endpoint = moto.endpoint();
