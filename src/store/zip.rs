@@ -234,7 +234,7 @@ fn parse_end_at(
             .into_iter()
             .flatten()
         {
-            if at < tail_start || at + 56 > tail_start + loc as u64 {
+            if at < tail_start || at.saturating_add(56) > tail_start + loc as u64 {
                 continue;
             }
             let r = (at - tail_start) as usize;
