@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::source::{Location, Source};
-use crate::store::object::RemoteOptions;
+use crate::store::backends::object::RemoteOptions;
 use crate::view::ViewKind;
 
 #[derive(Debug, Parser)]
@@ -135,7 +135,7 @@ pub struct MountConfig {
     /// Where to serve /metrics (already defaulted to loopback), if anywhere.
     pub metrics_addr: Option<String>,
     /// `--cache-dir`: the persistent disk cache (locked for this mount), if any.
-    pub disk_cache: Option<crate::store::disk_cache::DiskCacheOptions>,
+    pub disk_cache: Option<crate::store::layers::disk_cache::DiskCacheOptions>,
     /// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold`.
     pub spill: crate::fs::spill::SpillConfig,
 }
@@ -158,9 +158,9 @@ impl Args {
             self.spill_threshold.as_deref(),
         )?;
         let cache_size = match &self.cache_size {
-            Some(s) => crate::store::cache::parse_size(s)
+            Some(s) => crate::store::layers::cache::parse_size(s)
                 .map_err(|e| usage(format!("--cache-size {e}")))?,
-            None => crate::store::cache::default_cache_bytes(),
+            None => crate::store::layers::cache::default_cache_bytes(),
         };
         let metrics_addr = match &self.metrics_addr {
             Some(a) => Some(
@@ -179,7 +179,7 @@ impl Args {
                 source = Source::Directory(Location::Local(abs));
             }
             Source::Directory(Location::Remote { cloud, .. }) => {
-                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
+                crate::store::backends::object::check_options(*cloud, &options).map_err(usage)?;
             }
             Source::Zip(Location::Local(p)) => {
                 check_local_zip(p)?;
@@ -188,17 +188,17 @@ impl Args {
                 source = Source::Zip(Location::Local(abs));
             }
             Source::Zip(Location::Remote { cloud, .. }) => {
-                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
+                crate::store::backends::object::check_options(*cloud, &options).map_err(usage)?;
             }
             Source::Reference(Location::Local(p)) => {
                 let abs = std::fs::canonicalize(p)
                     .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
-                crate::store::reference::check_local(&abs)
+                crate::store::backends::reference::check_local(&abs)
                     .map_err(|e| usage(format!("SOURCE {}: {e}", p.display())))?;
                 source = Source::Reference(Location::Local(abs));
             }
             Source::Reference(Location::Remote { cloud, .. }) => {
-                crate::store::object::check_options(*cloud, &options).map_err(usage)?;
+                crate::store::backends::object::check_options(*cloud, &options).map_err(usage)?;
             }
         }
         // A local reference set may point into object stores: the options are for those.
@@ -260,11 +260,11 @@ fn spill_config(
         cfg.dir = dir.to_path_buf();
     }
     if let Some(s) = budget {
-        cfg.budget = crate::store::cache::parse_size(s)
+        cfg.budget = crate::store::layers::cache::parse_size(s)
             .map_err(|e| usage(format!("--write-buffer-budget {e}")))?;
     }
     if let Some(s) = threshold {
-        cfg.threshold = crate::store::cache::parse_size(s)
+        cfg.threshold = crate::store::layers::cache::parse_size(s)
             .map_err(|e| usage(format!("--spill-threshold {e}")))?;
     }
     Ok(cfg)
@@ -276,8 +276,8 @@ fn disk_cache_options(
     dir: Option<&Path>,
     max: Option<&str>,
     source: &Source,
-) -> Result<Option<crate::store::disk_cache::DiskCacheOptions>, UsageError> {
-    use crate::store::disk_cache::{DirLock, DiskCacheOptions, DEFAULT_MAX_BYTES};
+) -> Result<Option<crate::store::layers::disk_cache::DiskCacheOptions>, UsageError> {
+    use crate::store::layers::disk_cache::{DirLock, DiskCacheOptions, DEFAULT_MAX_BYTES};
     let Some(dir) = dir else {
         return match max {
             Some(_) => Err(usage("--cache-max-size needs --cache-dir")),
@@ -290,11 +290,11 @@ fn disk_cache_options(
         ));
     }
     let max_bytes = match max {
-        Some(s) => crate::store::cache::parse_size(s)
+        Some(s) => crate::store::layers::cache::parse_size(s)
             .map_err(|e| usage(format!("--cache-max-size {e}")))?,
         None => DEFAULT_MAX_BYTES,
     };
-    if max_bytes < crate::store::disk_cache::BLOCK_SIZE * 2 {
+    if max_bytes < crate::store::layers::disk_cache::BLOCK_SIZE * 2 {
         return Err(usage("--cache-max-size must be at least 2M"));
     }
     let lock = DirLock::acquire(dir).map_err(usage)?;

@@ -1,4 +1,4 @@
-//! The one in-memory cache every layer uses (the object cache in `store::cache`, the shard
+//! The one in-memory cache every layer uses (the object cache in `store::layers::cache`, the shard
 //! index cache and the decoded-chunk cache in `fs`): an LRU bounded by bytes whose loads are
 //! single-flight (concurrent loads of one key share one fetch), with the cache's series in
 //! `metrics` kept here so that each cache reports them the same way.

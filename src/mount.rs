@@ -9,11 +9,11 @@ use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Location, Source};
-use crate::store::cache::{CacheConfig, CachingStore};
-use crate::store::local::LocalStore;
-use crate::store::metered::MeteredStore;
-use crate::store::object::ObjectStoreBackend;
-use crate::store::zip::ZipStore;
+use crate::store::backends::local::LocalStore;
+use crate::store::backends::object::ObjectStoreBackend;
+use crate::store::backends::zip::ZipStore;
+use crate::store::layers::cache::{CacheConfig, CachingStore};
+use crate::store::layers::metered::MeteredStore;
 use crate::store::Store;
 use crate::view::ViewKind;
 
@@ -49,9 +49,9 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             target_cfg.cache_size = 0;
             // One disk cache per --cache-dir: it stays with the mount's own backend.
             target_cfg.disk_cache = None;
-            let opener: crate::store::reference::TargetOpener =
+            let opener: crate::store::backends::reference::TargetOpener =
                 Arc::new(move |loc| directory_store(loc, &target_cfg).map_err(|e| e.0));
-            let refs = crate::store::reference::ReferenceStore::open(location, opener)
+            let refs = crate::store::backends::reference::ReferenceStore::open(location, opener)
                 .await
                 .map_err(|e| SessionError(e.to_string()))?;
             Ok(with_object_cache(Arc::new(refs), cfg))
@@ -71,12 +71,12 @@ async fn open_directory(
     };
     let backend = open_object_store(*cloud, url, cfg)?;
     let checked = match cloud {
-        crate::source::Cloud::Http => crate::store::http::check(url).await,
+        crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
         _ => backend.check().await,
     };
     if let Err(why) = checked {
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
-        let url = crate::store::object::display_url(url);
+        let url = crate::store::backends::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
     Ok(with_object_cache(backend_layers(backend, *cloud, url, cfg)?, cfg))
@@ -102,13 +102,16 @@ fn open_object_store(
     cfg: &MountConfig,
 ) -> Result<ObjectStoreBackend, SessionError> {
     ObjectStoreBackend::open(cloud, url, &cfg.remote).map_err(|e| {
-        SessionError(format!("cannot open {}: {e}", crate::store::object::display_url(url)))
+        SessionError(format!(
+            "cannot open {}: {e}",
+            crate::store::backends::object::display_url(url)
+        ))
     })
 }
 
 /// The backend behind the metering layer: the backend series of `/metrics` count what the
 /// backend itself is asked, below every cache. Plain HTTP gets the lookups and listings of
-/// static hosting (store/http.rs) on top of the backend.
+/// static hosting (store/backends/http.rs) on top of the backend.
 fn metered(
     backend: ObjectStoreBackend,
     cloud: crate::source::Cloud,
@@ -117,7 +120,7 @@ fn metered(
     let store: Arc<dyn Store> = match cloud {
         crate::source::Cloud::Http => {
             let tree = Some(crate::zarr::consolidated::TREE_SOURCE);
-            let http = crate::store::http::HttpStore::new(Arc::new(backend), url, tree)
+            let http = crate::store::backends::http::HttpStore::new(Arc::new(backend), url, tree)
                 .map_err(|e| SessionError(e.to_string()))?;
             Arc::new(http)
         }
@@ -133,7 +136,7 @@ fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store>
     }
     let cache = CacheConfig {
         capacity: cfg.cache_size,
-        object_limit: crate::store::cache::DEFAULT_OBJECT_LIMIT,
+        object_limit: crate::store::layers::cache::DEFAULT_OBJECT_LIMIT,
         ttl: cfg.metadata_ttl,
     };
     Arc::new(CachingStore::new(store, cache))
@@ -175,10 +178,12 @@ fn backend_layers(
 /// shard indexes and whole small objects read through any view land in it too).
 fn open_disk_cache(
     backend: Arc<dyn Store>,
-    disk: &crate::store::disk_cache::DiskCacheOptions,
+    disk: &crate::store::layers::disk_cache::DiskCacheOptions,
     cfg: &MountConfig,
 ) -> Result<Arc<dyn Store>, SessionError> {
-    use crate::store::disk_cache::{DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE};
+    use crate::store::layers::disk_cache::{
+        DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE,
+    };
     let dcfg = DiskCacheConfig {
         max_bytes: disk.max_bytes,
         block_size: BLOCK_SIZE,

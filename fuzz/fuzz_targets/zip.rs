@@ -1,4 +1,4 @@
-//! Zip archives (`store::zip::ZipStore`): open over a memory store, then list the whole tree
+//! Zip archives (`store::backends::zip::ZipStore`): open over a memory store, then list the whole tree
 //! and read every entry, whole and by ranges, as the mount does.
 //!
 //! Input: the bytes of one archive.
@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::zip::ZipStore;
+use zarr_mount::store::backends::memory::MemoryStore;
+use zarr_mount::store::backends::zip::ZipStore;
 use zarr_mount::store::Store;
 
 /// Directories and files visited per input (a hostile archive may list many).

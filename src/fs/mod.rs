@@ -1438,7 +1438,7 @@ impl ZarrFs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::memory::MemoryStore;
     use crate::store::Store;
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
@@ -1541,7 +1541,7 @@ mod tests {
     #[tokio::test]
     async fn a_directory_rename_drops_the_cached_tree() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = Arc::new(crate::store::local::LocalStore::open(tmp.path()).unwrap());
+        let store = Arc::new(crate::store::backends::local::LocalStore::open(tmp.path()).unwrap());
         store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
         store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
         let ns = Arc::new(namespace::RawNamespace::new(store));

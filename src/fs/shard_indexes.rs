@@ -159,8 +159,8 @@ impl ShardIndexCache {
 mod tests {
     use super::*;
     use crate::fs::error::FsError;
-    use crate::store::fault::{Fault, FaultPlan, FaultStore, Op};
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
     use crate::zarr::sharding::index::tests::layout;
 
     /// Readers that share one failed index fetch each get its errno (EACCES here; a shared

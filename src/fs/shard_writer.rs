@@ -280,8 +280,8 @@ impl ShardWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::local::LocalStore;
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::local::LocalStore;
+    use crate::store::backends::memory::MemoryStore;
     use crate::zarr::sharding::index::tests::layout;
     use crate::zarr::sharding::IndexLocation;
 

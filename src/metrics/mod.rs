@@ -151,7 +151,7 @@ impl Kind {
 /// The in-memory caches (the `cache` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheKind {
-    /// Small objects kept whole in front of a remote store (`store/cache.rs`).
+    /// Small objects kept whole in front of a remote store (`store/layers/cache.rs`).
     Objects,
     /// Parsed shard indexes (`fs/shard_indexes.rs`).
     ShardIndex,

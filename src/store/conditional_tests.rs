@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::cache::{CacheConfig, CachingStore};
-use super::fault::{FaultPlan, FaultStore};
-use super::local::LocalStore;
-use super::memory::MemoryStore;
-use super::object::ObjectStoreBackend;
-use super::recording::RecordingStore;
+use super::backends::local::LocalStore;
+use super::backends::memory::MemoryStore;
+use super::backends::object::ObjectStoreBackend;
+use super::layers::cache::{CacheConfig, CachingStore};
+use super::layers::fault::{FaultPlan, FaultStore};
+use super::layers::recording::RecordingStore;
 use super::{PutMode, Store, StoreError};
 
 fn b(s: &'static str) -> Bytes {

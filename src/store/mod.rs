@@ -4,24 +4,10 @@
 //! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
-pub mod cache;
+pub mod backends;
 #[cfg(test)]
 mod conditional_tests;
-pub mod disk_cache;
-#[cfg(any(test, feature = "test-doubles"))]
-pub mod fault;
-pub mod http;
-pub mod layer;
-pub mod local;
-pub mod memory;
-pub mod metered;
-pub mod object;
-#[cfg(any(test, feature = "test-doubles"))]
-pub mod recording;
-pub mod reference;
-mod reference_parquet;
-pub mod reference_template;
-pub mod zip;
+pub mod layers;
 
 use std::ops::Range;
 use std::time::SystemTime;

@@ -349,7 +349,7 @@ fn flat_keys(prefix: &str, counts: &[u64], sep: char) -> Children {
     }
 }
 
-impl crate::store::http::KeyTree for Hierarchy {
+impl crate::store::backends::http::KeyTree for Hierarchy {
     fn is_dir(&self, key: &str) -> bool {
         Hierarchy::is_dir(self, key)
     }
@@ -358,18 +358,20 @@ impl crate::store::http::KeyTree for Hierarchy {
     }
 }
 
-/// Where a static HTTP store finds the tree of a Zarr hierarchy (store::http).
-pub const TREE_SOURCE: crate::store::http::TreeSource = crate::store::http::TreeSource {
-    documents: &ROOT_DOCUMENTS,
-    parse: |key, doc| match parse_document(key, doc) {
-        Ok(Some(h)) => {
-            Ok(Some(std::sync::Arc::new(h) as std::sync::Arc<dyn crate::store::http::KeyTree>))
-        }
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
-    },
-    markers: &["zarr.json", ".zgroup", ".zarray"],
-};
+/// Where a static HTTP store finds the tree of a Zarr hierarchy (store::backends::http).
+pub const TREE_SOURCE: crate::store::backends::http::TreeSource =
+    crate::store::backends::http::TreeSource {
+        documents: &ROOT_DOCUMENTS,
+        parse: |key, doc| match parse_document(key, doc) {
+            Ok(Some(h)) => {
+                Ok(Some(std::sync::Arc::new(h)
+                    as std::sync::Arc<dyn crate::store::backends::http::KeyTree>))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        },
+        markers: &["zarr.json", ".zgroup", ".zarray"],
+    };
 
 #[cfg(test)]
 mod tests {

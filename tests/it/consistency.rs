@@ -14,8 +14,8 @@ use common::zfs::{
 };
 use common::{dirs, Mount};
 use zarr_mount::fs::inode::ROOT_INO;
-use zarr_mount::store::local::LocalStore;
-use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::backends::local::LocalStore;
+use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::Store;
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The filesystem over a misbehaving backend (`store::fault::FaultStore`), driven without FUSE:
+//! The filesystem over a misbehaving backend (`store::layers::fault::FaultStore`), driven without FUSE:
 //! a failing request fails only the file it was for, a failed write-back reaches the writer
 //! and leaves the stored content alone, caches neither keep errors nor lose their single
 //! fetch under latency, and a failed shard rewrite leaves the old shard intact.
@@ -15,10 +15,10 @@ use common::zfs::{
     stored_chunks, unsharded_fs, write_file, write_file_in,
 };
 use zarr_mount::fs::FsError;
-use zarr_mount::store::cache::{CacheConfig, CachingStore};
-use zarr_mount::store::fault::{Fault, FaultPlan, FaultStore, Op};
-use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::recording::{RecordingStore, READS};
+use zarr_mount::store::backends::memory::MemoryStore;
+use zarr_mount::store::layers::cache::{CacheConfig, CachingStore};
+use zarr_mount::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
+use zarr_mount::store::layers::recording::{RecordingStore, READS};
 use zarr_mount::store::Store;
 
 /// memory <- faults <- recording: `recording` sees every request the layers above make,
@@ -412,7 +412,7 @@ struct StaleVersionStore {
 }
 
 #[async_trait::async_trait]
-impl zarr_mount::store::layer::Layer for StaleVersionStore {
+impl zarr_mount::store::layers::Layer for StaleVersionStore {
     fn inner(&self) -> &dyn Store {
         self.inner.as_ref()
     }

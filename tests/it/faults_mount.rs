@@ -14,7 +14,7 @@ use std::process::Command;
 
 use common::zfs::{local_of, put_sharded_array, stored_chunks};
 use common::{is_mounted, Mount};
-use zarr_mount::store::local::LocalStore;
+use zarr_mount::store::backends::local::LocalStore;
 
 /// A tmpfs mounted for one test; unmounted on drop (lazily if something still holds it).
 struct Tmpfs {

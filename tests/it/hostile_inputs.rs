@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::zip::ZipStore;
+use zarr_mount::store::backends::memory::MemoryStore;
+use zarr_mount::store::backends::zip::ZipStore;
 use zarr_mount::store::Store;
 use zarr_mount::zarr::metadata::parse_zarr_json;
 use zarr_mount::zarr::metadata::NodeMetadata;

@@ -371,7 +371,7 @@ async fn names_an_object_store_cannot_hold_are_refused_at_create() {
     use common::zfs::{ino_of, list, raw_fs, read_file, rename, write_file};
     use zarr_mount::fs::inode::ROOT_INO;
     use zarr_mount::fs::FsError;
-    use zarr_mount::store::object::ObjectStoreBackend;
+    use zarr_mount::store::backends::object::ObjectStoreBackend;
     use zarr_mount::store::{Store, StoreError};
 
     let bucket = std::sync::Arc::new(object_store::memory::InMemory::new());
@@ -397,8 +397,9 @@ async fn names_an_object_store_cannot_hold_are_refused_at_create() {
 
     // The same names are fine on a local directory, which can hold them.
     let dir = tempfile::tempdir().unwrap();
-    let local: std::sync::Arc<dyn Store> =
-        std::sync::Arc::new(zarr_mount::store::local::LocalStore::open(dir.path()).unwrap());
+    let local: std::sync::Arc<dyn Store> = std::sync::Arc::new(
+        zarr_mount::store::backends::local::LocalStore::open(dir.path()).unwrap(),
+    );
     let fs = raw_fs(local, false);
     write_file(&fs, bad, b"x").await.unwrap();
     assert_eq!(std::fs::read(dir.path().join(bad)).unwrap(), b"x");

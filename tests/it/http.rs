@@ -2,7 +2,7 @@
 //! as a static file is mounted, read exactly by zarr-python and tensorstore, and fetched by
 //! range requests only (counted from nginx's access log). A wrong URL fails at mount time.
 //!
-//! A plain Zarr tree on nginx, with and without autoindex (src/store/http.rs): directories
+//! A plain Zarr tree on nginx, with and without autoindex (src/store/backends/http.rs): directories
 //! are told from files by their redirect, listings come from consolidated metadata (v3 inline
 //! and v2 `.zmetadata`), sharded arrays are unpacked by range requests, a missing name is
 //! ENOENT, a stopped server EIO; without consolidated metadata names open by path, and

@@ -27,11 +27,11 @@ use zarr_mount::fs::unsharded::UnshardedNamespace;
 use zarr_mount::fs::{FsConfig, ZarrFs};
 use zarr_mount::fuse::session::{serve, SessionError, SessionOptions};
 use zarr_mount::metrics::{self, CacheKind, Kind, Op};
-use zarr_mount::store::cache::{CacheConfig, CachingStore};
-use zarr_mount::store::fault::{self, Fault, FaultPlan, FaultStore};
-use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::metered::MeteredStore;
-use zarr_mount::store::recording::{RecordingStore, READS};
+use zarr_mount::store::backends::memory::MemoryStore;
+use zarr_mount::store::layers::cache::{CacheConfig, CachingStore};
+use zarr_mount::store::layers::fault::{self, Fault, FaultPlan, FaultStore};
+use zarr_mount::store::layers::metered::MeteredStore;
+use zarr_mount::store::layers::recording::{RecordingStore, READS};
 use zarr_mount::store::Store;
 
 /// A port free right now on the loopback interface.

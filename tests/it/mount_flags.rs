@@ -15,7 +15,7 @@ use common::zfs::{ino_of, raw_fs, write_file};
 use common::{dirs, Mount};
 use zarr_mount::fs::inode::ROOT_INO;
 use zarr_mount::fs::SetAttr;
-use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::Store;
 
 /// (per-mount options, superblock options) of the mount at `mnt`, from /proc/self/mountinfo.

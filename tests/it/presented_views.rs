@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use zarr_mount::fs::namespace::{read_all, Namespace, RawNamespace};
 use zarr_mount::fs::presented::PresentedNamespace;
 use zarr_mount::fs::unsharded::UnshardedNamespace;
-use zarr_mount::store::memory::MemoryStore;
+use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::Store;
 use zarr_mount::view::decoded::DecodedPresenter;
 use zarr_mount::view::present::Presenter;

@@ -611,7 +611,7 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
 /// (Whether racing conditional PUTs are atomic is the server's business: README "Consistency".)
 fn conditional_puts_are_refused_by_the_server(kind: S3Server) {
     use zarr_mount::source::Cloud;
-    use zarr_mount::store::object::{ObjectStoreBackend, RemoteOptions};
+    use zarr_mount::store::backends::object::{ObjectStoreBackend, RemoteOptions};
     use zarr_mount::store::{PutMode, Store, StoreError};
     let Some(s3) = S3::start(kind) else { return };
     let opts = RemoteOptions {

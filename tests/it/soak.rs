@@ -15,8 +15,8 @@ use common::soak::{self, Target};
 use common::zfs::{self, put_sharded_array};
 use common::Mount;
 use zarr_mount::fs::{FsError, ZarrFs};
-use zarr_mount::store::fault::{FaultPlan, FaultStore, Op};
-use zarr_mount::store::local::LocalStore;
+use zarr_mount::store::backends::local::LocalStore;
+use zarr_mount::store::layers::fault::{FaultPlan, FaultStore, Op};
 use zarr_mount::store::Store;
 
 /// A backing directory holding the directory `d/` and the empty sharded array `a`.

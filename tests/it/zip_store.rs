@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use zarr_mount::store::local::LocalStore;
-use zarr_mount::store::memory::MemoryStore;
-use zarr_mount::store::recording::RecordingStore;
-use zarr_mount::store::zip::{ZipError, ZipStore};
+use zarr_mount::store::backends::local::LocalStore;
+use zarr_mount::store::backends::memory::MemoryStore;
+use zarr_mount::store::backends::zip::{ZipError, ZipStore};
+use zarr_mount::store::layers::recording::RecordingStore;
 use zarr_mount::store::{ByteRange, Store, StoreError};
 
 const ZIPS: [&str; 5] = ["v2.zip", "v3.zip", "deflated.zip", "zip64.zip", "hostile.zip"];

@@ -7,15 +7,23 @@
 //! `-D warnings` in scripts/test.sh) fails the build if a method added to `Store` is not
 //! routed through `Layer`.
 //!
-//! Name it as `super::layer::Layer` rather than importing it: a
+//! Name it as `crate::store::layers::Layer` rather than importing it: a
 //! type with both traits in scope would have two `get`s and every call would be ambiguous.
+
+pub mod cache;
+pub mod disk_cache;
+#[cfg(any(test, feature = "test-doubles"))]
+pub mod fault;
+pub mod metered;
+#[cfg(any(test, feature = "test-doubles"))]
+pub mod recording;
 
 use std::ops::Range;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
 
 /// A store over another store; each method defaults to the same call on `inner()`.
 #[async_trait]
@@ -181,7 +189,7 @@ impl<L: Layer> Store for L {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::memory::MemoryStore;
     use crate::store::StoreError;
     use std::sync::Arc;
 

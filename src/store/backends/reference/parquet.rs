@@ -22,8 +22,8 @@ use parquet::record::Field;
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 
-use super::reference::{Ref, Targets, Tree};
-use super::{ObjectMeta, Store, StoreError};
+use super::{Ref, Targets, Tree};
+use crate::store::{ObjectMeta, Store, StoreError};
 
 /// Listing an array loads all its records; refuse arrays needing more record files than this.
 const MAX_LISTED_RECORDS: u64 = 100_000;
@@ -53,7 +53,8 @@ impl ParquetRefs {
         tree: &mut Tree,
     ) -> Result<(ParquetRefs, ObjectMeta), String> {
         let (doc, meta) =
-            match store.get_ranged(".zmetadata", super::ByteRange::Range(0..u64::MAX)).await {
+            match store.get_ranged(".zmetadata", crate::store::ByteRange::Range(0..u64::MAX)).await
+            {
                 Ok(Some(got)) => got,
                 Ok(None) => {
                     return Err("neither a reference JSON file nor a Parquet reference directory \
@@ -68,7 +69,7 @@ impl ParquetRefs {
 
     /// The reference of chunk key `key` (`FIELD/i.j.k`), loading its record when needed.
     pub async fn find(&self, key: &str, targets: &Targets) -> Result<Option<Ref>, String> {
-        let (field, name) = super::split_key(key);
+        let (field, name) = crate::store::split_key(key);
         let Some(f) = self.fields.get(field) else { return Ok(None) };
         let Some(index) = chunk_index(name, &f.grid) else { return Ok(None) };
         let record = self.record(field, f, index / self.record_size, targets).await?;

@@ -29,7 +29,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{
+use crate::store::{
     split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, PutMode, Store,
     StoreError, StoreResult,
 };
@@ -218,7 +218,7 @@ impl Inner {
                     return Err(StoreError::from_io(key, e));
                 }
             }
-            done = super::join_key(&done, comp);
+            done = crate::store::join_key(&done, comp);
         }
         Ok(())
     }
@@ -586,7 +586,7 @@ impl Store for LocalStore {
                     Ok(name) => name,
                     Err(raw) => {
                         // Keys are UTF-8: no key can name this file.
-                        let shown = super::join_key(&prefix, &raw.to_string_lossy());
+                        let shown = crate::store::join_key(&prefix, &raw.to_string_lossy());
                         s.hidden.report(&s.describe(), &shown, "file name is not UTF-8");
                         continue;
                     }
@@ -607,7 +607,7 @@ impl Store for LocalStore {
                     } else {
                         "a FIFO, socket or device node, not a regular file"
                     };
-                    s.hidden.report(&s.describe(), &super::join_key(&prefix, &name), what);
+                    s.hidden.report(&s.describe(), &crate::store::join_key(&prefix, &name), what);
                 }
             }
             listing.files.sort_by(|a, b| a.0.cmp(&b.0));

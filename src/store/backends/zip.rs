@@ -27,7 +27,7 @@ use ::zip::CompressionMethod;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{
+use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
@@ -423,7 +423,7 @@ impl ZipStore {
                 add_dir(&mut dirs, name);
                 continue;
             }
-            let (parent, leaf) = super::split_key(name);
+            let (parent, leaf) = crate::store::split_key(name);
             add_dir(&mut dirs, parent);
             dirs.get_mut(parent).expect("just added").files.insert(leaf.to_string());
             let header_start = e.header_start();
@@ -620,10 +620,10 @@ fn add_dir(dirs: &mut HashMap<String, DirNode>, dir: &str) {
     let mut d = dir;
     while !dirs.contains_key(d) {
         missing.push(d);
-        d = super::split_key(d).0;
+        d = crate::store::split_key(d).0;
     }
     for d in missing.into_iter().rev() {
-        let (parent, leaf) = super::split_key(d);
+        let (parent, leaf) = crate::store::split_key(d);
         dirs.get_mut(parent).expect("parent added first").dirs.insert(leaf.to_string());
         dirs.insert(d.to_string(), DirNode::default());
     }
@@ -709,7 +709,7 @@ impl Store for ZipStore {
             .files
             .iter()
             .filter_map(|leaf| {
-                let full = super::join_key(prefix, leaf);
+                let full = crate::store::join_key(prefix, leaf);
                 self.files.get(&full).map(|e| (leaf.clone(), e.meta.clone()))
             })
             .collect();
@@ -747,7 +747,7 @@ impl Store for ZipStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::memory::MemoryStore;
 
     /// A minimal stored zip: entries (name, data), optional comment. Hand-built so the tests
     /// control every field.

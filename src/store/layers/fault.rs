@@ -11,7 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+use crate::store::{
+    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 /// The kinds of store requests a rule can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +184,7 @@ impl FaultStore {
 }
 
 #[async_trait]
-impl super::layer::Layer for FaultStore {
+impl crate::store::layers::Layer for FaultStore {
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
@@ -248,7 +250,7 @@ impl super::layer::Layer for FaultStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
+    use crate::store::backends::memory::MemoryStore;
 
     #[tokio::test]
     async fn rules_count_down_match_keys_and_clear() {

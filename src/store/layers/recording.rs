@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
 
 pub struct RecordingStore {
     inner: Arc<dyn Store>,
@@ -85,7 +85,7 @@ impl RecordingStore {
 }
 
 #[async_trait]
-impl super::layer::Layer for RecordingStore {
+impl crate::store::layers::Layer for RecordingStore {
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }

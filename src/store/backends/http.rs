@@ -24,7 +24,9 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{CONTENT_LENGTH, ETAG, LAST_MODIFIED, LOCATION};
 
-use super::{join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult};
+use crate::store::{
+    join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+};
 
 /// A directory tree known without listing the server (consolidated metadata).
 pub trait KeyTree: Send + Sync + 'static {
@@ -142,7 +144,7 @@ pub fn parse_index(content_type: &str, body: &str) -> Option<Vec<(String, bool)>
         return None;
     }
     // A name that cannot be a file name (`a/b`, `..`) is no entry of this directory.
-    out.retain(|(n, _)| super::name_problem(n).is_none());
+    out.retain(|(n, _)| crate::store::name_problem(n).is_none());
     out.sort();
     out.dedup_by(|a, b| a.0 == b.0);
     Some(out)
@@ -345,7 +347,7 @@ fn scrub_userinfo(message: &str) -> String {
 
 /// Only lookups and listings are HTTP's own; reads and everything else go to the backend.
 #[async_trait]
-impl super::layer::Layer for HttpStore {
+impl crate::store::layers::Layer for HttpStore {
     fn inner(&self) -> &dyn Store {
         self.inner.as_ref()
     }

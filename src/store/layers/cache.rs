@@ -23,7 +23,9 @@ use lru::LruCache;
 use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+use crate::store::{
+    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 /// Default largest object that is cached whole.
 pub const DEFAULT_OBJECT_LIMIT: u64 = 8 << 20;
@@ -244,17 +246,17 @@ fn left(e: &Entry) {
 }
 
 #[async_trait]
-impl super::layer::Layer for CachingStore {
+impl crate::store::layers::Layer for CachingStore {
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        super::found(key, self.read(key, ByteRange::Range(0..u64::MAX)).await?)
+        crate::store::found(key, self.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
-        super::found(key, self.read(key, ByteRange::Range(range)).await?)
+        crate::store::found(key, self.read(key, ByteRange::Range(range)).await?)
     }
 
     async fn get_ranged(
@@ -310,7 +312,7 @@ impl super::layer::Layer for CachingStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let listing = self.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
-            self.observe(&super::join_key(prefix, name), Some(meta));
+            self.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
         Ok(listing)
     }
@@ -376,8 +378,8 @@ impl super::layer::Layer for CachingStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
-    use crate::store::recording::{RecordingStore, READS};
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::{RecordingStore, READS};
 
     /// A cache over a recording in-memory store whose reads each take `delay`.
     fn setup(

@@ -20,11 +20,11 @@ use object_store::{
     PutPayload, RetryConfig, UpdateVersion, WriteMultipart,
 };
 
-use super::{
+use crate::source::Cloud;
+use crate::store::{
     join_key, name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta,
     PutMode, Store, StoreError, StoreResult,
 };
-use crate::source::Cloud;
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
 pub const MULTIPART_THRESHOLD: usize = 8 << 20;
@@ -445,7 +445,7 @@ impl ObjectStoreBackend {
                 return Err(self.err(key, e));
             }
             let n = (PART_SIZE as u64).min(len - off);
-            let part = match super::read_file_at(key, file.clone(), off, n).await {
+            let part = match crate::store::read_file_at(key, file.clone(), off, n).await {
                 Ok(p) => p,
                 Err(e) => {
                     let _ = w.abort().await;
@@ -997,7 +997,7 @@ impl Store for ObjectStoreBackend {
             self.shapes.forget(key);
             return self.put_multipart_file(key, &path, file, len).await;
         }
-        let data = super::read_file_at(key, file, 0, len).await?;
+        let data = crate::store::read_file_at(key, file, 0, len).await?;
         self.put_opts(key, data, mode).await
     }
 

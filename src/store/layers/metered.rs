@@ -10,8 +10,10 @@ use std::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 use crate::metrics::{self, Kind};
+use crate::store::{
+    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 pub struct MeteredStore {
     inner: Arc<dyn Store>,
@@ -76,7 +78,7 @@ fn nothing<T>(_: &T) -> u64 {
 }
 
 #[async_trait]
-impl super::layer::Layer for MeteredStore {
+impl crate::store::layers::Layer for MeteredStore {
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }

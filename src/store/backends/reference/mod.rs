@@ -17,6 +17,9 @@
 //! open, then one `refs.N.parq` (one record of `record_size` chunk references) the first time a
 //! chunk in it is looked up; listing an array's directory loads all its records.
 
+mod parquet;
+pub mod template;
+
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
@@ -28,12 +31,12 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::reference_parquet::ParquetRefs;
-use super::reference_template::{render, Scope};
-use super::{
+use crate::source::{Cloud, Location};
+use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
-use crate::source::{Cloud, Location};
+use parquet::ParquetRefs;
+use template::{render, Scope};
 
 /// Opens the store behind a target location (a local directory or an object-store root URL).
 /// The mount passes one that builds the same store stack as for a SOURCE of that location.
@@ -262,7 +265,7 @@ impl Tree {
             tracing::warn!(key = ?key, "reference key skipped: it is also a directory");
             return;
         }
-        let (parent, leaf) = super::split_key(key);
+        let (parent, leaf) = crate::store::split_key(key);
         self.add_dir(parent);
         self.dirs.get_mut(parent).expect("just added").files.insert(leaf.to_string());
         self.files.insert(key.to_string(), r);
@@ -273,10 +276,10 @@ impl Tree {
         let mut d = dir;
         while !self.dirs.contains_key(d) {
             missing.push(d);
-            d = super::split_key(d).0;
+            d = crate::store::split_key(d).0;
         }
         for d in missing.into_iter().rev() {
-            let (parent, leaf) = super::split_key(d);
+            let (parent, leaf) = crate::store::split_key(d);
             if let Some(node) = self.dirs.get_mut(parent) {
                 node.dirs.insert(leaf.to_string());
             }
@@ -483,7 +486,7 @@ pub fn check_local(path: &Path) -> Result<(), String> {
     if md.is_dir() {
         let doc = std::fs::read(path.join(".zmetadata"))
             .map_err(|e| format!("not a Parquet reference directory (reading .zmetadata: {e})"))?;
-        return super::reference_parquet::check_zmetadata(&doc);
+        return parquet::check_zmetadata(&doc);
     }
     let doc = std::fs::read(path).map_err(|e| e.to_string())?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
@@ -554,7 +557,7 @@ impl ReferenceStore {
     ) -> Result<ReferenceStore, ReferenceError> {
         let shown = match location {
             Location::Local(p) => p.display().to_string(),
-            Location::Remote { url, .. } => crate::store::object::display_url(url),
+            Location::Remote { url, .. } => crate::store::backends::object::display_url(url),
         };
         let fail = |message: String| ReferenceError { source_name: shown.clone(), message };
         let (dir, name) = split_location(location).map_err(|e| fail(e.to_string()))?;
@@ -792,7 +795,7 @@ impl Store for ReferenceStore {
             .files
             .iter()
             .filter_map(|leaf| {
-                let r = self.tree.files.get(&super::join_key(prefix, leaf))?;
+                let r = self.tree.files.get(&crate::store::join_key(prefix, leaf))?;
                 Some((leaf.clone(), r.clone()))
             })
             .collect();
@@ -802,7 +805,7 @@ impl Store for ReferenceStore {
         }
         let mut files = Vec::with_capacity(refs.len());
         for (leaf, r) in refs {
-            match self.meta_of(&super::join_key(prefix, &leaf), &r).await {
+            match self.meta_of(&crate::store::join_key(prefix, &leaf), &r).await {
                 Ok(m) => files.push((leaf, m)),
                 // A whole-object reference whose target cannot be asked is still shown; its
                 // reads fail with EIO.
@@ -846,8 +849,8 @@ impl Store for ReferenceStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
-    use crate::store::recording::RecordingStore;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::RecordingStore;
 
     /// A target store holding `data.nc` (bytes 0..=199) and `sub/other.bin`, recording every
     /// request, and the labels of the stores the reference store asked the opener for.

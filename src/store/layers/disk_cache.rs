@@ -38,7 +38,9 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
-use super::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+use crate::store::{
+    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+};
 
 /// Bytes per block.
 pub const BLOCK_SIZE: u64 = 1 << 20;
@@ -699,20 +701,20 @@ fn parse_block_name(name: &str) -> Option<BlockId> {
 pub struct DiskCache(pub Arc<DiskCacheStore>);
 
 #[async_trait]
-impl super::layer::Layer for DiskCache {
+impl crate::store::layers::Layer for DiskCache {
     fn inner(&self) -> &dyn Store {
         &*self.0.inner
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        super::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
+        crate::store::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         if range.end <= range.start {
             return Ok(Bytes::new());
         }
-        super::found(key, self.0.read(key, ByteRange::Range(range)).await?)
+        crate::store::found(key, self.0.read(key, ByteRange::Range(range)).await?)
     }
 
     async fn get_ranged(
@@ -768,7 +770,7 @@ impl super::layer::Layer for DiskCache {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
-            self.0.observe(&super::join_key(prefix, name), Some(meta));
+            self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
         Ok(listing)
     }
@@ -803,8 +805,8 @@ impl super::layer::Layer for DiskCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
-    use crate::store::recording::{RecordingStore, READS};
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::{RecordingStore, READS};
 
     const BS: u64 = 1000;
 

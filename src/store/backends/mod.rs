@@ -1,0 +1,8 @@
+//! The backends: each one maps the `Store` trait onto one kind of storage.
+
+pub mod http;
+pub mod local;
+pub mod memory;
+pub mod object;
+pub mod reference;
+pub mod zip;
