@@ -224,7 +224,7 @@ pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String
     let grid = grid(&meta.shape, &chunks);
     let keys = match meta.key_encoding {
         ChunkKeyEncoding::Default { .. } => {
-            KeyMap { shown: ChunkKeyEncoding::V2 { separator }, below: meta.key_encoding, grid }
+            KeyMap::new(ChunkKeyEncoding::V2 { separator }, meta.key_encoding, grid)
         }
         ChunkKeyEncoding::V2 { .. } => KeyMap::identity(meta.key_encoding, grid),
     };
