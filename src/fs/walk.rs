@@ -77,3 +77,93 @@ pub(super) trait DirWalk: Sync {
         Ok(Place::Outside { parent: kind })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::fs::error::FsError;
+
+    /// Directories of a made-up store: `A` an array, `P` an array not entered, `H` hidden.
+    struct Fake {
+        kinds: TtlCache<char>,
+        dirs: HashMap<&'static str, char>,
+        reads: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl DirWalk for Fake {
+        type Kind = char;
+        type Array = ();
+
+        fn kinds(&self) -> &TtlCache<char> {
+            &self.kinds
+        }
+
+        async fn read_kind(&self, dir: &str) -> FsResult<char> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Ok(self.dirs.get(dir).copied().unwrap_or('-'))
+        }
+
+        fn step(kind: &char) -> FsResult<Step<()>> {
+            match kind {
+                'A' => Ok(Step::Enter(())),
+                'P' => Ok(Step::Stop),
+                'H' => Err(FsError::NotFound),
+                _ => Ok(Step::Descend),
+            }
+        }
+    }
+
+    fn fake(ttl: Duration) -> Fake {
+        let dirs = HashMap::from([("g", 'g'), ("g/arr", 'A'), ("p", 'P'), ("h", 'H')]);
+        Fake { kinds: TtlCache::new(16, ttl), dirs, reads: AtomicUsize::new(0) }
+    }
+
+    fn in_array(place: Place<char, ()>) -> Option<(String, String)> {
+        match place {
+            Place::InArray { dir, rel, .. } => Some((dir, rel)),
+            Place::Outside { .. } => None,
+        }
+    }
+
+    fn parent(place: Place<char, ()>) -> Option<char> {
+        match place {
+            Place::Outside { parent } => Some(parent),
+            Place::InArray { .. } => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn stops_at_the_first_array() {
+        let f = fake(Duration::from_secs(3600));
+        let placed = in_array(f.place("g/arr/c/1/2").await.unwrap());
+        assert_eq!(placed, Some(("g/arr".into(), "c/1/2".into())));
+        assert_eq!(parent(f.place("g/arr").await.unwrap()), Some('g'), "the array dir itself");
+        assert_eq!(parent(f.place("g/x").await.unwrap()), Some('g'));
+        assert_eq!(parent(f.place("x").await.unwrap()), Some('-'));
+        // Below an array not entered the walk stops: its kind is the parent's.
+        assert_eq!(parent(f.place("p/q/r").await.unwrap()), Some('P'));
+        assert!(matches!(f.place("h/x").await, Err(FsError::NotFound)));
+        assert!(matches!(f.place("h").await, Ok(Place::Outside { parent: '-' })));
+    }
+
+    #[tokio::test]
+    async fn kinds_are_read_once_per_ttl() {
+        let f = fake(Duration::from_secs(3600));
+        f.place("g/arr/c/1").await.unwrap();
+        assert_eq!(f.reads.load(Ordering::SeqCst), 3, "root, g, g/arr");
+        f.place("g/arr/c/2").await.unwrap();
+        assert_eq!(f.reads.load(Ordering::SeqCst), 3, "all cached");
+        f.kinds().forget("g/arr");
+        f.place("g/arr/c/2").await.unwrap();
+        assert_eq!(f.reads.load(Ordering::SeqCst), 4, "only the forgotten one again");
+        let uncached = fake(Duration::ZERO);
+        uncached.place("g/arr/c/1").await.unwrap();
+        uncached.place("g/arr/c/1").await.unwrap();
+        assert_eq!(uncached.reads.load(Ordering::SeqCst), 6);
+    }
+}

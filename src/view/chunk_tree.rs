@@ -181,11 +181,7 @@ impl ChunkTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const D_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '/' };
-    const D_DOT: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '.' };
-    const V2_DOT: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '.' };
-    const V2_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '/' };
+    use crate::zarr::chunk_key::tests::{D_DOT, D_SLASH, V2_DOT, V2_SLASH};
 
     fn dir(fixed: &[u64], children: Children) -> Option<TreeDir> {
         Some(TreeDir { fixed: fixed.to_vec(), children })
