@@ -22,7 +22,7 @@ use super::walk::{self, DirWalk, Step};
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
-use crate::view::unsharded::DirChild;
+use crate::view::unsharded::{ArrayEntry, DirChild};
 use crate::view::unsharded_dirs::{classify, AttributesRefused, DirKind, ShardedArray};
 use crate::zarr::sharding::index::ShardIndex;
 
@@ -30,6 +30,8 @@ use crate::zarr::sharding::index::ShardIndex;
 const LIST_CONCURRENCY: usize = 32;
 const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
+const NOT_IN_GRID: FsError =
+    FsError::NotPermitted("not a chunk key of this array's unsharded grid");
 /// How many shards a scan in C order fetches ahead of the one it reads.
 const SHARD_READ_AHEAD: usize = 4;
 
@@ -142,39 +144,37 @@ impl UnshardedNamespace {
     }
 
     async fn lookup_in_array(&self, array: &ShardedArray, rel: &str) -> FsResult<Option<Node>> {
-        if rel == "zarr.json" {
-            return Ok(Some(Node::generated(&array.zarr_json, array.modified)));
-        }
-        if let Some(coords) = array.array.parse_inner_key(rel) {
-            let Some((key, state, local)) = self.shard_of(array, &coords).await? else {
-                return Ok(None);
-            };
-            return match &*state {
-                ShardState::Missing => Ok(None),
-                ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
-                ShardState::Present { index, version, modified } => {
-                    Ok(index.entry(local).map(|e| Node {
-                        size: e.nbytes,
-                        modified: *modified,
-                        backing: Backing::Slice {
-                            key,
-                            offset: e.offset,
-                            len: e.nbytes,
-                            version: version.clone(),
-                        },
-                    }))
-                }
-            };
-        }
-        if array.array.dir_plan(rel).is_some() {
+        let coords = match array.array.entry(rel) {
+            ArrayEntry::Metadata => {
+                return Ok(Some(Node::generated(&array.zarr_json, array.modified)));
+            }
+            ArrayEntry::Chunk(coords) => coords,
             // A directory of the chunk tree inside the grid. Whether any chunk lies below it
             // would need every shard index under it; lookups answer from the grid alone.
-            return Ok(Some(Node::dir(array.modified)));
+            ArrayEntry::ChunkDir => return Ok(Some(Node::dir(array.modified))),
+            // A real shard object or its directory: hidden in this view.
+            ArrayEntry::Hidden => return Ok(None),
+            ArrayEntry::Other => return self.raw.lookup(&join_key(&array.dir, rel)).await,
+        };
+        let Some((key, state, local)) = self.shard_of(array, &coords).await? else {
+            return Ok(None);
+        };
+        match &*state {
+            ShardState::Missing => Ok(None),
+            ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
+            ShardState::Present { index, version, modified } => {
+                Ok(index.entry(local).map(|e| Node {
+                    size: e.nbytes,
+                    modified: *modified,
+                    backing: Backing::Slice {
+                        key,
+                        offset: e.offset,
+                        len: e.nbytes,
+                        version: version.clone(),
+                    },
+                }))
+            }
         }
-        if array.array.owns(rel) {
-            return Ok(None); // a real shard object or its directory: hidden in this view
-        }
-        self.raw.lookup(&join_key(&array.dir, rel)).await
     }
 
     /// The virtual entries of chunk-tree directory `rel` of `array`, from shard indexes only.
@@ -263,7 +263,7 @@ impl UnshardedNamespace {
             return Ok(());
         }
         tracing::info!(path, "refused: not a chunk key of the array's unsharded grid");
-        Err(FsError::NotPermitted("not a chunk key of this array's unsharded grid"))
+        Err(NOT_IN_GRID)
     }
 
     fn note_write(&self, path: &str) {
@@ -439,18 +439,17 @@ impl Namespace for UnshardedNamespace {
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
         if let Place::InArray { array, rel, .. } = self.place(path).await? {
-            if rel == "zarr.json" {
-                return self.write_array_metadata(&array, &data).await;
-            }
-            if let Some(coords) = array.array.parse_inner_key(&rel) {
-                return self.write_chunk(&array, &coords, Some(data), false).await;
-            }
-            if array.array.owns(&rel) {
-                // e.g. a temp file never renamed, written back at unmount: it has no place here.
-                tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
-                return Err(FsError::NotPermitted(
-                    "not a chunk key of this array's unsharded grid",
-                ));
+            match array.array.entry(&rel) {
+                ArrayEntry::Metadata => return self.write_array_metadata(&array, &data).await,
+                ArrayEntry::Chunk(coords) => {
+                    return self.write_chunk(&array, &coords, Some(data), false).await;
+                }
+                ArrayEntry::ChunkDir | ArrayEntry::Hidden => {
+                    // e.g. a temp file never renamed, written back at unmount: no place here.
+                    tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
+                    return Err(NOT_IN_GRID);
+                }
+                ArrayEntry::Other => {}
             }
         }
         self.raw.write_file(path, data).await?;
@@ -476,21 +475,18 @@ impl Namespace for UnshardedNamespace {
     /// compare-and-swap rewrite that adds it; the array's own `zarr.json` always exists.
     async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()> {
         if let Place::InArray { array, rel, .. } = self.place(path).await? {
-            if rel == "zarr.json" {
-                return Err(FsError::Exists);
-            }
-            if let Some(coords) = array.array.parse_inner_key(&rel) {
-                return match self.write_chunk(&array, &coords, Some(data), true).await {
-                    Err(FsError::Shared(e)) if matches!(*e, FsError::Exists) => {
-                        Err(FsError::Exists)
-                    }
-                    r => r,
-                };
-            }
-            if array.array.owns(&rel) {
-                return Err(FsError::NotPermitted(
-                    "not a chunk key of this array's unsharded grid",
-                ));
+            match array.array.entry(&rel) {
+                ArrayEntry::Metadata => return Err(FsError::Exists),
+                ArrayEntry::Chunk(coords) => {
+                    return match self.write_chunk(&array, &coords, Some(data), true).await {
+                        Err(FsError::Shared(e)) if matches!(*e, FsError::Exists) => {
+                            Err(FsError::Exists)
+                        }
+                        r => r,
+                    };
+                }
+                ArrayEntry::ChunkDir | ArrayEntry::Hidden => return Err(NOT_IN_GRID),
+                ArrayEntry::Other => {}
             }
         }
         self.raw.create_file(path, data).await?;
@@ -544,7 +540,7 @@ impl Namespace for UnshardedNamespace {
 
     async fn mkdir(&self, path: &str) -> FsResult<()> {
         if let Place::InArray { array, rel, .. } = self.place(path).await? {
-            if array.array.dir_plan(&rel).is_some() {
+            if array.array.entry(&rel) == ArrayEntry::ChunkDir {
                 return Err(FsError::Exists); // chunk directories of the grid always exist
             }
             self.check_mutable(path).await?;

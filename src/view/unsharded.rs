@@ -39,6 +39,22 @@ pub struct InnerLocation {
     pub local_index: u64,
 }
 
+/// What a path inside the array directory is to the unsharded view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArrayEntry {
+    /// `zarr.json`: the presented (unsharded) metadata.
+    Metadata,
+    /// An inner chunk of the grid, at these coordinates.
+    Chunk(Vec<u64>),
+    /// A directory of the inner chunk tree (it exists whether or not a chunk lies below it).
+    ChunkDir,
+    /// Another name of the chunk tree (a real shard or its directory, a key outside the grid):
+    /// hidden, and not to be written.
+    Hidden,
+    /// Anything else: the same path of the store, passed through.
+    Other,
+}
+
 /// How to list one virtual chunk directory from shard indexes alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirPlan {
@@ -158,6 +174,21 @@ impl UnshardedArray {
             coords[i] = shard_coords[i].checked_mul(cps[i])?.checked_add(local)?;
         }
         self.inner.contains(&coords).then_some(coords)
+    }
+
+    /// What the path `rel` (relative to the array directory, non-empty) is in the view.
+    pub fn entry(&self, rel: &str) -> ArrayEntry {
+        if rel == "zarr.json" {
+            ArrayEntry::Metadata
+        } else if let Some(coords) = self.parse_inner_key(rel) {
+            ArrayEntry::Chunk(coords)
+        } else if !rel.is_empty() && self.dir_plan(rel).is_some() {
+            ArrayEntry::ChunkDir
+        } else if self.owns(rel) {
+            ArrayEntry::Hidden
+        } else {
+            ArrayEntry::Other
+        }
     }
 
     /// True for a path of the array directory that belongs to the chunk tree (inner chunk
@@ -445,6 +476,29 @@ mod tests {
         assert_eq!(a.shard_coords_of_key("c/2/1"), None);
         let all: Vec<_> = a.all_shard_coords().collect();
         assert_eq!(all, vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
+    }
+
+    #[test]
+    fn entries_of_the_array_directory() {
+        let a = fixture_array(); // inner grid 10 x 10, `default` keys with `/`
+        assert_eq!(a.entry("zarr.json"), ArrayEntry::Metadata);
+        assert_eq!(a.entry("c/9/3"), ArrayEntry::Chunk(vec![9, 3]));
+        for dir in ["c", "c/9"] {
+            assert_eq!(a.entry(dir), ArrayEntry::ChunkDir, "{dir}");
+        }
+        for hidden in ["c/10", "c/10/0", "c/1/2/3", "c/x", "c/01"] {
+            assert_eq!(a.entry(hidden), ArrayEntry::Hidden, "{hidden}");
+        }
+        for other in [".zattrs", "notes.txt", "sub/c/1/1", "cc"] {
+            assert_eq!(a.entry(other), ArrayEntry::Other, "{other}");
+        }
+        // Keys that are single names: a shard key is a key of the view's grid too; keys
+        // outside the grid are hidden; there are no chunk directories.
+        let dot = array(&[10, 10], &[4, 4], &[2, 2], json!({"name": "v2"}));
+        assert_eq!(dot.entry("4.4"), ArrayEntry::Chunk(vec![4, 4]));
+        assert_eq!(dot.entry("5.0"), ArrayEntry::Hidden);
+        assert_eq!(dot.entry("4"), ArrayEntry::Other);
+        assert_eq!(dot.entry("c"), ArrayEntry::Other);
     }
 
     #[test]

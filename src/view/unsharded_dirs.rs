@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::unsharded::{rewrite_consolidated_v3, UnshardedArray};
+use super::unsharded::{rewrite_consolidated_v3, ArrayEntry, UnshardedArray};
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::sharding::NotUnpackable;
 
@@ -65,11 +65,7 @@ impl ShardedArray {
     /// Only inner-chunk keys, `zarr.json` (attribute changes), staged temp files (`staged`),
     /// directories of the chunk tree and names outside the chunk tree may.
     pub fn may_change(&self, rel: &str, staged: bool) -> bool {
-        rel == "zarr.json"
-            || staged
-            || self.array.parse_inner_key(rel).is_some()
-            || self.array.dir_plan(rel).is_some()
-            || !self.array.owns(rel)
+        staged || self.array.entry(rel) != ArrayEntry::Hidden
     }
 
     /// The real `zarr.json` to write for a new presented one (`data`): accepted only when it
