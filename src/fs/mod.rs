@@ -21,6 +21,7 @@ pub mod shard_writer;
 pub mod spill;
 pub mod trees;
 pub mod unsharded;
+mod walk;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
