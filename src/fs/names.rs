@@ -14,17 +14,27 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         let buf = lock(&self.bufs).get(&path).cloned();
-        let mut in_store = true;
+        let mut old_name = OldName::Remove;
         if let Some(buf) = buf {
-            in_store = buf.lock().await.st.unlink();
+            old_name = buf.lock().await.st.unlink();
             lock(&self.bufs).remove(&path);
         }
-        if in_store {
-            let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-            if node.is_dir() {
-                return Err(FsError::IsADirectory);
+        match old_name {
+            OldName::Remove => {
+                let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+                if node.is_dir() {
+                    return Err(FsError::IsADirectory);
+                }
+                self.ns.remove_file(&path).await?;
             }
-            self.ns.remove_file(&path).await?;
+            // Open for writing with changes not yet stored: a new file is not in the store,
+            // but one opened from the store is, and must not come back.
+            OldName::RemoveIfPresent => {
+                if self.ns.lookup(&path).await?.is_some() {
+                    self.ns.remove_file(&path).await?;
+                }
+            }
+            OldName::Keep => {}
         }
         self.cache.invalidate(&path);
         lock(&self.inodes).unlink_path(&path);
@@ -194,5 +204,36 @@ impl ZarrFs {
         let new_ino = lock(&self.inodes).get_or_insert(&to, true);
         let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
         Ok(self.attr_of(new_ino, &node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::fs::inode::ROOT_INO;
+    use crate::fs::namespace::RawNamespace;
+    use crate::fs::FsConfig;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::Store;
+
+    /// unlink() of a stored file that is open for writing with changes not yet stored: the
+    /// stored object goes too (the name must not come back with the old content).
+    #[tokio::test]
+    async fn unlinking_a_changed_open_file_removes_the_stored_object() {
+        let store = Arc::new(MemoryStore::new());
+        store.put("k", Bytes::from_static(b"old")).await.unwrap();
+        let ns = Arc::new(RawNamespace::new(store.clone()));
+        let fs =
+            ZarrFs::new(ns, FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false });
+        let k = fs.lookup(ROOT_INO, "k").await.unwrap();
+        let o = fs.open(k.ino, libc::O_WRONLY).await.unwrap();
+        fs.write(o.fh, 0, b"new").await.unwrap();
+        fs.unlink(ROOT_INO, "k").await.unwrap();
+        fs.release(o.fh).await.unwrap();
+        assert!(store.head("k").await.unwrap().is_none(), "the old content is still stored");
+        assert_eq!(fs.lookup(ROOT_INO, "k").await.unwrap_err().errno(), libc::ENOENT);
     }
 }

@@ -56,8 +56,8 @@ pub enum AfterPut {
     Forget,
 }
 
-/// What a rename does with the source name in the store, once the buffer is put under the
-/// new one.
+/// What an unlink does with the name in the store, or a rename with the source name once the
+/// buffer is put under the new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OldName {
     /// Stored under the old name: remove it.
@@ -180,12 +180,12 @@ impl BufState {
         }
     }
 
-    /// unlink() of the path. Returns whether the store's object is to be removed too: not for a
-    /// temp file nor for a buffer changed since stored (the changes are dropped with it).
-    pub fn unlink(&mut self) -> bool {
-        let remove = matches!(self.state, State::Clean | State::Unlinked);
+    /// unlink() of the path: the changes are dropped, and what becomes of the name in the
+    /// store is returned (as for the old name of a rename).
+    pub fn unlink(&mut self) -> OldName {
+        let old = self.rename_source();
         self.state = State::Unlinked;
-        remove
+        old
     }
 
     /// Another file was renamed over this one's path: it now writes nowhere (its close must not
@@ -442,13 +442,13 @@ mod tests {
     }
 
     #[test]
-    fn unlink_removes_the_stored_object_only_for_unchanged_content() {
+    fn unlink_removes_the_stored_object_unless_a_temp_file() {
         let mut clean = BufState::new("k", false);
-        assert!(clean.unlink());
+        assert_eq!(clean.unlink(), OldName::Remove);
         let mut dirty = BufState::new("k", true);
-        assert!(!dirty.unlink());
+        assert_eq!(dirty.unlink(), OldName::RemoveIfPresent, "it may be stored from before");
         let mut staged = BufState::new("k.partial", false);
-        assert!(!staged.unlink());
+        assert_eq!(staged.unlink(), OldName::Keep);
         for mut s in [clean, dirty, staged] {
             assert!(s.is_unlinked());
             s.changed();
