@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::decoded::{grid, pretty};
+use super::chunk_tree::grid;
+use super::decoded::pretty;
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
