@@ -8,9 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use super::chunk_tree::grid;
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use super::unsharded::rewrite_consolidated_arrays;
+use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{ChunkSpec, CodecError};
 use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v2_dtype, V2Array};

@@ -10,8 +10,8 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
-use super::chunk_tree::{grid, ChunkTree};
-pub use super::chunk_tree::{Children, DirChild};
+use crate::zarr::chunk_tree::{grid, ChunkTree};
+pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
 use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLayout};
 
