@@ -5,7 +5,8 @@
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=`, `cache_dir=`,
-//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=` -> the flag
+//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=`, `ref=`,
+//!   `authorize_virtual=` -> the flag
 //!   of the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
@@ -75,6 +76,8 @@ const VALUE_FLAGS: &[&str] = &[
     "spill_dir",
     "write_buffer_budget",
     "spill_threshold",
+    "ref",
+    "authorize_virtual",
 ];
 
 /// Split on commas not preceded by a backslash; `\,` becomes `,`.
