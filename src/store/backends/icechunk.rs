@@ -35,6 +35,10 @@ use crate::source::{Cloud, Location};
 use crate::store::backends::object::RemoteOptions;
 use crate::store::{Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 
+/// Chunk directories along an axis of at most this many chunks are listed from the chunk grid
+/// (see `IcechunkStore::list_chunks`).
+const GRID_LISTING_LIMIT: u32 = 100_000;
+
 /// Which version of the repository to show (`--ref`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefSpec {
@@ -93,6 +97,8 @@ pub struct IcechunkStore {
     /// One branch lookup at a time; the others wait for its answer.
     refresh: tokio::sync::Mutex<()>,
     describe: String,
+    /// `GRID_LISTING_LIMIT` (lower in tests, to reach the other path).
+    grid_limit: u32,
 }
 
 /// What a key names.
@@ -311,6 +317,7 @@ impl IcechunkStore {
             current: std::sync::Mutex::new(Arc::new(current)),
             refresh: tokio::sync::Mutex::new(()),
             describe: format!("icechunk:{shown}@{what}"),
+            grid_limit: GRID_LISTING_LIMIT,
         })
     }
 
@@ -462,17 +469,42 @@ impl IcechunkStore {
         }
     }
 
-    /// A directory of chunk keys (`a/c`, `a/c/3`): one pass over the array's chunk references.
+    /// A directory of chunk keys (`a/c`, `a/c/3`). Where the chunk grid along the listed axis
+    /// is at most `GRID_LISTING_LIMIT` wide, the listing comes from the grid: the last axis by
+    /// one manifest lookup per chunk index (existing chunks only), the others as every index
+    /// of the grid (as `lookup` does; a sparse array shows empty directories). Wider axes fall
+    /// back to one pass over all of the array's chunk references, which the crate offers only
+    /// whole (time in the array's chunk count; memory only in this directory's entries).
     async fn list_chunks(&self, cur: &Current, prefix: &str) -> StoreResult<Listing> {
         let mut out = Listing::default();
         let Some((array, coords)) = split_chunk_key(prefix) else { return Ok(out) };
         let Some(apath) = ic_path(array) else { return Ok(out) };
-        match cur.session.get_node(&apath).await {
-            Ok(n) if matches!(&n.node_data, NodeData::Array { shape, .. } if coords.len() < shape.len()) =>
-                {}
-            Ok(_) => return Ok(out),
+        let shape = match cur.session.get_node(&apath).await {
+            Ok(n) => match n.node_data {
+                NodeData::Array { shape, .. } if coords.len() < shape.len() => shape,
+                _ => return Ok(out),
+            },
             Err(e) if is_not_found(&e.kind) => return Ok(out),
             Err(e) => return Err(backend(prefix, e.kind)),
+        };
+        let grid: Vec<u32> = shape.num_chunks().map(|n| n.max(1)).collect();
+        if coords.iter().zip(&grid).any(|(c, n)| c >= n) {
+            return Ok(out);
+        }
+        let depth = coords.len();
+        if grid[depth] <= self.grid_limit {
+            if depth + 1 < grid.len() {
+                out.dirs = (0..grid[depth]).map(|i| i.to_string()).collect();
+                return Ok(out);
+            }
+            for i in 0..grid[depth] {
+                let mut c = coords.clone();
+                c.push(i);
+                if let Some(p) = self.payload(cur, prefix, &apath, c).await? {
+                    out.files.push((i.to_string(), chunk_meta(&p, cur.modified, &cur.snapshot)));
+                }
+            }
+            return Ok(out);
         }
         let depth = coords.len();
         let mut dirs = BTreeSet::new();
@@ -758,6 +790,7 @@ mod tests {
         assert_eq!(row.files.len(), 1);
         assert_eq!((row.files[0].0.as_str(), row.files[0].1.size), ("0", 600));
         assert!(main.list("g/a/c/0/0").await.unwrap().files.is_empty());
+        assert!(main.list("g/a/c/2").await.unwrap().files.is_empty()); // outside the grid
 
         assert_eq!(main.get("g/a/c/0/0").await.unwrap(), big);
         assert_eq!(&main.get_range("g/a/c/1/0", 1..3).await.unwrap()[..], b"in");
@@ -774,6 +807,16 @@ mod tests {
         assert!(!l.dir && l.file.unwrap().size == 4);
         assert!(!main.lookup("g/a/c/2").await.unwrap().dir); // outside the 2x1 chunk grid
         assert!(!main.lookup("nothing").await.unwrap().dir);
+
+        // Axes wider than the limit: the listing is one pass over the chunk references.
+        let mut scan = IcechunkStore::open(&location, &remote, &opts("main")).await.unwrap();
+        scan.grid_limit = 1;
+        assert_eq!(scan.list("g/a/c").await.unwrap().dirs, ["0", "1"]);
+        let row = scan.list("g/a/c/1").await.unwrap();
+        assert_eq!(
+            row.files.iter().map(|f| (f.0.as_str(), f.1.size)).collect::<Vec<_>>(),
+            [("0", 4)]
+        );
 
         assert!(matches!(main.put("g/x", Bytes::new()).await, Err(StoreError::ReadOnly)));
         assert!(matches!(main.delete("g/a/c/1/0").await, Err(StoreError::ReadOnly)));
