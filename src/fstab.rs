@@ -156,6 +156,10 @@ mod tests {
     fn values_map_onto_cli_flags() {
         assert_eq!(args("view=raw"), ["--view", "raw"]);
         assert_eq!(args("view=v2-decoded"), ["--view", "v2-decoded"]);
+        assert_eq!(
+            args("ref=tag:v1,authorize_virtual=file:///d/"),
+            ["--ref", "tag:v1", "--authorize-virtual", "file:///d/"]
+        );
         assert_eq!(args("uid=1000,gid=100"), ["--uid", "1000", "--gid", "100"]);
         assert_eq!(args("metadata_ttl=0.5"), ["--metadata-ttl", "0.5"]);
         assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);

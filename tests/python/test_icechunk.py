@@ -9,9 +9,10 @@ chunks it holds, with a log line, and the mount stays up."""
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
-import itertools
+import os
 import shutil
 import subprocess
 import sys
@@ -228,3 +229,30 @@ def test_a_branch_that_moves_on_is_seen_after_the_ttl(fixtures, info, mount_fact
     # A tag does not move.
     np.testing.assert_array_equal(zarr.open_array(str(t.path / "plain"), mode="r")[...], tagged)
     assert "branch moved on" in m.log_text(tail=None)
+
+
+@pytest.mark.mount
+def test_a_repository_in_s3(fixtures, info, mount_factory, tmp_path):
+    """The same repository uploaded to a local moto server, mounted as icechunk+s3://."""
+    from zm_s3 import BUCKET, DAEMON_ENV, MotoServer
+
+    server = MotoServer(tmp_path / "moto").start()
+    try:
+        c = server.client()
+        for f in sorted((fixtures / "repo").rglob("*")):
+            if f.is_file():
+                c.put_object(Bucket=BUCKET, Key=f"repos/r/{f.relative_to(fixtures / 'repo')}", Body=f.read_bytes())
+        want = icechunk_arrays(fixtures / "repo", info, tag="v1")
+        m = mount_factory(f"icechunk+{server.url('repos/r')}", view="raw",
+                          extra_args=server.mount_args() + mount_args(info, "v1"), env=DAEMON_ENV)
+        group = zarr.open_group(str(m.path), mode="r", zarr_format=3)
+        assert _array_paths(group) == sorted(want)
+        for path, data in want.items():
+            np.testing.assert_array_equal(group[path][...], data, err_msg=path)
+        (tmp_path / "mnt2").mkdir()
+        res = subprocess.run([str(BIN), f"icechunk+{server.url('repos/r')}", str(tmp_path / "mnt2"),
+                              "--foreground", "--ref", "nope", *server.mount_args()],
+                             capture_output=True, text=True, timeout=60, env={**os.environ, **DAEMON_ENV})
+        assert res.returncode == 2 and "nope" in res.stderr, res.stderr
+    finally:
+        server.stop()
