@@ -259,3 +259,12 @@ def test_a_repository_in_s3(fixtures, info, mount_factory, tmp_path):
         assert res.returncode == 2 and "nope" in res.stderr, res.stderr
     finally:
         server.stop()
+
+
+def test_ref_on_a_plain_directory_is_a_usage_error(tmp_path, zarr_mount_bin):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (tmp_path / "mnt").mkdir()
+    res = subprocess.run([str(BIN), str(tmp_path / "store"), str(tmp_path / "mnt"), "--foreground",
+                          "--ref", "main"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--ref" in res.stderr and "Icechunk" in res.stderr, res.stderr
