@@ -13,6 +13,8 @@
 //! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
 //! the metadata TTL; after that one HEAD confirms it. So once the mount has looked a file up
 //! (which it does before any open), reading cached blocks of it costs no request at all.
+//! Listings and lookups are kept too (disk_meta.rs), so that a restarted daemon has those
+//! versions, and its listings, for the rest of the TTL without asking the store.
 //!
 //! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
 //! a hit refreshes the file's mtime). Space is reserved before a block is written and the least
@@ -38,6 +40,7 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
+use super::disk_meta::MetaJournal;
 use crate::store::{
     ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
@@ -112,6 +115,11 @@ impl DirLock {
     }
 }
 
+/// See [`MetaJournal::root_answered_within`].
+pub fn vouches_for(opts: &DiskCacheOptions, identity: &str, ttl: Duration) -> bool {
+    MetaJournal::root_answered_within(opts.lock.dir(), identity, ttl)
+}
+
 /// `--cache-dir` and `--cache-max-size`, checked (the directory is locked already).
 #[derive(Debug, Clone)]
 pub struct DiskCacheOptions {
@@ -139,8 +147,8 @@ struct State {
     blocks: LruCache<BlockId, (u64, Instant)>,
     /// Bytes of block files on disk, plus space reserved for writes under way.
     used: u64,
-    /// Metadata seen for each key and when.
-    known: LruCache<String, (ObjectMeta, Instant)>,
+    /// Metadata seen for each key and when (wall clock: it may come from an earlier daemon).
+    known: LruCache<String, (ObjectMeta, SystemTime)>,
 }
 
 /// Counters, for tests and the log.
@@ -163,6 +171,8 @@ pub struct DiskCacheStore {
     backlog: AtomicU64,
     tmp_seq: AtomicU64,
     pub stats: DiskCacheStats,
+    /// Listings and lookups kept for the next daemon (see disk_meta.rs).
+    journal: MetaJournal,
     _lock: Arc<DirLock>,
 }
 
@@ -214,19 +224,21 @@ impl DiskCacheStore {
             blocks.put(id, (len, long_ago));
         }
         lock.note_pid();
+        let journal = MetaJournal::open(&root, &inner.describe(), cfg.ttl)?;
+        let mut known = LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
+        for (key, meta, at) in journal.replayed_objects() {
+            known.put(key, (meta, at));
+        }
         let store = DiskCacheStore {
             identity: inner.describe(),
             inner,
             root,
             cfg,
-            state: Mutex::new(State {
-                blocks,
-                used,
-                known: LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero")),
-            }),
+            state: Mutex::new(State { blocks, used, known }),
             backlog: AtomicU64::new(0),
             tmp_seq: AtomicU64::new(0),
             stats: DiskCacheStats::default(),
+            journal,
             _lock: lock,
         };
         // A smaller bound than last time: shrink now.
@@ -290,7 +302,7 @@ impl DiskCacheStore {
     fn fresh_meta(&self, key: &str) -> Option<ObjectMeta> {
         let mut st = self.state();
         match st.known.get(key) {
-            Some((m, at)) if at.elapsed() < self.cfg.ttl => Some(m.clone()),
+            Some((m, at)) if at.elapsed().is_ok_and(|age| age < self.cfg.ttl) => Some(m.clone()),
             _ => None,
         }
     }
@@ -299,7 +311,7 @@ impl DiskCacheStore {
         let mut st = self.state();
         match meta {
             Some(m) => {
-                st.known.put(key.to_string(), (m.clone(), Instant::now()));
+                st.known.put(key.to_string(), (m.clone(), SystemTime::now()));
             }
             None => {
                 st.known.pop(key);
@@ -308,10 +320,12 @@ impl DiskCacheStore {
     }
 
     fn forget(&self, key: &str) {
+        self.journal.forget(key, false);
         self.state().known.pop(key);
     }
 
     fn forget_prefix(&self, prefix: &str) {
+        self.journal.forget(prefix, true);
         let p = format!("{prefix}/");
         let mut st = self.state();
         let keys: Vec<String> =
@@ -767,20 +781,44 @@ impl crate::store::layers::Layer for DiskCache {
         r
     }
 
+    // Listings and lookups: an earlier daemon's answer within the TTL is used as it is (the
+    // versions it names were seeded into `known` at open); this run's answers are recorded.
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        if let Some(listing) = self.0.journal.replayed_list(prefix) {
+            return Ok(listing);
+        }
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
             self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
+        self.0.journal.record_list(prefix, &listing);
         Ok(listing)
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        if let Some(l) = self.0.journal.replayed_lookup(key) {
+            return Ok(l);
+        }
         let l = self.0.inner.lookup(key).await?;
         if !key.is_empty() {
             self.0.observe(key, l.file.as_ref());
         }
+        self.0.journal.record_lookup(key, &l);
         Ok(l)
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.create_dir(key).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.remove_dir(key).await;
+        self.0.forget(key);
+        r
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
