@@ -10,13 +10,16 @@ measured at each delay, in one run, against a baseline measured the same way:
   2. zarr-python whole-array read of a sharded array: zarr-python's own obstore S3 store
      (through the same proxy) vs. a second fresh mount on a warm --cache-dir.
   3. one large object read sequentially (`cat`-like 1 MiB reads) through a fresh mount without
-     a cache vs. a single-stream GET of it through the same proxy.
+     a cache vs. a single-stream GET of it through the same proxy. --big-server s3s-fs serves it
+     from s3s-fs instead of moto: s3s-fs reads each range from a file, where moto answers every
+     ranged GET from one in-memory copy of the whole object (which penalises many part GETs).
   4. peak RSS (VmHWM) of the daemon with and without the disk cache in 1. and 3.
 
 Ratios: baseline time / mount time (above 1.0 the mount is faster).
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from bench import S3_ENV, Mounted, MotoServer, drop_caches, read_tree, timed  # same directory
+from bench import S3_ENV, Mounted, MotoServer, drop_caches, free_port, read_tree, timed  # same directory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,71 +89,126 @@ def single_stream_get(url, bucket, key):
     return n
 
 
+class S3sFsServer:
+    """s3s-fs (scripts/s3-server.sh) on 127.0.0.1, objects as files under its data directory,
+    with `bucket` created; stopped on exit. Requests are logged at warn only (no per-request
+    line)."""
+
+    def __init__(self, work: Path, bucket: str):
+        self.port = free_port()
+        self.dir = work / f"s3s-{self.port}"
+        (self.dir / "data" / bucket).mkdir(parents=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        subprocess.run([str(REPO / "scripts" / "s3-server.sh"), "install", "s3s-fs"], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run([str(REPO / "scripts" / "s3-server.sh"), "start", str(self.dir), str(self.port), "s3s-fs"],
+                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, S3S_LOG="warn"))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run([str(REPO / "scripts" / "s3-server.sh"), "stop", str(self.dir)], stdout=subprocess.DEVNULL)
+
+
+def signed_single_stream_get(url, bucket, key):
+    """One signed GET of the whole object, streamed to the end (obstore: s3s-fs checks
+    signatures)."""
+    import obstore
+    from obstore.store import S3Store
+    s = S3Store(bucket, endpoint=url, access_key_id="test", secret_access_key="test", region="us-east-1",
+                virtual_hosted_style_request=False, client_options={"allow_http": True})
+    n = 0
+    for chunk in obstore.get(s, key).stream(min_chunk_size=1 << 20):
+        n += len(chunk)
+    return n
+
+
 def mount_args(proxy, *extra):
     return ["--read-only", "--endpoint-url", proxy.url, "--metadata-ttl", "60", *extra]
 
 
-def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref):
+def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref, parts,
+                big_server):
     print(f"## added latency {delay:g} ms", flush=True)
-    mnt = work / "mnt"
-    mnt.mkdir(exist_ok=True)
-    nbytes = nfiles << 20
+    (work / "mnt").mkdir(exist_ok=True)
     with Proxy(s3.port, delay) as proxy:
-        # 1. the 1 MiB-file set
-        drop_caches()
-        local = timed(lambda: read_tree(local_files))
-        cache = work / f"cache-{delay:g}"
-        shutil.rmtree(cache, ignore_errors=True)
-        runs = {}
-        for name, extra in [("no cache", []), ("cold cache", ["--cache-dir", str(cache)]),
-                            ("warm cache", ["--cache-dir", str(cache)])]:
-            with Mounted(binary, "s3://bench/files", mnt, *mount_args(proxy, "--view", "raw", *extra),
-                         env=S3_ENV) as m:
-                drop_caches()
-                runs[name] = (timed(lambda: read_tree(mnt)), peak_rss_mib(m))
-        ratio_line(f"{nfiles} x 1 MiB files, 1st mount no cache vs local disk", local, runs["no cache"][0], nbytes)
-        ratio_line(f"{nfiles} x 1 MiB files, 1st mount cold cache vs no cache", runs["no cache"][0],
-                   runs["cold cache"][0], nbytes, 0.9)
-        ratio_line(f"{nfiles} x 1 MiB files, 2nd mount warm cache vs local disk", local, runs["warm cache"][0],
-                   nbytes, 0.8)
-        print(f"{'':58s} peak RSS MiB: no cache {runs['no cache'][1]:.0f}, cold cache {runs['cold cache'][1]:.0f},"
-              f" warm cache {runs['warm cache'][1]:.0f}", flush=True)
+        if "files" in parts:
+            bench_files(binary, work, proxy, delay, nfiles, local_files)
+        if "zarr" in parts:
+            bench_zarr(binary, work, proxy, delay, ref)
+        if "big" in parts and big_server == "moto":
+            bench_big(binary, work, proxy, delay, big_mib, "moto", single_stream_get)
+    if "big" in parts and big_server != "moto":
+        with Proxy(big_server.port, delay) as proxy:
+            bench_big(binary, work, proxy, delay, big_mib, "s3s-fs", signed_single_stream_get)
 
-        # 2. zarr-python whole array
-        from obstore.store import S3Store
-        native = zarr.storage.ObjectStore(
-            S3Store("bench", prefix="arr.zarr", endpoint=proxy.url, access_key_id="test", secret_access_key="test",
-                    region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}),
-            read_only=True)
-        check = lambda store: np.array_equal(zarr.open_array(store, mode="r")[:], ref) or sys.exit("bad read")
-        base = timed(lambda: check(native))
-        zcache = work / f"zcache-{delay:g}"
-        shutil.rmtree(zcache, ignore_errors=True)
-        with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
-            cold = timed(lambda: check(str(mnt)))
-        with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
-            drop_caches()
-            warm = timed(lambda: check(str(mnt)))
-        ratio_line(f"zarr-python {ref.shape} 1st mount cold cache vs obstore", base, cold, ref.nbytes)
-        ratio_line(f"zarr-python {ref.shape} 2nd mount warm cache vs obstore", base, warm, ref.nbytes, 2.0)
 
-        # 3. one large object, sequential
-        big = big_mib << 20
-        single = timed(lambda: single_stream_get(proxy.url, "bench", "big/object.bin"))
-        with Mounted(binary, "s3://bench/big", mnt, *mount_args(proxy, "--view", "raw"), env=S3_ENV) as m:
-            drop_caches()
-            seq = timed(lambda: read_tree(mnt))
-            rss = peak_rss_mib(m)
-        with Mounted(binary, "s3://bench/big", mnt,
-                     *mount_args(proxy, "--view", "raw", "--cache-dir", str(work / f"bcache-{delay:g}")),
+def bench_files(binary, work: Path, proxy, delay, nfiles, local_files: Path):
+    mnt = work / "mnt"
+    nbytes = nfiles << 20
+    # 1. the 1 MiB-file set
+    drop_caches()
+    local = timed(lambda: read_tree(local_files))
+    cache = work / f"cache-{delay:g}"
+    shutil.rmtree(cache, ignore_errors=True)
+    runs = {}
+    for name, extra in [("no cache", []), ("cold cache", ["--cache-dir", str(cache)]),
+                        ("warm cache", ["--cache-dir", str(cache)])]:
+        with Mounted(binary, "s3://bench/files", mnt, *mount_args(proxy, "--view", "raw", *extra),
                      env=S3_ENV) as m:
             drop_caches()
-            seq_cached = timed(lambda: read_tree(mnt))
-            rss_cached = peak_rss_mib(m)
-        ratio_line(f"{big_mib} MiB object sequential, no cache vs 1 GET stream", single, seq, big, 2.0)
-        ratio_line(f"{big_mib} MiB object sequential, cold cache vs 1 GET stream", single, seq_cached, big)
-        print(f"{'':58s} peak RSS MiB: no cache {rss:.0f}, cold cache {rss_cached:.0f}", flush=True)
-        shutil.rmtree(work / f"bcache-{delay:g}", ignore_errors=True)
+            runs[name] = (timed(lambda: read_tree(mnt)), peak_rss_mib(m))
+    ratio_line(f"{nfiles} x 1 MiB files, 1st mount no cache vs local disk", local, runs["no cache"][0], nbytes)
+    ratio_line(f"{nfiles} x 1 MiB files, 1st mount cold cache vs no cache", runs["no cache"][0],
+               runs["cold cache"][0], nbytes, 0.9)
+    ratio_line(f"{nfiles} x 1 MiB files, 2nd mount warm cache vs local disk", local, runs["warm cache"][0],
+               nbytes, 0.8)
+    print(f"{'':58s} peak RSS MiB: no cache {runs['no cache'][1]:.0f}, cold cache {runs['cold cache'][1]:.0f},"
+          f" warm cache {runs['warm cache'][1]:.0f}", flush=True)
+
+
+def bench_zarr(binary, work: Path, proxy, delay, ref):
+    mnt = work / "mnt"
+    # 2. zarr-python whole array
+    from obstore.store import S3Store
+    native = zarr.storage.ObjectStore(
+        S3Store("bench", prefix="arr.zarr", endpoint=proxy.url, access_key_id="test", secret_access_key="test",
+                region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}),
+        read_only=True)
+    check = lambda store: np.array_equal(zarr.open_array(store, mode="r")[:], ref) or sys.exit("bad read")
+    base = timed(lambda: check(native))
+    zcache = work / f"zcache-{delay:g}"
+    shutil.rmtree(zcache, ignore_errors=True)
+    with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
+        cold = timed(lambda: check(str(mnt)))
+    with Mounted(binary, "s3://bench/arr.zarr", mnt, *mount_args(proxy, "--cache-dir", str(zcache)), env=S3_ENV):
+        drop_caches()
+        warm = timed(lambda: check(str(mnt)))
+    ratio_line(f"zarr-python {ref.shape} 1st mount cold cache vs obstore", base, cold, ref.nbytes)
+    ratio_line(f"zarr-python {ref.shape} 2nd mount warm cache vs obstore", base, warm, ref.nbytes, 2.0)
+
+
+def bench_big(binary, work: Path, proxy, delay, big_mib, server, get_one):
+    """3. one large object, sequential, through `proxy`."""
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    big = big_mib << 20
+    single = timed(lambda: get_one(proxy.url, "bench", "big/object.bin"))
+    with Mounted(binary, "s3://bench/big", mnt, *mount_args(proxy, "--view", "raw"), env=S3_ENV) as m:
+        drop_caches()
+        seq = timed(lambda: read_tree(mnt))
+        rss = peak_rss_mib(m)
+    with Mounted(binary, "s3://bench/big", mnt,
+                 *mount_args(proxy, "--view", "raw", "--cache-dir", str(work / f"bcache-{delay:g}")),
+                 env=S3_ENV) as m:
+        drop_caches()
+        seq_cached = timed(lambda: read_tree(mnt))
+        rss_cached = peak_rss_mib(m)
+    ratio_line(f"{big_mib} MiB object ({server}) sequential, no cache vs 1 GET stream", single, seq, big, 2.0)
+    ratio_line(f"{big_mib} MiB object ({server}) sequential, cold cache vs 1 GET stream", single, seq_cached, big)
+    print(f"{'':58s} peak RSS MiB: no cache {rss:.0f}, cold cache {rss_cached:.0f}", flush=True)
+    shutil.rmtree(work / f"bcache-{delay:g}", ignore_errors=True)
 
 
 def main():
@@ -160,14 +218,18 @@ def main():
     ap.add_argument("--files", type=int, default=128, help="how many 1 MiB objects")
     ap.add_argument("--big-mib", type=int, default=1024, help="size of the large object in MiB")
     ap.add_argument("--shape", type=int, default=2048, help="the array is SHAPE x SHAPE float32")
+    ap.add_argument("--parts", default="files,zarr,big", help="which parts to run (files, zarr, big)")
+    ap.add_argument("--big-server", default="moto", choices=["moto", "s3s-fs"],
+                    help="the server of the large object (3.)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-cloud.") as tmp:
         work = Path(tmp)
-        with MotoServer(work, "bench") as s3:
+        with MotoServer(work, "bench") as s3, contextlib.ExitStack() as stack:
             rng = np.random.default_rng(5)
+            parts = set(args.parts.split(","))
             local_files = work / "local-files"
             objects = []
-            for i in range(args.files):
+            for i in range(args.files if "files" in parts else 0):
                 data = rng.bytes(1 << 20)
                 p = local_files / "c" / str(i // 100) / str(i % 100)
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -175,20 +237,27 @@ def main():
                 objects.append((f"files/c/{i // 100}/{i % 100}", data))
             put_objects(s3.url, "bench", objects)
             del objects
-            big = rng.bytes(args.big_mib << 20)
-            put_objects(s3.url, "bench", [("big/object.bin", big)])
-            del big
-            from obstore.store import S3Store
-            native = zarr.storage.ObjectStore(S3Store(
-                "bench", prefix="arr.zarr", endpoint=s3.url, access_key_id="test", secret_access_key="test",
-                region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
-            n = args.shape
-            a = zarr.create_array(native, shape=(n, n), chunks=(256, 256), shards=(1024, 1024), dtype="float32",
-                                  compressors=zarr.codecs.ZstdCodec(level=1))
-            ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
-            a[:] = ref
+            big_server = "moto"
+            if args.big_server == "s3s-fs" and "big" in parts:
+                big_server = stack.enter_context(S3sFsServer(work, "bench"))
+            if "big" in parts:
+                big = rng.bytes(args.big_mib << 20)
+                target = s3 if big_server == "moto" else big_server
+                put_objects(target.url, "bench", [("big/object.bin", big)])
+                del big
+            ref = None
+            if "zarr" in parts:
+                from obstore.store import S3Store
+                native = zarr.storage.ObjectStore(S3Store(
+                    "bench", prefix="arr.zarr", endpoint=s3.url, access_key_id="test", secret_access_key="test",
+                    region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
+                n = args.shape
+                a = zarr.create_array(native, shape=(n, n), chunks=(256, 256), shards=(1024, 1024),
+                                      dtype="float32", compressors=zarr.codecs.ZstdCodec(level=1))
+                ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
+                a[:] = ref
             for d in [float(x) for x in args.delays.split(",")]:
-                bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref)
+                bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server)
 
 
 if __name__ == "__main__":

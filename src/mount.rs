@@ -84,7 +84,14 @@ async fn open_directory(
         return directory_store(location, cfg);
     };
     let backend = open_object_store(*cloud, url, cfg)?;
+    // A disk cache whose store answered a listing of the root within the TTL vouches for it
+    // (a remount with a warm cache sends no request before the first read it cannot serve).
+    let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {
+        let identity = crate::store::Store::describe(&backend);
+        crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
+    });
     let checked = match cloud {
+        _ if vouched => Ok(()),
         crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
         _ => backend.check().await,
     };

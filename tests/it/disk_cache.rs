@@ -111,6 +111,90 @@ fn a_warm_cache_serves_a_remount_without_gets_and_keeps_its_bound() {
     assert!(cache_bytes(&cache) <= 3 << 20);
 }
 
+/// Every file below `dir` (walked through the mount, so listings and lookups are sent).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_remount_within_the_ttl_lists_and_reads_without_any_request() {
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let objects: Vec<(String, Vec<u8>)> = vec![
+        ("pre/zarr.json".into(), br#"{"zarr_format":3,"node_type":"group"}"#.to_vec()),
+        ("pre/a/zarr.json".into(), br#"{"zarr_format":3,"node_type":"group"}"#.to_vec()),
+        ("pre/a/c/0/0".into(), content(70_000, 5)),
+        ("pre/a/c/0/1".into(), content((1 << 20) + 5, 6)),
+        ("pre/b".into(), content(4000, 7)),
+    ];
+    moto.put_all(&objects);
+    let cache_arg = cache.to_str().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let args =
+        |ttl: &'static str| ["--view", "raw", "--cache-dir", cache_arg, "--metadata-ttl", ttl];
+    let read_all = |m: &Mount| -> Vec<(PathBuf, Vec<u8>)> {
+        let files = walk(&m.path(""));
+        assert_eq!(files.len(), objects.len());
+        files.into_iter().map(|f| (f.clone(), std::fs::read(&f).unwrap())).collect()
+    };
+    let expect = |got: &[(PathBuf, Vec<u8>)], objects: &[(String, Vec<u8>)], m: &Mount| {
+        for (k, v) in objects {
+            let p = m.path(k.strip_prefix("pre/").unwrap());
+            let found =
+                got.iter().find(|(f, _)| *f == p).unwrap_or_else(|| panic!("{k} not listed"));
+            assert!(found.1 == *v, "{k}: wrong bytes");
+        }
+    };
+    let mut m = mount(&moto, &mnt, &args("60"));
+    expect(&read_all(&m), &objects, &m);
+    m.stop();
+    drop(m);
+
+    // Changed behind the mount's back, same size: a new version (ETag) only.
+    let changed = content(70_000, 8);
+    moto.put("pre/a/c/0/0", &changed);
+
+    // Within the TTL: a fresh daemon walks and reads everything without a single request,
+    // and (by the documented rule) still shows what the store said less than a TTL ago.
+    let from = moto.log().len();
+    let mut m = mount(&moto, &mnt, &args("60"));
+    expect(&read_all(&m), &objects, &m);
+    let reqs = moto.requests_since(from);
+    assert!(reqs.is_empty(), "requests with a warm cache within the TTL: {reqs:#?}");
+    m.stop();
+    drop(m);
+
+    // Past the TTL (1 s here): the store is asked again and the new version is read.
+    std::thread::sleep(Duration::from_millis(1100));
+    let from = moto.log().len();
+    let mut m = mount(&moto, &mnt, &args("1"));
+    let mut now = objects.clone();
+    now[2].1 = changed;
+    expect(&read_all(&m), &now, &m);
+    let reqs = moto.requests_since(from);
+    let gets = object_gets(&reqs);
+    assert!(
+        gets.iter().any(|r| r.starts_with("GET /bkt/pre/a/c/0/0 ")),
+        "the changed object is fetched: {reqs:#?}"
+    );
+    assert!(
+        !gets.iter().any(|r| r.starts_with("GET /bkt/pre/a/c/0/1 ")),
+        "the unchanged one comes from the cache: {reqs:#?}"
+    );
+    m.stop();
+}
+
 #[test]
 fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
     let Some(moto) = S3::start(S3Server::Moto) else { return };

@@ -13,12 +13,15 @@
 //! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
 //! the metadata TTL; after that one HEAD confirms it. So once the mount has looked a file up
 //! (which it does before any open), reading cached blocks of it costs no request at all.
+//! Listings and lookups are kept too (disk_meta.rs), so that a restarted daemon has those
+//! versions, and its listings, for the rest of the TTL without asking the store.
 //!
 //! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
 //! a hit refreshes the file's mtime). Space is reserved before a block is written and the least
 //! recently used blocks are deleted first, so the directory stays within `max_bytes` (plus the
-//! lock file and directory entries). Writes run in the background and are skipped, never
-//! queued, when more than `WRITE_BACKLOG` bytes are already waiting to be written.
+//! lock file and directory entries). Writes run in the background, on one writer thread (no
+//! copy of the data, no fsync: see above), and are skipped, never queued, when more than
+//! `WRITE_BACKLOG` bytes are already waiting to be written.
 //!
 //! One daemon per cache directory: an exclusive `flock` on `DIR/lock`, taken when the command
 //! line is checked; a second daemon on the same directory is refused with a usage error.
@@ -38,6 +41,7 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
+use super::disk_meta::MetaJournal;
 use crate::store::{
     ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
@@ -112,6 +116,11 @@ impl DirLock {
     }
 }
 
+/// See [`MetaJournal::root_answered_within`].
+pub fn vouches_for(opts: &DiskCacheOptions, identity: &str, ttl: Duration) -> bool {
+    MetaJournal::root_answered_within(opts.lock.dir(), identity, ttl)
+}
+
 /// `--cache-dir` and `--cache-max-size`, checked (the directory is locked already).
 #[derive(Debug, Clone)]
 pub struct DiskCacheOptions {
@@ -139,8 +148,8 @@ struct State {
     blocks: LruCache<BlockId, (u64, Instant)>,
     /// Bytes of block files on disk, plus space reserved for writes under way.
     used: u64,
-    /// Metadata seen for each key and when.
-    known: LruCache<String, (ObjectMeta, Instant)>,
+    /// Metadata seen for each key and when (wall clock: it may come from an earlier daemon).
+    known: LruCache<String, (ObjectMeta, SystemTime)>,
 }
 
 /// Counters, for tests and the log.
@@ -161,9 +170,39 @@ pub struct DiskCacheStore {
     identity: String,
     state: Mutex<State>,
     backlog: AtomicU64,
+    /// To the writer thread (see `spawn_writer`).
+    writer: Mutex<std::sync::mpsc::Sender<WriteJob>>,
     tmp_seq: AtomicU64,
     pub stats: DiskCacheStats,
+    /// Listings and lookups kept for the next daemon (see disk_meta.rs).
+    journal: MetaJournal,
     _lock: Arc<DirLock>,
+}
+
+/// Blocks of one fetch for the writer thread; the `Arc` keeps the store alive until written.
+struct WriteJob {
+    store: Arc<DiskCacheStore>,
+    key: String,
+    version: String,
+    size: u64,
+    blocks: Vec<(BlockId, Bytes)>,
+    bytes: u64,
+}
+
+/// One thread writes every block, in the order fetched: off the async runtime and its
+/// blocking pool (which the reads use), and never more than one write competing with the
+/// readers for the CPU. It ends when the store is dropped (the last sender goes with it).
+fn spawn_writer() -> std::io::Result<std::sync::mpsc::Sender<WriteJob>> {
+    let (tx, rx) = std::sync::mpsc::channel::<WriteJob>();
+    std::thread::Builder::new().name("disk-cache-writer".into()).spawn(move || {
+        for job in rx {
+            for (id, data) in &job.blocks {
+                job.store.write_block(&job.key, &job.version, job.size, id, data);
+            }
+            job.store.backlog.fetch_sub(job.bytes, Ordering::AcqRel);
+        }
+    })?;
+    Ok(tx)
 }
 
 /// What one fetch returned, placed in the object.
@@ -214,19 +253,22 @@ impl DiskCacheStore {
             blocks.put(id, (len, long_ago));
         }
         lock.note_pid();
+        let journal = MetaJournal::open(&root, &inner.describe(), cfg.ttl)?;
+        let mut known = LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
+        for (key, meta, at) in journal.replayed_objects() {
+            known.put(key, (meta, at));
+        }
         let store = DiskCacheStore {
             identity: inner.describe(),
             inner,
             root,
             cfg,
-            state: Mutex::new(State {
-                blocks,
-                used,
-                known: LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero")),
-            }),
+            state: Mutex::new(State { blocks, used, known }),
             backlog: AtomicU64::new(0),
+            writer: Mutex::new(spawn_writer()?),
             tmp_seq: AtomicU64::new(0),
             stats: DiskCacheStats::default(),
+            journal,
             _lock: lock,
         };
         // A smaller bound than last time: shrink now.
@@ -290,7 +332,7 @@ impl DiskCacheStore {
     fn fresh_meta(&self, key: &str) -> Option<ObjectMeta> {
         let mut st = self.state();
         match st.known.get(key) {
-            Some((m, at)) if at.elapsed() < self.cfg.ttl => Some(m.clone()),
+            Some((m, at)) if at.elapsed().is_ok_and(|age| age < self.cfg.ttl) => Some(m.clone()),
             _ => None,
         }
     }
@@ -299,7 +341,7 @@ impl DiskCacheStore {
         let mut st = self.state();
         match meta {
             Some(m) => {
-                st.known.put(key.to_string(), (m.clone(), Instant::now()));
+                st.known.put(key.to_string(), (m.clone(), SystemTime::now()));
             }
             None => {
                 st.known.pop(key);
@@ -308,10 +350,12 @@ impl DiskCacheStore {
     }
 
     fn forget(&self, key: &str) {
+        self.journal.forget(key, false);
         self.state().known.pop(key);
     }
 
     fn forget_prefix(&self, prefix: &str) {
+        self.journal.forget(prefix, true);
         let p = format!("{prefix}/");
         let mut st = self.state();
         let keys: Vec<String> =
@@ -440,25 +484,25 @@ impl DiskCacheStore {
         {
             return;
         }
-        let this = self.clone();
-        let (key, version) = (key.to_string(), meta.version.clone());
-        let size = meta.size;
-        let spawned = tokio::runtime::Handle::try_current().map(|rt| {
-            rt.spawn_blocking(move || {
-                for (id, data) in todo {
-                    this.write_block(&key, &version, size, &id, &data);
-                }
-                this.backlog.fetch_sub(bytes, Ordering::AcqRel);
-            })
-        });
-        if spawned.is_err() {
-            self.backlog.fetch_sub(bytes, Ordering::AcqRel);
+        let job = WriteJob {
+            store: self.clone(),
+            key: key.to_string(),
+            version: meta.version.clone(),
+            size: meta.size,
+            blocks: todo,
+            bytes,
+        };
+        let sent = crate::locks::lock(&self.writer).send(job);
+        if let Err(unsent) = sent {
+            self.backlog.fetch_sub(unsent.0.bytes, Ordering::AcqRel);
         }
     }
 
     fn write_block(&self, key: &str, version: &str, size: u64, id: &BlockId, data: &[u8]) {
-        let file = encode_block(key, version, size, id.index, data);
-        let len = file.len() as u64;
+        // Header, data and checksum are written in turn: the data is never copied.
+        let header = encode_header(key, version, size, id.index, data.len());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&header), data);
+        let len = (header.len() + data.len() + 4) as u64;
         if len > self.cfg.max_bytes {
             return;
         }
@@ -471,7 +515,11 @@ impl DiskCacheStore {
         ));
         let path = self.block_path(id);
         let written = (|| -> std::io::Result<()> {
-            std::fs::write(&tmp, &file)?;
+            let mut f = File::create(&tmp)?;
+            f.write_all(&header)?;
+            f.write_all(data)?;
+            f.write_all(&crc.to_le_bytes())?;
+            drop(f);
             if let Err(e) = std::fs::rename(&tmp, &path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     return Err(e);
@@ -512,15 +560,25 @@ impl DiskCacheStore {
         let first = want.start / bs;
         let last = (want.end - 1) / bs;
         let object = self.object_id(key, meta);
-        let this = self.clone();
-        let (k, m, obj) = (key.to_string(), meta.clone(), object.clone());
-        let loaded: Vec<Option<Bytes>> = tokio::task::spawn_blocking(move || {
+        let any_on_disk = {
+            let st = self.state();
             (first..=last)
-                .map(|index| this.load_block(&k, &m, &BlockId { object: obj.clone(), index }))
-                .collect()
-        })
-        .await
-        .map_err(|e| StoreError::Backend { key: key.to_string(), message: e.to_string() })?;
+                .any(|index| st.blocks.contains(&BlockId { object: object.clone(), index }))
+        };
+        // A cold read (no block on disk) goes straight to the store, without a blocking hop.
+        let loaded: Vec<Option<Bytes>> = if any_on_disk {
+            let this = self.clone();
+            let (k, m, obj) = (key.to_string(), meta.clone(), object.clone());
+            tokio::task::spawn_blocking(move || {
+                (first..=last)
+                    .map(|index| this.load_block(&k, &m, &BlockId { object: obj.clone(), index }))
+                    .collect()
+            })
+            .await
+            .map_err(|e| StoreError::Backend { key: key.to_string(), message: e.to_string() })?
+        } else {
+            vec![None; (last - first + 1) as usize]
+        };
         // Runs of missing blocks, each fetched with one ranged GET.
         let mut runs: Vec<Range<u64>> = Vec::new();
         for (i, b) in loaded.iter().enumerate() {
@@ -636,8 +694,8 @@ impl DiskCacheStore {
 
 /// Block file: MAGIC, header length (u32 LE), header, data, CRC-32C of all before it (u32 LE).
 /// Header: key length (u32) + key, version length (u32) + version, object size, block index,
-/// data length (u64 each, LE).
-fn encode_block(key: &str, version: &str, size: u64, index: u64, data: &[u8]) -> Vec<u8> {
+/// data length (u64 each, LE). This returns what comes before the data.
+fn encode_header(key: &str, version: &str, size: u64, index: u64, data_len: usize) -> Vec<u8> {
     let mut header = Vec::with_capacity(40 + key.len() + version.len());
     header.extend_from_slice(&(key.len() as u32).to_le_bytes());
     header.extend_from_slice(key.as_bytes());
@@ -645,11 +703,18 @@ fn encode_block(key: &str, version: &str, size: u64, index: u64, data: &[u8]) ->
     header.extend_from_slice(version.as_bytes());
     header.extend_from_slice(&size.to_le_bytes());
     header.extend_from_slice(&index.to_le_bytes());
-    header.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + data.len() + 4);
+    header.extend_from_slice(&(data_len as u64).to_le_bytes());
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
+    out
+}
+
+/// A whole block file in memory (tests).
+#[cfg(test)]
+fn encode_block(key: &str, version: &str, size: u64, index: u64, data: &[u8]) -> Vec<u8> {
+    let mut out = encode_header(key, version, size, index, data.len());
     out.extend_from_slice(data);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -767,20 +832,44 @@ impl crate::store::layers::Layer for DiskCache {
         r
     }
 
+    // Listings and lookups: an earlier daemon's answer within the TTL is used as it is (the
+    // versions it names were seeded into `known` at open); this run's answers are recorded.
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        if let Some(listing) = self.0.journal.replayed_list(prefix) {
+            return Ok(listing);
+        }
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
             self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
+        self.0.journal.record_list(prefix, &listing);
         Ok(listing)
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+        if let Some(l) = self.0.journal.replayed_lookup(key) {
+            return Ok(l);
+        }
         let l = self.0.inner.lookup(key).await?;
         if !key.is_empty() {
             self.0.observe(key, l.file.as_ref());
         }
+        self.0.journal.record_lookup(key, &l);
         Ok(l)
+    }
+
+    async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.create_dir(key).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.remove_dir(key).await;
+        self.0.forget(key);
+        r
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {

@@ -12,6 +12,7 @@
 
 pub mod cache;
 pub mod disk_cache;
+mod disk_meta;
 #[cfg(any(test, feature = "test-doubles"))]
 pub mod fault;
 pub mod metered;

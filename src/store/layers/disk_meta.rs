@@ -1,0 +1,562 @@
+//! The metadata half of the disk cache: listings and lookups the store answered, kept in a
+//! journal in the cache directory so that a restarted daemon can use its cached blocks
+//! without asking the store first.
+//!
+//! Consistency rule: an answer of the store is trusted for the metadata TTL counted from when
+//! the store gave it (wall clock), in this daemon and in the next one on the same directory.
+//! A restarted daemon serves listings and lookups recorded by an earlier one while they are
+//! younger than its own `--metadata-ttl`; after that it asks the store again, and a changed
+//! object shows with its new version (its old blocks are never used: blocks are keyed by
+//! version). Answers recorded during this run are only written down for the next one: within
+//! a run the file system's own metadata cache decides, as without `--cache-dir`.
+//!
+//! Writes through the mount record an invalidation of the key, its ancestors' listings and
+//! lookups (and, for a directory rename, the whole subtree) before they reach the store, so a
+//! daemon killed mid-write never replays what the write made stale.
+//!
+//! File: `DIR/meta-<hash of the store>.journal` (one per store, as a cache directory may serve
+//! different stores at different times), a sequence of frames `len (u32 LE) | CRC-32C (u32 LE) | JSON`.
+//! Replay stops at the first frame that fails its check (a torn tail after a crash); the file
+//! is then rewritten with only the fresh records (temp file, rename), and again whenever it
+//! has grown to twice what is live. No fsync: a power loss can lose the newest records (the
+//! next daemon then asks the store), never make a damaged frame count.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lru::LruCache;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{split_key, Listing, Lookup, ObjectMeta};
+
+/// The journal of the store described by `identity` in `dir`.
+fn journal_path(dir: &Path, identity: &str) -> PathBuf {
+    let d = ring::digest::digest(&ring::digest::SHA256, identity.as_bytes());
+    let hex: String = d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    dir.join(format!("meta-{hex}.journal"))
+}
+/// Encoded records kept for rewriting the journal; past this the least recently recorded are
+/// not carried into the next rewrite (a later daemon asks the store for those).
+const LIVE_BYTES: u64 = 64 << 20;
+/// Slack before the journal is rewritten.
+const REWRITE_SLACK: u64 = 4 << 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Meta {
+    size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    mtime: u64,
+    version: String,
+}
+
+impl From<&ObjectMeta> for Meta {
+    fn from(m: &ObjectMeta) -> Meta {
+        let mtime = m.modified.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Meta { size: m.size, mtime, version: m.version.clone() }
+    }
+}
+
+impl From<&Meta> for ObjectMeta {
+    fn from(m: &Meta) -> ObjectMeta {
+        ObjectMeta {
+            size: m.size,
+            modified: UNIX_EPOCH + Duration::from_nanos(m.mtime),
+            version: m.version.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Record {
+    /// The store listed `prefix` at `at` (milliseconds since the epoch).
+    List { prefix: String, at: u64, files: Vec<(String, Meta)>, dirs: Vec<String> },
+    /// The store answered a lookup of `key`.
+    Lookup { key: String, at: u64, file: Option<Meta>, dir: bool },
+    /// A write changed `key` (and, with `subtree`, everything below it).
+    Forget { key: String, subtree: bool },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Subject {
+    List(String),
+    Lookup(String),
+}
+
+struct State {
+    file: Option<File>,
+    /// Bytes in the journal file.
+    written: u64,
+    /// The newest record of each subject, encoded (what a rewrite keeps), with its time.
+    live: LruCache<Subject, (u64, Arc<Vec<u8>>)>,
+    live_bytes: u64,
+    /// What an earlier daemon recorded, still to be served (until invalidated or answered
+    /// again in this run).
+    lists: HashMap<String, (u64, Listing)>,
+    lookups: HashMap<String, (u64, Lookup)>,
+}
+
+pub struct MetaJournal {
+    path: PathBuf,
+    ttl: Duration,
+    state: Mutex<State>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn frame(rec: &Record) -> Vec<u8> {
+    let body = serde_json::to_vec(rec).expect("records serialize");
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The records of a journal, up to the first damaged frame.
+fn parse(raw: &[u8]) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let Some(head) = raw.get(at..at + 8) {
+        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        let Some(body) = raw.get(at + 8..at + 8 + len) else { break };
+        if crc32c::crc32c(body) != crc {
+            break;
+        }
+        match serde_json::from_slice(body) {
+            Ok(r) => out.push(r),
+            Err(_) => break,
+        }
+        at += 8 + len;
+    }
+    out
+}
+
+/// Is `p` `key` itself or one of its ancestors ("" is the root)?
+fn is_ancestor_or_self(p: &str, key: &str) -> bool {
+    p.is_empty() || p == key || (key.starts_with(p) && key.as_bytes().get(p.len()) == Some(&b'/'))
+}
+
+/// Is `k` strictly below `key`?
+fn is_below(k: &str, key: &str) -> bool {
+    key.is_empty() || (k.starts_with(key) && k.as_bytes().get(key.len()) == Some(&b'/'))
+}
+
+fn affected(subject: &str, key: &str, subtree: bool) -> bool {
+    is_ancestor_or_self(subject, key) || (subtree && is_below(subject, key))
+}
+
+impl MetaJournal {
+    /// Open (or create) the journal in `dir`: replay it, keep what is younger than `ttl`,
+    /// and rewrite it with only that.
+    pub fn open(dir: &Path, identity: &str, ttl: Duration) -> std::io::Result<MetaJournal> {
+        let path = journal_path(dir, identity);
+        let raw = match std::fs::read(&path) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let j = MetaJournal {
+            path,
+            ttl,
+            state: Mutex::new(State {
+                file: None,
+                written: 0,
+                live: LruCache::unbounded(),
+                live_bytes: 0,
+                lists: HashMap::new(),
+                lookups: HashMap::new(),
+            }),
+        };
+        {
+            let mut st = j.lock();
+            for rec in parse(&raw) {
+                j.apply(&mut st, rec);
+            }
+            let fresh_lists: HashMap<_, _> =
+                st.lists.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
+            let fresh_lookups: HashMap<_, _> =
+                st.lookups.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
+            st.lists = fresh_lists;
+            st.lookups = fresh_lookups;
+            j.rewrite(&mut st)?;
+        }
+        Ok(j)
+    }
+
+    /// Did the store described by `identity` answer a lookup or listing of its root within
+    /// `ttl` (as recorded in `dir`, not forgotten since)? Then it was reachable with these
+    /// settings less than a TTL ago, and the mount skips its start-up request.
+    pub fn root_answered_within(dir: &Path, identity: &str, ttl: Duration) -> bool {
+        let Ok(raw) = std::fs::read(journal_path(dir, identity)) else { return false };
+        let mut at = None;
+        for rec in parse(&raw) {
+            match rec {
+                Record::List { prefix, at: t, .. } if prefix.is_empty() => at = Some(t),
+                Record::Lookup { key, at: t, .. } if key.is_empty() => at = Some(t),
+                // Every key is below the root: any write may change its listing.
+                Record::Forget { .. } => at = None,
+                _ => {}
+            }
+        }
+        let now = now_ms();
+        at.is_some_and(|t| now >= t && Duration::from_millis(now - t) < ttl)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        crate::locks::lock(&self.state)
+    }
+
+    fn fresh(&self, at: u64) -> bool {
+        let now = now_ms();
+        now >= at && Duration::from_millis(now - at) < self.ttl
+    }
+
+    /// Replay one record into the state (at open).
+    fn apply(&self, st: &mut State, rec: Record) {
+        match &rec {
+            Record::List { prefix, at, files, dirs } => {
+                let listing = Listing {
+                    files: files.iter().map(|(n, m)| (n.clone(), m.into())).collect(),
+                    dirs: dirs.clone(),
+                };
+                st.lists.insert(prefix.clone(), (*at, listing));
+                self.keep(st, Subject::List(prefix.clone()), *at, frame(&rec));
+            }
+            Record::Lookup { key, at, file, dir } => {
+                let lookup = Lookup { file: file.as_ref().map(|m| m.into()), dir: *dir };
+                st.lookups.insert(key.clone(), (*at, lookup));
+                self.keep(st, Subject::Lookup(key.clone()), *at, frame(&rec));
+            }
+            Record::Forget { key, subtree } => Self::drop_affected(st, key, *subtree),
+        }
+    }
+
+    fn keep(&self, st: &mut State, subject: Subject, at: u64, encoded: Vec<u8>) {
+        let len = encoded.len() as u64;
+        if let Some((_, old)) = st.live.put(subject, (at, Arc::new(encoded))) {
+            st.live_bytes -= old.len() as u64;
+        }
+        st.live_bytes += len;
+        while st.live_bytes > LIVE_BYTES {
+            match st.live.pop_lru() {
+                Some((_, (_, e))) => st.live_bytes -= e.len() as u64,
+                None => break,
+            }
+        }
+    }
+
+    fn drop_affected(st: &mut State, key: &str, subtree: bool) {
+        st.lists.retain(|p, _| !affected(p, key, subtree));
+        st.lookups.retain(|k, _| !affected(k, key, subtree));
+        let gone: Vec<Subject> = if subtree {
+            st.live
+                .iter()
+                .map(|(s, _)| s.clone())
+                .filter(|s| match s {
+                    Subject::List(p) | Subject::Lookup(p) => affected(p, key, true),
+                })
+                .collect()
+        } else {
+            // The key and its ancestors: no scan needed.
+            let mut keys = vec![key.to_string()];
+            let mut k = key;
+            while !k.is_empty() {
+                k = split_key(k).0;
+                keys.push(k.to_string());
+            }
+            keys.into_iter().flat_map(|k| [Subject::List(k.clone()), Subject::Lookup(k)]).collect()
+        };
+        for s in gone {
+            if let Some((_, e)) = st.live.pop(&s) {
+                st.live_bytes -= e.len() as u64;
+            }
+        }
+    }
+
+    /// Write the live, fresh records to a new journal and switch to it.
+    fn rewrite(&self, st: &mut State) -> std::io::Result<()> {
+        let tmp = self.path.with_extension("journal.tmp");
+        let mut out = Vec::with_capacity(st.live_bytes as usize);
+        // Oldest first, so that a replay keeps the same LRU order.
+        for (_, (at, e)) in st.live.iter().rev() {
+            if self.fresh(*at) {
+                out.extend_from_slice(e);
+            }
+        }
+        std::fs::write(&tmp, &out)?;
+        std::fs::rename(&tmp, &self.path)?;
+        st.file = Some(OpenOptions::new().append(true).open(&self.path)?);
+        st.written = out.len() as u64;
+        Ok(())
+    }
+
+    /// Append one record (one write, so a crash leaves at most one torn frame at the end).
+    fn append(&self, st: &mut State, encoded: &[u8]) {
+        let ok = match st.file.as_mut() {
+            Some(f) => f.write_all(encoded).is_ok(),
+            None => false,
+        };
+        if !ok {
+            // Without a journal the next daemon just asks the store.
+            st.file = None;
+            return;
+        }
+        st.written += encoded.len() as u64;
+        if st.written > 2 * st.live_bytes + REWRITE_SLACK {
+            if let Err(e) = self.rewrite(st) {
+                tracing::debug!(error = %e, "disk cache: rewriting the metadata journal failed");
+                st.file = None;
+            }
+        }
+    }
+
+    /// A listing recorded by an earlier daemon, still within the TTL.
+    pub fn replayed_list(&self, prefix: &str) -> Option<Listing> {
+        let st = self.lock();
+        match st.lists.get(prefix) {
+            Some((at, l)) if self.fresh(*at) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    /// A lookup recorded by an earlier daemon (or implied by its listing of the parent),
+    /// still within the TTL.
+    pub fn replayed_lookup(&self, key: &str) -> Option<Lookup> {
+        let st = self.lock();
+        if let Some((at, l)) = st.lookups.get(key) {
+            if self.fresh(*at) {
+                return Some(l.clone());
+            }
+        }
+        if key.is_empty() {
+            return None;
+        }
+        let (parent, name) = split_key(key);
+        match st.lists.get(parent) {
+            Some((at, l)) if self.fresh(*at) => Some(Lookup {
+                file: l.files.iter().find(|(n, _)| n == name).map(|(_, m)| m.clone()),
+                dir: l.dirs.iter().any(|d| d == name),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Every object metadata of the replayed records, with its time (to seed the block
+    /// layer's versions).
+    pub fn replayed_objects(&self) -> Vec<(String, ObjectMeta, SystemTime)> {
+        let st = self.lock();
+        let time = |at: u64| UNIX_EPOCH + Duration::from_millis(at);
+        let mut out = Vec::new();
+        for (prefix, (at, l)) in &st.lists {
+            for (name, m) in &l.files {
+                out.push((crate::store::join_key(prefix, name), m.clone(), time(*at)));
+            }
+        }
+        for (key, (at, l)) in &st.lookups {
+            if let Some(m) = &l.file {
+                out.push((key.clone(), m.clone(), time(*at)));
+            }
+        }
+        // Older first, so that a newer record of the same key wins when they are applied.
+        out.sort_by_key(|(_, _, t)| *t);
+        out
+    }
+
+    pub fn record_list(&self, prefix: &str, listing: &Listing) {
+        let at = now_ms();
+        let rec = Record::List {
+            prefix: prefix.to_string(),
+            at,
+            files: listing.files.iter().map(|(n, m)| (n.clone(), m.into())).collect(),
+            dirs: listing.dirs.clone(),
+        };
+        let encoded = frame(&rec);
+        let mut st = self.lock();
+        st.lists.remove(prefix);
+        self.append(&mut st, &encoded);
+        self.keep(&mut st, Subject::List(prefix.to_string()), at, encoded);
+    }
+
+    pub fn record_lookup(&self, key: &str, lookup: &Lookup) {
+        let at = now_ms();
+        let rec = Record::Lookup {
+            key: key.to_string(),
+            at,
+            file: lookup.file.as_ref().map(|m| m.into()),
+            dir: lookup.dir,
+        };
+        let encoded = frame(&rec);
+        let mut st = self.lock();
+        st.lookups.remove(key);
+        self.append(&mut st, &encoded);
+        self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
+    }
+
+    /// A write to `key` (with `subtree`, a directory rename): what it may have changed is
+    /// neither served nor carried to the next daemon.
+    pub fn forget(&self, key: &str, subtree: bool) {
+        let encoded = frame(&Record::Forget { key: key.to_string(), subtree });
+        let mut st = self.lock();
+        Self::drop_affected(&mut st, key, subtree);
+        self.append(&mut st, &encoded);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(v: &str) -> ObjectMeta {
+        ObjectMeta { size: 5, modified: UNIX_EPOCH + Duration::from_secs(7), version: v.into() }
+    }
+
+    fn listing() -> Listing {
+        Listing { files: vec![("f".into(), meta("v1"))], dirs: vec!["d".into()] }
+    }
+
+    #[test]
+    fn answers_survive_a_restart_within_the_ttl_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ttl = Duration::from_secs(60);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        j.record_list("a", &listing());
+        j.record_lookup("a/x", &Lookup { file: None, dir: false });
+        // This run's own answers are not served by the journal.
+        assert!(j.replayed_list("a").is_none());
+        drop(j);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        let l = j.replayed_list("a").unwrap();
+        assert_eq!(l.files, listing().files);
+        assert_eq!(l.dirs, vec!["d".to_string()]);
+        let f = j.replayed_lookup("a/f").unwrap();
+        assert_eq!(f.file.unwrap(), meta("v1"));
+        assert!(!f.dir);
+        assert!(j.replayed_lookup("a/d").unwrap().dir);
+        let x = j.replayed_lookup("a/x").unwrap();
+        assert!(x.file.is_none() && !x.dir);
+        assert!(j.replayed_lookup("b/f").is_none());
+        assert_eq!(j.replayed_objects().len(), 1);
+        drop(j);
+        // A daemon with a shorter TTL than the records' age trusts none of them.
+        std::thread::sleep(Duration::from_millis(30));
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_millis(20)).unwrap();
+        assert!(j.replayed_list("a").is_none());
+        assert!(j.replayed_lookup("a/f").is_none());
+        drop(j);
+        // ... and the rewrite at open dropped them for good.
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        assert!(j.replayed_list("a").is_none());
+    }
+
+    #[test]
+    fn writes_forget_the_key_its_ancestors_and_with_a_rename_the_subtree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ttl = Duration::from_secs(60);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        for p in ["", "a", "a/b", "a/b/c", "ab", "z"] {
+            j.record_list(p, &listing());
+            j.record_lookup(p, &Lookup { file: None, dir: true });
+        }
+        j.forget("a/b/k", false);
+        drop(j);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        for gone in ["", "a", "a/b"] {
+            assert!(j.replayed_list(gone).is_none(), "{gone:?}");
+        }
+        for kept in ["a/b/c", "ab", "z"] {
+            assert!(j.replayed_list(kept).is_some(), "{kept:?}");
+            assert!(j.replayed_lookup(kept).is_some(), "{kept:?}");
+        }
+        // Forgotten in this run and across the next restart.
+        j.forget("a", true);
+        assert!(j.replayed_list("a/b/c").is_none());
+        assert!(j.replayed_list("ab").is_some());
+        drop(j);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        assert!(j.replayed_list("a/b/c").is_none());
+        assert!(j.replayed_lookup("a/b/c").is_none());
+        assert!(j.replayed_list("ab").is_some());
+        assert!(j.replayed_list("z").is_some());
+    }
+
+    #[test]
+    fn each_store_has_its_own_journal_and_the_root_vouches() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ttl = Duration::from_secs(60);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        j.record_list("a", &listing());
+        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
+        j.record_list("", &listing());
+        drop(j);
+        assert!(MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
+        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/q", ttl));
+        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", Duration::ZERO));
+        let other = MetaJournal::open(tmp.path(), "s3://b/q", ttl).unwrap();
+        assert!(other.replayed_list("a").is_none());
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        assert!(j.replayed_list("a").is_some());
+        j.forget("x", false); // a write anywhere changes the root's listing
+        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
+    }
+
+    #[test]
+    fn a_torn_or_damaged_tail_is_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ttl = Duration::from_secs(60);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        j.record_list("a", &listing());
+        j.record_list("b", &listing());
+        drop(j);
+        let path = journal_path(tmp.path(), "s3://b/p");
+        let raw = std::fs::read(&path).unwrap();
+        // Every cut keeps "a" whole or drops it; "b", cut, is never served.
+        let first = 8 + u32::from_le_bytes(raw[..4].try_into().unwrap()) as usize;
+        for cut in [raw.len() - 1, first + 5, first, first - 1, 3] {
+            std::fs::write(&path, &raw[..cut]).unwrap();
+            let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+            assert_eq!(j.replayed_list("a").is_some(), cut >= first, "cut {cut}");
+            assert!(j.replayed_list("b").is_none(), "cut {cut}");
+        }
+        // A flipped byte in the first frame: nothing after it counts either.
+        let mut bad = raw.clone();
+        bad[10] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        assert!(j.replayed_list("a").is_none() && j.replayed_list("b").is_none());
+    }
+
+    #[test]
+    fn the_journal_is_rewritten_when_it_grows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_secs(60)).unwrap();
+        let big = Listing {
+            files: (0..2000).map(|i| (format!("file-{i}"), meta("v"))).collect(),
+            dirs: vec![],
+        };
+        for _ in 0..200 {
+            j.record_list("same", &big);
+        }
+        let len = std::fs::metadata(journal_path(tmp.path(), "s3://b/p")).unwrap().len();
+        assert!(len < 3 * frame_len(&big) + REWRITE_SLACK, "{len}");
+        drop(j);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_secs(60)).unwrap();
+        assert_eq!(j.replayed_list("same").unwrap().files.len(), 2000);
+    }
+
+    fn frame_len(l: &Listing) -> u64 {
+        let rec = Record::List {
+            prefix: "same".into(),
+            at: 0,
+            files: l.files.iter().map(|(n, m)| (n.clone(), m.into())).collect(),
+            dirs: vec![],
+        };
+        frame(&rec).len() as u64
+    }
+}
