@@ -39,7 +39,7 @@ use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
 use crate::store::{
-    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Bytes per block.
@@ -773,6 +773,15 @@ impl crate::store::layers::Layer for DiskCache {
             self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
         Ok(listing)
+    }
+
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.0.inner.list_pages(prefix).inspect(move |page| {
+            for (name, meta) in page.iter().flat_map(|l| &l.files) {
+                self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+            }
+        }))
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
