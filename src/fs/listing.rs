@@ -405,3 +405,226 @@ impl ZarrFs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::ops::Range;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::fs::inode::ROOT_INO;
+    use crate::fs::namespace::RawNamespace;
+    use crate::fs::FsConfig;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::{ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+
+    /// A store whose listings come in pages of `page` names (files, then directories), every
+    /// page after the first held back until the test adds a permit to `gate`: a backend in
+    /// the middle of a long listing.
+    struct GatedPages {
+        inner: MemoryStore,
+        page: usize,
+        gate: Arc<Semaphore>,
+        /// Pages handed out so far.
+        served: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    #[async_trait]
+    impl Store for GatedPages {
+        fn describe(&self) -> String {
+            "gated".into()
+        }
+        fn has_real_dirs(&self) -> bool {
+            false
+        }
+        async fn get(&self, key: &str) -> StoreResult<Bytes> {
+            self.inner.get(key).await
+        }
+        async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+            self.inner.get_range(key, range).await
+        }
+        async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+            self.inner.head(key).await
+        }
+        async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+            self.inner.put_opts(key, data, mode).await
+        }
+        async fn delete(&self, key: &str) -> StoreResult<()> {
+            self.inner.delete(key).await
+        }
+        async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+            self.inner.delete_if_version(key, version).await
+        }
+        async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+            self.inner.list(prefix).await
+        }
+        fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+            use futures::stream::{self, StreamExt};
+            let pages = stream::once(self.inner.list(prefix)).flat_map(move |whole| {
+                let whole = match whole {
+                    Ok(whole) => whole,
+                    Err(e) => return stream::iter(vec![Err(e)]),
+                };
+                let files = whole
+                    .files
+                    .chunks(self.page)
+                    .map(|c| Listing { files: c.to_vec(), dirs: Vec::new() });
+                let dirs = whole
+                    .dirs
+                    .chunks(self.page)
+                    .map(|c| Listing { files: Vec::new(), dirs: c.to_vec() });
+                stream::iter(files.chain(dirs).map(Ok).collect::<Vec<_>>())
+            });
+            pages
+                .enumerate()
+                .then(move |(i, page)| async move {
+                    if i > 0 {
+                        self.gate.acquire().await.expect("gate open").forget();
+                    }
+                    self.served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    page
+                })
+                .boxed()
+        }
+        async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
+            self.inner.lookup(key).await
+        }
+    }
+
+    async fn gated(
+        files: usize,
+        page: usize,
+    ) -> (ZarrFs, Arc<Semaphore>, Arc<std::sync::atomic::AtomicUsize>) {
+        let inner = MemoryStore::new();
+        for i in 0..files {
+            inner.put(&format!("d/f{i:05}"), Bytes::from_static(b"x")).await.unwrap();
+        }
+        inner.put("d/sub/k", Bytes::from_static(b"y")).await.unwrap();
+        let gate = Arc::new(Semaphore::new(0));
+        let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let store = GatedPages { inner, page, gate: gate.clone(), served: served.clone() };
+        let ns = Arc::new(RawNamespace::new(Arc::new(store)));
+        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        (ZarrFs::new(ns, cfg), gate, served)
+    }
+
+    fn names(entries: &DirEntries) -> Vec<String> {
+        entries.iter().map(|(_, e)| e.name.clone()).collect()
+    }
+
+    /// How long a step that must not finish is given to show it does not.
+    const NOT_YET: Duration = Duration::from_millis(200);
+
+    #[tokio::test]
+    async fn the_first_page_is_answered_before_the_backend_listing_completes() {
+        let (fs, gate, served) = gated(250, 100).await;
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let fh = fs.opendir_lazy(d.ino).unwrap().fh;
+        assert!(fs.readdir_ready(fh, 0).unwrap().is_none(), "nothing listed at opendir");
+
+        let first = tokio::time::timeout(Duration::from_secs(10), fs.readdir_at(fh, 0))
+            .await
+            .expect("the first page is answered while the backend holds the second")
+            .unwrap();
+        let first = names(&first);
+        assert_eq!(first.len(), 102, "`.`, `..` and the first page: {first:?}");
+        assert_eq!(&first[..3], [".", "..", "f00000"]);
+        // The next page is read ahead but still held by the backend: the reader waits.
+        let mut next = Box::pin(fs.readdir_at(fh, 102));
+        assert!(
+            tokio::time::timeout(NOT_YET, &mut next).await.is_err(),
+            "answered past the backend"
+        );
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(fs.readdir_listed(fh).unwrap().is_none(), "not complete yet");
+        // A rewind within what was listed is answered at once, without the backend.
+        let again = fs.readdir_ready(fh, 50).unwrap().expect("listed already");
+        assert_eq!(names(&again)[0], "f00048");
+
+        gate.add_permits(1);
+        let second = names(&next.await.unwrap());
+        assert_eq!(second[0], "f00100", "the second page follows on from the first");
+        gate.add_permits(10);
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page: Vec<(u64, String)> = fs
+                .readdir_at(fh, offset)
+                .await
+                .unwrap()
+                .iter()
+                .map(|(next, e)| (next, e.name.clone()))
+                .collect();
+            let Some(&(last, _)) = page.last() else { break };
+            offset = last;
+            all.extend(page.into_iter().map(|(_, n)| n));
+        }
+        let expected: Vec<String> = [".".to_string(), "..".to_string()]
+            .into_iter()
+            .chain((0..250).map(|i| format!("f{i:05}")))
+            .chain(["sub".to_string()])
+            .collect();
+        assert_eq!(all, expected, "every name once, in the backend's order");
+        assert_eq!(fs.readdir_listed(fh).unwrap().expect("complete").len(), 253);
+        // A complete listing is recorded: the next open may keep the kernel's cached copy.
+        fs.releasedir(fh);
+        assert!(fs.opendir_lazy(d.ino).unwrap().keep_cache);
+    }
+
+    #[tokio::test]
+    async fn a_listing_released_midway_leaves_nothing_pinned() {
+        let (fs, gate, _) = gated(250, 100).await;
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let before = fs.gauges().known_inodes;
+        let fh = fs.opendir_lazy(d.ino).unwrap().fh;
+        let first = fs.readdir_at(fh, 0).await.unwrap();
+        assert_eq!(names(&first).len(), 102);
+        assert_eq!(fs.gauges().known_inodes, before + 100, "held while the listing is open");
+        // One entry handed to the kernel by READDIRPLUS is a lookup: it outlives the listing.
+        let (_, e) = first.iter().nth(5).unwrap();
+        let plus = fs.readdirplus_entry("d", e);
+        // A reader waits for the held page when the directory is closed.
+        let fs = Arc::new(fs);
+        let waiting = tokio::spawn({
+            let fs = fs.clone();
+            async move { fs.readdir_at(fh, 102).await.map(|e| names(&e)) }
+        });
+        tokio::time::sleep(NOT_YET).await;
+        fs.releasedir(fh);
+        gate.add_permits(10); // the backend answers after all
+        let late = waiting.await.unwrap();
+        assert!(matches!(late, Err(FsError::BadHandle)), "{late:?}");
+        tokio::time::sleep(NOT_YET).await;
+        assert_eq!(fs.gauges().known_inodes, before + 1, "only the looked-up entry is left");
+        fs.forget(plus.ino, 1);
+        assert_eq!(fs.gauges().known_inodes, before);
+        assert!(!fs.opendir_lazy(d.ino).unwrap().keep_cache, "an incomplete listing is not kept");
+    }
+
+    #[tokio::test]
+    async fn files_being_written_show_in_a_paged_listing_once() {
+        let (fs, gate, _) = gated(150, 100).await;
+        gate.add_permits(100);
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        // One new file (not in the store yet) and one rewrite of a listed file.
+        let (_, new) = fs.create(d.ino, "new", 0).await.unwrap();
+        fs.write(new.fh, 0, b"abc").await.unwrap();
+        let old = fs.lookup(d.ino, "f00120").await.unwrap();
+        let o = fs.open(old.ino, libc::O_WRONLY | libc::O_TRUNC).await.unwrap();
+        fs.write(o.fh, 0, b"longer").await.unwrap();
+        let fh = fs.opendir(d.ino).await.unwrap();
+        let all = fs.readdir(fh).unwrap();
+        let seen: HashSet<&str> = all.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(seen.len(), all.len(), "a name twice");
+        assert_eq!(all.len(), 2 + 150 + 1 + 1);
+        let size = |n: &str| all.iter().find(|e| e.name == n).unwrap().attr.size;
+        assert_eq!(size("new"), 3);
+        assert_eq!(size("f00120"), 6, "the buffer, not the store");
+        fs.releasedir(fh);
+    }
+}

@@ -753,6 +753,7 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
 
     /// Symlinks (out of the root, in it, looping, to a directory), a FIFO, a socket, a device
     /// node and a non-UTF-8 name: none is listed, none is opened, reading any is "not found",
@@ -833,6 +834,31 @@ mod tests {
         assert_eq!(s.get("new\nline").await.unwrap().as_ref(), b"nl");
         assert_eq!(s.get("ok").await.unwrap().as_ref(), b"ok");
         assert!(matches!(s.get("sub").await, Err(StoreError::IsADirectory(_))));
+    }
+
+    #[tokio::test]
+    async fn listings_come_in_pages_that_add_up_to_the_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = 2 * LIST_PAGE + 10;
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        for i in 0..n {
+            std::fs::write(tmp.path().join(format!("d/f{i}")), b"x").unwrap();
+        }
+        std::fs::create_dir(tmp.path().join("d/sub")).unwrap();
+        let s = LocalStore::open(tmp.path()).unwrap();
+        let pages: Vec<Listing> = s.list_pages("d").map(|p| p.unwrap()).collect().await;
+        assert_eq!(pages.len(), 3, "pages of {LIST_PAGE}");
+        assert!(pages.iter().all(|p| p.files.len() + p.dirs.len() <= LIST_PAGE));
+        let mut files: Vec<String> =
+            pages.iter().flat_map(|p| p.files.iter().map(|f| f.0.clone())).collect();
+        files.sort();
+        let whole = s.list("d").await.unwrap();
+        assert_eq!(files, whole.files.iter().map(|f| f.0.clone()).collect::<Vec<_>>());
+        let dirs: Vec<&String> = pages.iter().flat_map(|p| &p.dirs).collect();
+        assert_eq!(dirs, [&"sub".to_string()]);
+        // A missing directory: one error, then the end.
+        let missing: Vec<_> = s.list_pages("nothing").collect().await;
+        assert!(matches!(missing[..], [Err(StoreError::NotFound(_))]), "{missing:?}");
     }
 
     #[tokio::test]
