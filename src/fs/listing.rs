@@ -105,6 +105,15 @@ impl DirEntries {
     }
 }
 
+/// A listing dropped without releasedir (the handle table goes at unmount) stops its reader.
+impl Drop for DirListing {
+    fn drop(&mut self) {
+        if let Some(reader) = crate::locks::lock(&self.state).reader.take() {
+            reader.abort();
+        }
+    }
+}
+
 impl DirListing {
     pub(super) fn new(ino: u64, path: String) -> Self {
         DirListing {
