@@ -16,5 +16,6 @@ pub mod mount;
 pub mod source;
 pub mod stats;
 pub mod store;
+pub mod ttl_cache;
 pub mod view;
 pub mod zarr;

@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 
 use super::changes::Watch;
 use super::inode::ROOT_INO;
-use super::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, SharedBuf, ZarrFs};
+use super::write_buf::SharedBuf;
+use super::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key};
 use crate::view::node::Node;
@@ -243,7 +244,7 @@ impl ZarrFs {
     /// Start the task that reads the listing's pages.
     fn start_listing(&self, listing: &DirListing) -> Source {
         let (tx, rx) = mpsc::channel(PAGES_AHEAD);
-        let (ns, changes, path) = (self.ns.clone(), self.changes.clone(), listing.path.clone());
+        let (ns, changes, path) = (self.ns.clone(), self.cache.change_log(), listing.path.clone());
         let reader = tokio::spawn(async move {
             let mut pages = ns.list_pages(&path);
             loop {
@@ -305,7 +306,7 @@ impl ZarrFs {
         };
         for (i, buf) in buffered {
             let b = buf.lock().await;
-            if !b.unlinked {
+            if !b.is_unlinked() {
                 page[i].1 = buf_node(&b);
                 cacheable[i] = false;
             }
@@ -352,7 +353,7 @@ impl ZarrFs {
             });
         }
         let now = Instant::now();
-        let mut nodes = lock(&self.nodes);
+        let mut nodes = self.cache.lock_entries();
         for (name, node, cacheable) in page {
             let child = join_key(&listing.path, &name);
             let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
@@ -390,7 +391,7 @@ impl ZarrFs {
                     continue;
                 }
                 let b = buf.lock().await;
-                if !b.unlinked {
+                if !b.is_unlinked() {
                     extra.push((name, buf_node(&b), false));
                 }
             }

@@ -2,7 +2,9 @@
 //! can drive it without a kernel. `fuse::adapter` is the thin layer that turns these answers
 //! into fuser replies.
 //!
-//! Owns: the inode table, the metadata cache, open handles and the write buffers of open files.
+//! Owns: the inode table, the metadata cache (`node_cache`), open handles (`handles`) and the
+//! write buffers of open files (`write_buf`). This module holds `ZarrFs`, path resolution,
+//! attributes and directories; open files are in `files`, unlink/rename/link in `names`.
 //! A file open for writing is buffered whole in memory and written to the namespace as one
 //! object on flush (close) and release, so the backend never sees half a chunk. Files named
 //! `*.partial` (temp files that writers such as zarr-python rename over their target) are kept
@@ -11,17 +13,24 @@
 pub mod changes;
 pub mod decoded_cache;
 pub mod error;
+mod files;
+mod handles;
 pub mod inode;
 pub mod listing;
+mod names;
 pub mod namespace;
+mod node_cache;
 pub mod presented;
 pub mod readahead;
+mod resolve;
 pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
 pub mod spill;
 pub mod trees;
 pub mod unsharded;
+mod walk;
+mod write_buf;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -29,17 +38,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::Bytes;
 use lru::LruCache;
 
-use changes::{ChangeLog, Watch};
 pub use error::{FsError, FsResult};
+use handles::{Handle, SharedReadAhead};
 use inode::InodeTable;
 use namespace::Namespace;
+use node_cache::NodeCache;
+pub use write_buf::is_staged_name;
+use write_buf::{SharedBuf, WriteBuf};
 
 use crate::locks::lock;
-use crate::store::{join_key, split_key};
-use crate::view::node::{Backing, Node};
+use crate::store::join_key;
+use crate::view::node::Node;
 
 #[derive(Debug, Clone)]
 pub struct FsConfig {
@@ -95,83 +106,6 @@ pub struct SetAttr {
     pub gid: Option<u32>,
 }
 
-/// Buffered content of a file open for writing (shared by every handle on that path).
-struct WriteBuf {
-    path: String,
-    /// In memory while small, else in a spill file (see `spill`).
-    data: spill::Buffer,
-    dirty: bool,
-    handles: usize,
-    /// A temp file (`*.partial`): kept here, never written to the backend under its own name.
-    staged: bool,
-    /// Unlinked while open: never written back.
-    unlinked: bool,
-    /// The last write-back failed: every writer's close tries again.
-    failed: bool,
-    /// Made with `O_CREAT|O_EXCL`: the first write-back creates the key only if the store has
-    /// none (another daemon may have made it since the open), else EEXIST and nothing stored.
-    exclusive: bool,
-    modified: SystemTime,
-}
-
-type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
-
-impl WriteBuf {
-    /// A buffer for `path` with one handle on it; `dirty` when it must be written back even
-    /// unchanged (a new or truncated file).
-    fn shared(
-        spill: &Arc<spill::Spill>,
-        path: &str,
-        data: Vec<u8>,
-        dirty: bool,
-    ) -> FsResult<SharedBuf> {
-        let data = spill::Buffer::new(spill.clone(), data).map_err(|e| io_err(path, e))?;
-        Ok(Arc::new(tokio::sync::Mutex::new(WriteBuf {
-            path: path.to_string(),
-            data,
-            dirty,
-            handles: 1,
-            staged: is_staged_name(split_key(path).1),
-            unlinked: false,
-            failed: false,
-            exclusive: false,
-            modified: SystemTime::now(),
-        })))
-    }
-}
-
-fn is_too_large(e: &FsError) -> bool {
-    match e {
-        FsError::TooLarge(_) => true,
-        FsError::Shared(e) => is_too_large(e),
-        _ => false,
-    }
-}
-
-/// A spill-file error (e.g. ENOSPC in the spill directory) as the writer sees it.
-fn io_err(path: &str, e: std::io::Error) -> FsError {
-    FsError::Store(crate::store::StoreError::from_io(path, e))
-}
-type SharedReadAhead = Arc<tokio::sync::Mutex<readahead::ReadAhead>>;
-
-enum Handle {
-    /// `buf`: the write buffer of the path, read by readers too (they see the writer's
-    /// progress); only a handle that `writes` writes it back, and only when it is `dirty`
-    /// (it wrote or truncated since its last flush). So the late RELEASE of a closed handle
-    /// does not store the half-written buffer of the next open of the same file.
-    File {
-        ino: u64,
-        path: String,
-        node: Option<Node>,
-        buf: Option<SharedBuf>,
-        writes: bool,
-        dirty: bool,
-        ra: Option<SharedReadAhead>,
-    },
-    /// An open directory: its listing, read from the first readdir on (see `listing`).
-    Dir(Arc<listing::DirListing>),
-}
-
 /// An open directory.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenedDir {
@@ -181,7 +115,6 @@ pub struct OpenedDir {
     pub keep_cache: bool,
 }
 
-const METADATA_CACHE_ENTRIES: usize = 500_000;
 /// Read-ahead states kept per inode when the kernel sends no OPEN (and so no RELEASE to end them).
 const INODE_READAHEADS: usize = 64;
 /// Files fetched ahead of a reader that reads a directory's files in listing order.
@@ -192,14 +125,12 @@ pub struct ZarrFs {
     ns: Arc<dyn Namespace>,
     cfg: FsConfig,
     inodes: Mutex<InodeTable>,
-    /// path -> resolved node (None = known absent), with the time it was resolved.
-    nodes: Mutex<LruCache<String, (Option<Node>, Instant)>>,
+    /// Resolved nodes, changes through the mount, content versions the kernel has.
+    cache: NodeCache,
+    /// path -> the write buffer of a file open for writing (or a staged temp file).
     bufs: Mutex<HashMap<String, SharedBuf>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
-    /// ino -> content version at its last open (or, without opens, the last one the kernel was
-    /// shown), to tell the kernel when its cache is still good.
-    versions: Mutex<HashMap<u64, String>>,
     /// Memory for read-ahead, shared by every file of the mount.
     readahead_budget: Arc<readahead::Budget>,
     /// The kernel sends no OPEN/RELEASE (read-only mounts, see `serve_without_open`): reads come
@@ -211,14 +142,10 @@ pub struct ZarrFs {
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
     /// Directory ino -> when it was last listed (the kernel caches that listing).
     dirs_listed: Mutex<HashMap<u64, Instant>>,
-    /// Paths changed through the mount, for lookups and listings that overlapped the change.
-    changes: Arc<ChangeLog>,
     /// Which files to fetch ahead of a reader scanning a directory.
     scans: scan_ahead::ScanAhead,
     /// Where write buffers go once too large for memory, and the memory they may hold.
     spill: Arc<spill::Spill>,
-    /// Directory trees renamed or removed, for the metadata cache (see `trees`).
-    dropped_trees: Mutex<trees::DroppedTrees>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -233,53 +160,19 @@ pub struct FsGauges {
 
 /// What a write buffer shows as a file.
 fn buf_node(b: &WriteBuf) -> Node {
-    Node {
-        size: b.data.len(),
-        modified: b.modified,
-        backing: Backing::Object { key: b.path.clone(), version: "pending".into() },
-    }
-}
-
-/// Another writer handle on an existing buffer.
-async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
-    let mut b = buf.lock().await;
-    b.handles += 1;
-    if truncating {
-        b.data.clear();
-        b.dirty = true;
-    }
-    drop(b);
-    buf
-}
-
-async fn truncate_buf(buf: &SharedBuf, size: u64) -> FsResult<()> {
-    let mut b = buf.lock().await;
-    let path = b.path.clone();
-    b.data.truncate(size).map_err(|e| io_err(&path, e))?;
-    b.dirty = true;
-    b.modified = SystemTime::now();
-    Ok(())
-}
-
-/// Temp files that writers rename over the real key.
-pub fn is_staged_name(name: &str) -> bool {
-    name.ends_with(".partial")
+    b.node()
 }
 
 impl ZarrFs {
     pub fn new(ns: Arc<dyn Namespace>, cfg: FsConfig) -> Self {
-        let cfg_ttl = cfg.metadata_ttl;
         ZarrFs {
+            cache: NodeCache::new(cfg.metadata_ttl),
             ns,
             cfg,
             inodes: Mutex::new(InodeTable::default()),
-            nodes: Mutex::new(LruCache::new(
-                NonZeroUsize::new(METADATA_CACHE_ENTRIES).expect("nonzero"),
-            )),
             bufs: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            versions: Mutex::new(HashMap::new()),
             readahead_budget: readahead::Budget::new(readahead::DEFAULT_BUDGET),
             openless: AtomicBool::new(false),
             inode_readaheads: Mutex::new(LruCache::new(
@@ -287,10 +180,8 @@ impl ZarrFs {
             )),
             invalidator: OnceLock::new(),
             dirs_listed: Mutex::new(HashMap::new()),
-            changes: Arc::new(ChangeLog::default()),
             scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
             spill: spill::Spill::new(spill::SpillConfig::default()),
-            dropped_trees: Mutex::new(trees::DroppedTrees::new(cfg_ttl)),
         }
     }
 
@@ -326,156 +217,8 @@ impl ZarrFs {
         let _ = self.invalidator.set(f);
     }
 
-    /// Without opens: the kernel is about to get (or has read) `node`'s content for `ino`. If
-    /// it is not the version it saw last, its cached pages are stale: drop them.
-    fn note_version(&self, ino: u64, node: &Node) {
-        if !self.is_openless() {
-            return;
-        }
-        let Some(v) = node.content_version() else { return };
-        let changed = {
-            let mut versions = lock(&self.versions);
-            match versions.get(&ino) {
-                Some(old) if *old == v => return,
-                old => {
-                    let changed = old.is_some();
-                    versions.insert(ino, v);
-                    changed
-                }
-            }
-        };
-        if changed {
-            lock(&self.inode_readaheads).pop(&ino);
-            if let Some(invalidate) = self.invalidator.get() {
-                invalidate(ino);
-            }
-        }
-    }
-
     pub fn config(&self) -> &FsConfig {
         &self.cfg
-    }
-
-    // ---- paths, caches ----
-
-    /// The path of a live inode. ESTALE for one whose name was unlinked or replaced through
-    /// the mount: the name now leads elsewhere (or nowhere), so the kernel must look it up again.
-    fn path_of(&self, ino: u64) -> FsResult<String> {
-        let inodes = lock(&self.inodes);
-        let path = inodes.path(ino).ok_or(FsError::NotFound)?;
-        if !inodes.is_linked(ino) {
-            return Err(FsError::Stale);
-        }
-        Ok(path.to_string())
-    }
-
-    /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
-    /// (a writer's, if any), or the node it was opened on.
-    fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
-        let handles = lock(&self.handles);
-        let mut found = None;
-        for h in handles.values() {
-            if let Handle::File { ino: i, buf, node, writes, .. } = h {
-                if *i == ino && (found.is_none() || *writes) {
-                    found = Some((buf.clone(), node.clone()));
-                }
-            }
-        }
-        found
-    }
-
-    /// fstat() of a file unlinked (or replaced) while open: what the open handle holds, with no
-    /// links. Without an open handle the inode is just stale.
-    async fn unlinked_attr(&self, ino: u64) -> FsResult<Attr> {
-        let node = match self.open_content(ino) {
-            Some((Some(buf), _)) => buf_node(&*buf.lock().await),
-            Some((None, Some(node))) => node,
-            _ => return Err(FsError::Stale),
-        };
-        Ok(Attr { nlink: 0, ..self.attr_of(ino, &node) })
-    }
-
-    fn child_path(&self, parent: u64, name: &str) -> FsResult<String> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(FsError::InvalidName("not a single path component"));
-        }
-        if name.len() > MAX_NAME_LEN {
-            return Err(FsError::NameTooLong);
-        }
-        Ok(join_key(&self.path_of(parent)?, name))
-    }
-
-    /// `path` changed through the mount: drop what is cached of it. The change is noted
-    /// before the entry goes, so a lookup that finds no change (under the cache lock, see
-    /// `cache_node`) has its entry dropped here afterwards.
-    fn invalidate(&self, path: &str) {
-        self.changes.note(path);
-        lock(&self.nodes).pop(path);
-    }
-
-    /// Drop everything cached at or below `path` (after a directory rename or removal).
-    /// One record, not a scan of the cache (see `trees`); entries below are dropped lazily.
-    fn invalidate_tree(&self, path: &str) {
-        self.changes.note(path);
-        let mut nodes = lock(&self.nodes);
-        if !lock(&self.dropped_trees).drop_tree(path) {
-            nodes.clear();
-        }
-    }
-
-    /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
-    /// since.
-    fn fresh(&self, path: &str, at: Instant) -> bool {
-        at.elapsed() < self.cfg.metadata_ttl && lock(&self.dropped_trees).valid(path, at)
-    }
-
-    /// Cache what a lookup under `watch` found, unless the path changed through the mount
-    /// meanwhile (the answer may predate the change). Returns whether it was cached.
-    fn cache_node(&self, watch: &Watch, path: &str, node: Option<Node>) -> bool {
-        let mut nodes = lock(&self.nodes);
-        let fresh = !watch.changed(path);
-        if fresh {
-            nodes.put(path.to_string(), (node, Instant::now()));
-        }
-        fresh
-    }
-
-    async fn pending_node(&self, path: &str) -> Option<Node> {
-        let buf = lock(&self.bufs).get(path).cloned()?;
-        let b = buf.lock().await;
-        (!b.unlinked).then(|| buf_node(&b))
-    }
-
-    /// What `path` is now: an open write buffer, a fresh cache entry, or the namespace's answer.
-    async fn resolve(&self, path: &str) -> FsResult<Option<Node>> {
-        if let Some(node) = self.pending_node(path).await {
-            return Ok(Some(node));
-        }
-        let cached = lock(&self.nodes).get(path).cloned();
-        if let Some((node, at)) = cached {
-            if self.fresh(path, at) {
-                return Ok(node);
-            }
-        }
-        // A change through the mount during the lookup may be newer than its answer: ask
-        // again. After a few tries (the path keeps changing) the last answer goes uncached.
-        let mut tries = 0;
-        loop {
-            let watch = self.changes.watch();
-            let node = self.ns.lookup(path).await?;
-            tries += 1;
-            if self.cache_node(&watch, path, node.clone()) || tries == 3 {
-                return Ok(node);
-            }
-        }
-    }
-
-    fn attr_of(&self, ino: u64, node: &Node) -> Attr {
-        let (kind, perm) =
-            if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
-        let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
-        let nlink = if kind == FileKind::Dir { 2 } else { 1 };
-        Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
     }
 
     fn check_rw(&self) -> FsResult<()> {
@@ -504,7 +247,7 @@ impl ZarrFs {
 
     /// What hangs off an inode that no longer exists.
     fn inode_gone(&self, ino: u64) {
-        lock(&self.versions).remove(&ino);
+        self.cache.forget_version(ino);
         lock(&self.inode_readaheads).pop(&ino);
         lock(&self.dirs_listed).remove(&ino);
     }
@@ -546,31 +289,12 @@ impl ZarrFs {
             self.check_rw()?;
             // ftruncate() (also of a file unlinked while open) changes the handle's buffer,
             // which that handle writes back; truncate() of a path takes effect now.
-            match set.fh.and_then(|fh| self.dirty_writer_buf(fh)) {
-                Some(buf) => truncate_buf(&buf, size).await?,
+            match self.truncate_handle(set.fh, size).await {
+                Some(result) => result?,
                 None => self.truncate(&self.path_of(ino)?, size).await?,
             }
         }
         self.getattr(ino).await
-    }
-
-    async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
-        let existing = lock(&self.bufs).get(path).cloned();
-        if let Some(buf) = existing {
-            truncate_buf(&buf, size).await?;
-            return self.write_back(&buf).await;
-        }
-        // Not open: rewrite the object now (`truncate -s`).
-        self.ns.check_writable(path).await?;
-        let node = self.resolve(path).await?.ok_or(FsError::NotFound)?;
-        if node.is_dir() {
-            return Err(FsError::IsADirectory);
-        }
-        let mut data = namespace::read_all(&*self.ns, path, &node).await?;
-        data.resize(size as usize, 0);
-        self.ns.write_file(path, Bytes::from(data)).await?;
-        self.invalidate(path);
-        Ok(())
     }
 
     // ---- directories ----
@@ -626,7 +350,7 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.mkdir(&path).await?;
-        self.invalidate(&path);
+        self.cache.invalidate(&path);
         self.lookup(parent, name).await
     }
 
@@ -638,628 +362,17 @@ impl ZarrFs {
             return Err(FsError::NotADirectory);
         }
         self.ns.rmdir(&path).await?;
-        self.invalidate_tree(&path);
+        self.cache.invalidate_tree(&path);
         lock(&self.inodes).unlink_path(&path);
         Ok(())
     }
 
-    // ---- files ----
+    // ---- handles ----
 
     fn new_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, h);
         fh
-    }
-
-    fn keep_cache(&self, ino: u64, node: &Node) -> bool {
-        let Some(v) = node.content_version() else { return false };
-        let mut versions = lock(&self.versions);
-        let same = versions.get(&ino) == Some(&v);
-        versions.insert(ino, v);
-        same
-    }
-
-    pub async fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
-        let path = self.path_of(ino)?;
-        let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let truncating = flags & libc::O_TRUNC != 0;
-        if !writing {
-            let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-            return self.open_for_reading(ino, path, node);
-        }
-        self.check_rw()?;
-        self.ns.check_writable(&path).await?;
-        let existing = lock(&self.bufs).get(&path).cloned();
-        let buf = match existing {
-            Some(buf) => join_buf(buf, truncating).await,
-            None => {
-                let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-                if node.is_dir() {
-                    return Err(FsError::IsADirectory);
-                }
-                let data = if truncating {
-                    Vec::new()
-                } else {
-                    namespace::read_all(&*self.ns, &path, &node).await?
-                };
-                let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
-                let buf =
-                    lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
-                if Arc::ptr_eq(&buf, &mine) {
-                    buf
-                } else {
-                    join_buf(buf, truncating).await // another open made one meanwhile
-                }
-            }
-        };
-        lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File {
-            ino,
-            path,
-            node: None,
-            buf: Some(buf),
-            writes: true,
-            dirty: truncating,
-            ra: None,
-        });
-        Ok(Opened { fh, keep_cache: false, read_only: false })
-    }
-
-    fn open_for_reading(&self, ino: u64, path: String, node: Node) -> FsResult<Opened> {
-        if node.is_dir() {
-            return Err(FsError::IsADirectory);
-        }
-        let buf = lock(&self.bufs).get(&path).cloned();
-        let keep_cache = buf.is_none() && self.keep_cache(ino, &node);
-        let ra = Some(self.new_readahead());
-        let fh = self.new_handle(Handle::File {
-            ino,
-            path,
-            node: Some(node),
-            buf,
-            writes: false,
-            dirty: false,
-            ra,
-        });
-        Ok(Opened { fh, keep_cache, read_only: true })
-    }
-
-    fn new_readahead(&self) -> SharedReadAhead {
-        Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::new(self.readahead_budget.clone())))
-    }
-
-    // ---- answers from memory alone ----
-    // The adapter calls these on the FUSE dispatch thread: when the metadata cache already
-    // knows the answer no I/O is needed, and skipping the hop to a tokio task roughly halves
-    // the cost of opening a small chunk file. `None` means "not cached: ask the async path".
-
-    /// The cached node at `path`, unless a write buffer (whose lock is async) is involved.
-    fn cached_node(&self, path: &str) -> Option<Option<Node>> {
-        if lock(&self.bufs).contains_key(path) {
-            return None;
-        }
-        let cached = lock(&self.nodes).get(path).cloned();
-        match cached {
-            Some((node, at)) if self.fresh(path, at) => Some(node),
-            _ => None,
-        }
-    }
-
-    pub fn lookup_cached(&self, parent: u64, name: &str) -> Option<FsResult<Attr>> {
-        let path = match self.child_path(parent, name) {
-            Ok(p) => p,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(match self.cached_node(&path)? {
-            None => Err(FsError::NotFound),
-            Some(node) => {
-                let ino = lock(&self.inodes).get_or_insert(&path, true);
-                self.note_version(ino, &node);
-                Ok(self.attr_of(ino, &node))
-            }
-        })
-    }
-
-    pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
-        let path = self.path_of(ino).ok()?;
-        let node = self.cached_node(&path)??;
-        self.note_version(ino, &node);
-        Some(Ok(self.attr_of(ino, &node)))
-    }
-
-    pub fn open_cached(&self, ino: u64, flags: i32) -> Option<FsResult<Opened>> {
-        if flags & libc::O_ACCMODE != libc::O_RDONLY {
-            return None;
-        }
-        let path = self.path_of(ino).ok()?;
-        let node = self.cached_node(&path)??;
-        Some(self.open_for_reading(ino, path, node))
-    }
-
-    pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
-        self.check_rw()?;
-        let path = self.child_path(parent, name)?;
-        self.ns.check_writable(&path).await?;
-        let buf = WriteBuf::shared(&self.spill, &path, Vec::new(), true)?;
-        let exclusive = flags & libc::O_EXCL != 0;
-        if exclusive {
-            // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
-            // (The write-back makes it exclusive at the store, see `WriteBuf::exclusive`.)
-            self.invalidate(&path);
-            let mut b = buf.lock().await;
-            b.exclusive = !b.staged; // a temp file never reaches the store under its own name
-        }
-        let exists = match self.resolve(&path).await? {
-            Some(node) if node.is_dir() => return Err(FsError::IsADirectory),
-            Some(_) => true,
-            // Another create of the same name may have made its buffer since: join that one.
-            None => {
-                let mut bufs = lock(&self.bufs);
-                let taken = bufs.contains_key(&path);
-                if !taken {
-                    bufs.insert(path.clone(), buf.clone());
-                }
-                taken
-            }
-        };
-        if exists {
-            // The kernel thought the name was free (its view was out of date): open the file
-            // as open(2) would, truncating only if asked to.
-            if flags & libc::O_EXCL != 0 {
-                return Err(FsError::Exists);
-            }
-            let ino = lock(&self.inodes).get_or_insert(&path, true);
-            let opened = self.open(ino, flags).await?;
-            return Ok((self.getattr(ino).await?, opened));
-        }
-        self.invalidate(&path);
-        let ino = lock(&self.inodes).get_or_insert(&path, true);
-        lock(&self.versions).remove(&ino);
-        let fh = self.new_handle(Handle::File {
-            ino,
-            path,
-            node: None,
-            buf: Some(buf),
-            writes: true,
-            dirty: true,
-            ra: None,
-        });
-        let attr = Attr {
-            ino,
-            kind: FileKind::File,
-            size: 0,
-            mtime: SystemTime::now(),
-            perm: 0o644,
-            nlink: 1,
-        };
-        Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
-    }
-
-    fn file_handle(&self, fh: u64) -> FsResult<(u64, String, Option<Node>, Option<SharedBuf>)> {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ino, path, node, buf, .. }) => {
-                Ok((*ino, path.clone(), node.clone(), buf.clone()))
-            }
-            _ => Err(FsError::BadHandle),
-        }
-    }
-
-    fn read_ahead_of(&self, fh: u64) -> Option<SharedReadAhead> {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ra, .. }) => ra.clone(),
-            _ => None,
-        }
-    }
-
-    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
-        let (ino, path, node, buf) = self.file_handle(fh)?;
-        if let Some(buf) = buf {
-            let b = buf.lock().await;
-            return b.data.read(offset, size).map_err(|e| io_err(&path, e));
-        }
-        let node = node.ok_or(FsError::BadHandle)?;
-        if offset == 0 {
-            self.fetch_next_files(&path);
-        }
-        let Some(ra) = self.read_ahead_of(fh) else {
-            return self.read_node(ino, &path, &node, offset, size).await;
-        };
-        self.read_ahead(ino, &ra, &path, &node, offset, size).await
-    }
-
-    /// A read from the namespace. When the file changed since `node` was resolved (ESTALE),
-    /// what this mount and the kernel know of it is dropped, so the next open sees the change.
-    async fn read_node(
-        &self,
-        ino: u64,
-        path: &str,
-        node: &Node,
-        offset: u64,
-        size: u32,
-    ) -> FsResult<Bytes> {
-        let r = self.ns.read(path, node, offset, size).await;
-        if matches!(r, Err(FsError::Stale)) {
-            tracing::debug!(path, "changed since it was opened: ESTALE");
-            self.invalidate(path);
-            lock(&self.versions).remove(&ino);
-            if let Some(invalidate) = self.invalidator.get() {
-                invalidate(ino);
-            }
-        }
-        r
-    }
-
-    /// `path` is being read from its start: when that continues a scan of its directory in
-    /// listing order, start fetching the next files (those whose node the listing cached).
-    fn fetch_next_files(&self, path: &str) {
-        let (dir, name) = split_key(path);
-        let next = self.scans.reading(dir, name);
-        if next.is_empty() {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        for name in next {
-            let Some(Some(node)) = self.cached_node(&join_key(dir, &name)) else { continue };
-            if node.is_dir() {
-                continue;
-            }
-            let ns = self.ns.clone();
-            rt.spawn(async move { ns.prefetch(&node).await });
-        }
-    }
-
-    /// A read without a handle (the kernel sends no OPEN, see `serve_without_open`): by inode,
-    /// from its current node.
-    pub async fn read_inode(&self, ino: u64, offset: u64, size: u32) -> FsResult<Bytes> {
-        let path = self.path_of(ino)?;
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        if node.is_dir() {
-            return Err(FsError::IsADirectory);
-        }
-        self.note_version(ino, &node);
-        if offset == 0 {
-            self.fetch_next_files(&path);
-        }
-        let ra = lock(&self.inode_readaheads).get_or_insert(ino, || self.new_readahead()).clone();
-        self.read_ahead(ino, &ra, &path, &node, offset, size).await
-    }
-
-    async fn read_ahead(
-        &self,
-        ino: u64,
-        ra: &SharedReadAhead,
-        path: &str,
-        node: &Node,
-        offset: u64,
-        size: u32,
-    ) -> FsResult<Bytes> {
-        let mut ra = ra.lock().await;
-        if let Some(data) = ra.take(offset, size, node.size) {
-            return Ok(data);
-        }
-        let (from, len) = ra.plan(offset, size, node.size);
-        let fetched = self.read_node(ino, path, node, from, len.max(size as u64) as u32).await?;
-        Ok(ra.fill(offset, size, fetched))
-    }
-
-    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
-        let mut b = buf.lock().await;
-        let path = b.path.clone();
-        b.data.write(offset, data).map_err(|e| io_err(&path, e))?;
-        b.dirty = true;
-        b.modified = SystemTime::now();
-        Ok(data.len() as u32)
-    }
-
-    /// Write a dirty buffer to the namespace. Errors reach the caller of close()/fsync().
-    async fn write_back(&self, buf: &SharedBuf) -> FsResult<()> {
-        let mut b = buf.lock().await;
-        if !b.dirty || b.staged || b.unlinked {
-            return Ok(());
-        }
-        let path = b.path.clone();
-        // A spilled body is the spill file itself: the buffer stays locked until it is stored.
-        let body = b.data.body().map_err(|e| io_err(&path, e))?;
-        if b.exclusive {
-            crate::metrics::global().conditional_writes.inc();
-            let data = body.into_bytes().map_err(|e| io_err(&path, e))?;
-            let result = self.ns.create_file(&path, data).await;
-            if matches!(result, Err(FsError::Exists)) {
-                // Another writer (another daemon) created the key after our open: this file
-                // lost the race. Nothing of it is stored, and its name now means the winner's.
-                crate::metrics::global().create_conflicts.inc();
-                tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
-                b.unlinked = true;
-                b.dirty = false;
-                drop(b);
-                self.drop_buf(&path, buf);
-                self.invalidate(&path);
-                return Err(FsError::Exists);
-            }
-            b.failed = result.is_err();
-            result?;
-            b.exclusive = false;
-        } else {
-            let result = self.ns.write_file_body(&path, body).await;
-            b.failed = result.is_err();
-            if result.as_ref().is_err_and(is_too_large) {
-                // Refused for its shape, not for a passing fault: trying again at every close
-                // would only repeat the error (and its log line).
-                b.failed = false;
-                b.dirty = false;
-            }
-            result?;
-        }
-        b.dirty = false;
-        self.invalidate(&path);
-        Ok(())
-    }
-
-    /// Forget `buf` as the write buffer of `path` (if it still is).
-    fn drop_buf(&self, path: &str, buf: &SharedBuf) {
-        let mut bufs = lock(&self.bufs);
-        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
-            bufs.remove(path);
-        }
-    }
-
-    /// close(): the buffer goes to the store if this handle changed it since its last flush,
-    /// or an earlier write-back of it failed. A reader's close never stores a writer's
-    /// unfinished data.
-    pub async fn flush(&self, fh: u64) -> FsResult<()> {
-        self.write_back_from(fh, false).await
-    }
-
-    /// fsync(): like close(), and also whatever other writers left unstored.
-    pub async fn fsync(&self, fh: u64) -> FsResult<()> {
-        self.write_back_from(fh, true).await
-    }
-
-    async fn write_back_from(&self, fh: u64, whole_file: bool) -> FsResult<()> {
-        let Some((buf, handle_dirty)) = self.take_dirty(fh)? else { return Ok(()) };
-        if !(handle_dirty || whole_file || buf.lock().await.failed) {
-            return Ok(());
-        }
-        let result = self.write_back(&buf).await;
-        if result.is_err() && handle_dirty {
-            self.dirty_writer_buf(fh); // still this handle's to write
-        }
-        result
-    }
-
-    /// The write buffer of a handle open for writing, which is about to change it: the handle
-    /// is marked dirty. `None` for a reader or an unknown handle.
-    fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
-        match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => {
-                *dirty = true;
-                Some(buf.clone())
-            }
-            _ => None,
-        }
-    }
-
-    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
-    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
-    fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
-        match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::File { buf: Some(buf), writes: true, dirty, .. }) => {
-                Ok(Some((buf.clone(), std::mem::take(dirty))))
-            }
-            Some(Handle::File { .. }) => Ok(None),
-            _ => Err(FsError::BadHandle),
-        }
-    }
-
-    /// Release a handle that has no write buffer (nothing to write back), without I/O.
-    /// Returns false when the handle needs the async `release`.
-    pub fn release_reader(&self, fh: u64) -> bool {
-        let mut handles = lock(&self.handles);
-        if matches!(handles.get(&fh), Some(Handle::File { writes: false, .. })) {
-            handles.remove(&fh);
-            return true;
-        }
-        false
-    }
-
-    pub async fn release(&self, fh: u64) -> FsResult<()> {
-        let Some(handle) = lock(&self.handles).remove(&fh) else { return Err(FsError::BadHandle) };
-        let Handle::File { buf: Some(buf), writes: true, dirty, .. } = handle else {
-            return Ok(());
-        };
-        let retry = buf.lock().await.failed;
-        let result = if dirty || retry { self.write_back(&buf).await } else { Ok(()) };
-        let mut b = buf.lock().await;
-        b.handles = b.handles.saturating_sub(1);
-        // Keep a staged temp file (until renamed) and a buffer whose write-back failed (so a
-        // retry can still find the data); drop the rest once the last handle is gone.
-        if b.handles == 0 && (!b.staged || b.unlinked) && (result.is_ok() || b.unlinked) {
-            let path = b.path.clone();
-            drop(b);
-            let mut bufs = lock(&self.bufs);
-            if bufs.get(&path).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
-                bufs.remove(&path);
-            }
-        }
-        result
-    }
-
-    pub async fn unlink(&self, parent: u64, name: &str) -> FsResult<()> {
-        self.check_rw()?;
-        let path = self.child_path(parent, name)?;
-        let buf = lock(&self.bufs).get(&path).cloned();
-        let mut handled = false;
-        if let Some(buf) = buf {
-            let mut b = buf.lock().await;
-            b.unlinked = true;
-            handled = b.staged || b.dirty;
-            drop(b);
-            lock(&self.bufs).remove(&path);
-        }
-        if !handled {
-            let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-            if node.is_dir() {
-                return Err(FsError::IsADirectory);
-            }
-            match self.ns.remove_file(&path).await {
-                Err(FsError::Store(crate::store::StoreError::NotFound(_))) if handled => {}
-                r => r?,
-            }
-        }
-        self.invalidate(&path);
-        lock(&self.inodes).unlink_path(&path);
-        Ok(())
-    }
-
-    pub async fn rename(
-        &self,
-        parent: u64,
-        name: &str,
-        newparent: u64,
-        newname: &str,
-        flags: u32,
-    ) -> FsResult<()> {
-        self.check_rw()?;
-        if flags & libc::RENAME_EXCHANGE != 0 {
-            return Err(FsError::NotSupported("RENAME_EXCHANGE"));
-        }
-        let from = self.child_path(parent, name)?;
-        let to = self.child_path(newparent, newname)?;
-        let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
-        let target = self.resolve(&to).await?;
-        if flags & libc::RENAME_NOREPLACE != 0 && target.is_some() {
-            return Err(FsError::Exists);
-        }
-        if from == to {
-            return Ok(());
-        }
-        if node.is_dir() {
-            if let Some(t) = &target {
-                if !t.is_dir() {
-                    return Err(FsError::NotADirectory);
-                }
-                if !self.ns.list(&to).await?.is_empty() {
-                    return Err(FsError::NotEmpty);
-                }
-                self.ns.rmdir(&to).await?;
-            }
-            if to.starts_with(&format!("{from}/")) {
-                return Err(FsError::InvalidName("cannot move a directory into itself"));
-            }
-            self.ns.rename(&from, &to, true).await?;
-            self.invalidate_tree(&from);
-            self.invalidate_tree(&to);
-        } else {
-            if target.as_ref().is_some_and(Node::is_dir) {
-                return Err(FsError::IsADirectory);
-            }
-            self.ns.check_writable(&to).await?;
-            let buf = lock(&self.bufs).get(&from).cloned();
-            let mut still_open = None;
-            match buf {
-                Some(buf) => {
-                    // A buffered file (a staged temp file, or open for writing): its content
-                    // goes to the new name in one write.
-                    let mut b = buf.lock().await;
-                    let body = b.data.body().map_err(|e| io_err(&from, e))?;
-                    let was_stored = !b.staged && !b.dirty;
-                    self.ns.write_file_body(&to, body).await?;
-                    if was_stored || (!b.staged && self.ns.lookup(&from).await?.is_some()) {
-                        self.ns.remove_file(&from).await?;
-                    }
-                    lock(&self.bufs).remove(&from);
-                    if b.handles > 0 {
-                        // Still open for writing: as an open file follows its rename, later
-                        // writes go to the new name (written back at close).
-                        b.path = to.clone();
-                        b.staged = is_staged_name(split_key(&to).1);
-                        b.dirty = false;
-                        b.failed = false;
-                        b.exclusive = false; // the rename has stored it: later closes replace
-                        drop(b);
-                        still_open = Some(buf);
-                    } else {
-                        b.unlinked = true;
-                    }
-                }
-                None => self.ns.rename(&from, &to, false).await?,
-            }
-            // A writer still open on the replaced file now writes nowhere: its file is
-            // unlinked, as on POSIX (its close must not bring the old content back).
-            let replaced = lock(&self.bufs).remove(&to);
-            if let Some(old) = replaced {
-                old.lock().await.unlinked = true;
-            }
-            if let Some(buf) = still_open {
-                lock(&self.bufs).insert(to.clone(), buf);
-            }
-            self.invalidate(&from);
-            self.invalidate(&to);
-        }
-        let mut inodes = lock(&self.inodes);
-        inodes.rename(&from, &to);
-        Ok(())
-    }
-
-    /// link(2) as an atomic create: `newname` gets the content the file `ino` has now (its
-    /// write buffer if it is open or a staged temp file, which is not uploaded for this), stored
-    /// with one create-if-absent put, so EEXIST comes from the store itself when the key exists,
-    /// also if another daemon made it a moment ago. The two names are then independent files
-    /// (a store has no hard links): the new one gets its own inode, and later writes to either
-    /// do not show in the other.
-    pub async fn link(&self, ino: u64, newparent: u64, newname: &str) -> FsResult<Attr> {
-        self.check_rw()?;
-        let from = self.path_of(ino)?;
-        let to = self.child_path(newparent, newname)?;
-        self.ns.check_writable(&to).await?;
-        let buf = lock(&self.bufs).get(&from).cloned();
-        let data = match buf {
-            Some(buf) => {
-                let mut b = buf.lock().await;
-                if b.unlinked {
-                    return Err(FsError::NotFound);
-                }
-                b.data.body().and_then(|b| b.into_bytes()).map_err(|e| io_err(&from, e))?
-            }
-            None => {
-                let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
-                if node.is_dir() {
-                    return Err(FsError::NotPermitted("hard links to directories"));
-                }
-                Bytes::from(namespace::read_all(&*self.ns, &from, &node).await?)
-            }
-        };
-        if self.pending_node(&to).await.is_some() {
-            return Err(FsError::Exists);
-        }
-        if is_staged_name(split_key(&to).1) {
-            // A temp-file name lives in memory until renamed, like one made by create().
-            if self.resolve(&to).await?.is_some() {
-                return Err(FsError::Exists);
-            }
-            let staged = WriteBuf::shared(&self.spill, &to, data.to_vec(), true)?;
-            staged.lock().await.handles = 0;
-            let mut bufs = lock(&self.bufs);
-            if bufs.contains_key(&to) {
-                return Err(FsError::Exists);
-            }
-            bufs.insert(to.clone(), staged);
-        } else {
-            match self.ns.create_file(&to, data).await {
-                Err(FsError::Exists) => {
-                    crate::metrics::global().create_conflicts.inc();
-                    self.invalidate(&to);
-                    return Err(FsError::Exists);
-                }
-                r => r?,
-            }
-            crate::metrics::global().conditional_writes.inc();
-        }
-        self.invalidate(&to);
-        let new_ino = lock(&self.inodes).get_or_insert(&to, true);
-        let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
-        Ok(self.attr_of(new_ino, &node))
     }
 
     pub fn statfs(&self) -> (u64, u64) {
@@ -1279,28 +392,6 @@ impl ZarrFs {
             buffer_bytes,
         }
     }
-
-    /// Write back every dirty buffer and keep staged temp files under their own names (so
-    /// nothing written through the mount is lost at unmount). Returns how many failed.
-    pub async fn flush_all(&self) -> usize {
-        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
-        let mut failed = 0;
-        for buf in bufs {
-            {
-                let mut b = buf.lock().await;
-                if b.staged && !b.unlinked {
-                    b.staged = false;
-                    b.dirty = true;
-                }
-            }
-            if let Err(e) = self.write_back(&buf).await {
-                let path = buf.lock().await.path.clone();
-                tracing::error!(path = ?path, error = %e, "could not write back at unmount");
-                failed += 1;
-            }
-        }
-        failed
-    }
 }
 
 #[cfg(test)]
@@ -1309,6 +400,7 @@ mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::Store;
+    use bytes::Bytes;
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
         let ns = Arc::new(namespace::RawNamespace::new(store));

@@ -3,19 +3,19 @@
 //! and serves generated metadata, translated chunk keys and decoded chunks. Read-only: the
 //! mapping back to stored bytes is not exact, so every change is EROFS.
 
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
-use lru::LruCache;
 
 use super::decoded_cache::DecodedCache;
 use super::error::{FsError, FsResult};
 use super::namespace::{read_all, slice_for_read, Namespace};
+use super::walk::{self, DirWalk, Step};
 use crate::store::{join_key, split_key, StoreError};
+use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
 use crate::view::present::{ArrayPath, ArrayShow, DirDocs, DirShow, Files, Presenter};
 use crate::zarr::codecs::{BytesChain, ChunkSpec, CodecError};
@@ -28,62 +28,31 @@ const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
 pub struct PresentedNamespace {
     below: Arc<dyn Namespace>,
     presenter: Box<dyn Presenter>,
-    ttl: Duration,
-    shows: Mutex<LruCache<String, (Shown, Instant)>>,
+    shows: TtlCache<Shown>,
     decoded: DecodedCache,
 }
 
 /// A directory's presentation and the time its metadata last changed (for generated files).
 #[derive(Clone)]
-struct Shown {
+pub(super) struct Shown {
     show: DirShow,
     modified: SystemTime,
 }
 
 /// Where a path sits relative to the arrays of the view.
-enum Place {
-    /// Inside the array at `dir`, at `rel` (non-empty, relative to the array directory).
-    InArray { dir: String, show: Arc<ArrayShow>, rel: String },
-    /// Anywhere else; `parent` is how the path's parent directory shows.
-    Outside { parent: Shown },
-}
+type Place = walk::Place<Shown, Arc<ArrayShow>>;
 
-impl PresentedNamespace {
-    pub fn new(
-        below: Arc<dyn Namespace>,
-        presenter: Box<dyn Presenter>,
-        ttl: Duration,
-        cache_bytes: usize,
-    ) -> Self {
-        PresentedNamespace {
-            below,
-            presenter,
-            ttl,
-            shows: Mutex::new(LruCache::new(NonZeroUsize::new(SHOW_CACHE).expect("nonzero"))),
-            decoded: DecodedCache::new(cache_bytes),
-        }
+#[async_trait]
+impl DirWalk for PresentedNamespace {
+    type Kind = Shown;
+    type Array = Arc<ArrayShow>;
+
+    fn kinds(&self) -> &TtlCache<Shown> {
+        &self.shows
     }
 
-    /// One metadata document of `dir`, if the view below has it as a file.
-    async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<(Bytes, SystemTime)>> {
-        let path = join_key(dir, name);
-        let node = match self.below.lookup(&path).await {
-            Ok(Some(node)) if !node.is_dir() => node,
-            Ok(_) => return Ok(None),
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let bytes = read_all(self.below.as_ref(), &path, &node).await?;
-        Ok(Some((Bytes::from(bytes), node.modified)))
-    }
-
-    /// How `dir` shows (cached for the metadata TTL).
-    async fn dir_show(&self, dir: &str) -> FsResult<Shown> {
-        if let Some((shown, at)) = crate::locks::lock(&self.shows).get(dir) {
-            if at.elapsed() < self.ttl {
-                return Ok(shown.clone());
-            }
-        }
+    /// How `dir` shows, from its metadata documents in the view below.
+    async fn read_kind(&self, dir: &str) -> FsResult<Shown> {
         let mut docs = DirDocs::default();
         let mut modified = SystemTime::UNIX_EPOCH;
         let mut keep = |doc: Option<(Bytes, SystemTime)>| {
@@ -103,35 +72,45 @@ impl PresentedNamespace {
                 }
             }
         }
-        let shown = Shown { show: self.presenter.present(dir, &docs), modified };
-        crate::locks::lock(&self.shows).put(dir.to_string(), (shown.clone(), Instant::now()));
-        Ok(shown)
+        Ok(Shown { show: self.presenter.present(dir, &docs), modified })
     }
 
-    /// Walk from the root towards `path`, stopping at the first array on the way.
-    async fn place(&self, path: &str) -> FsResult<Place> {
-        let mut dir = String::new();
-        let mut shown = self.dir_show("").await?;
-        let comps: Vec<&str> = path.split('/').collect();
-        for (i, comp) in comps.iter().enumerate() {
-            match &shown.show {
-                DirShow::Array(show) => {
-                    return Ok(Place::InArray {
-                        dir,
-                        show: show.clone(),
-                        rel: comps[i..].join("/"),
-                    });
-                }
-                DirShow::Hidden => return Err(FsError::NotFound),
-                _ => {}
-            }
-            if i + 1 == comps.len() {
-                break;
-            }
-            dir = join_key(&dir, comp);
-            shown = self.dir_show(&dir).await?;
+    /// Paths inside an array are the view's; a hidden directory and all below it is absent.
+    fn step(shown: &Shown) -> FsResult<Step<Arc<ArrayShow>>> {
+        Ok(match &shown.show {
+            DirShow::Array(show) => Step::Enter(show.clone()),
+            DirShow::Hidden => return Err(FsError::NotFound),
+            DirShow::Group(_) | DirShow::PassThrough => Step::Descend,
+        })
+    }
+}
+
+impl PresentedNamespace {
+    pub fn new(
+        below: Arc<dyn Namespace>,
+        presenter: Box<dyn Presenter>,
+        ttl: Duration,
+        cache_bytes: usize,
+    ) -> Self {
+        PresentedNamespace {
+            below,
+            presenter,
+            shows: TtlCache::new(SHOW_CACHE, ttl),
+            decoded: DecodedCache::new(cache_bytes),
         }
-        Ok(Place::Outside { parent: shown })
+    }
+
+    /// One metadata document of `dir`, if the view below has it as a file.
+    async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<(Bytes, SystemTime)>> {
+        let path = join_key(dir, name);
+        let node = match self.below.lookup(&path).await {
+            Ok(Some(node)) if !node.is_dir() => node,
+            Ok(_) => return Ok(None),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = read_all(self.below.as_ref(), &path, &node).await?;
+        Ok(Some((Bytes::from(bytes), node.modified)))
     }
 
     /// The path of the view below that backs `path` (they differ for translated chunk keys).
@@ -140,7 +119,7 @@ impl PresentedNamespace {
             return Ok(String::new());
         }
         Ok(match self.place(path).await? {
-            Place::InArray { dir, show, rel } => match show.keys.resolve(&rel) {
+            Place::InArray { dir, array: show, rel } => match show.keys.resolve(&rel) {
                 ArrayPath::Chunk(key) => join_key(&dir, &key),
                 ArrayPath::ChunkDir(below) => join_key(&dir, &below),
                 ArrayPath::Replaced => return Err(FsError::NotFound),
@@ -200,7 +179,7 @@ impl PresentedNamespace {
         modified: SystemTime,
     ) -> FsResult<Option<Node>> {
         if let Some(bytes) = show.files.get(rel) {
-            return Ok(Some(generated(bytes, modified)));
+            return Ok(Some(Node::generated(bytes, modified)));
         }
         if show.files.hides(rel) {
             return Ok(None);
@@ -257,11 +236,11 @@ impl PresentedNamespace {
     /// What this view shows in `dir`, in no particular order.
     async fn list_shown(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
         if !dir.is_empty() {
-            if let Place::InArray { dir: array_dir, show, rel } = self.place(dir).await? {
+            if let Place::InArray { dir: array_dir, array: show, rel } = self.place(dir).await? {
                 return self.list_in_array(&array_dir, &show, &rel).await;
             }
         }
-        let shown = self.dir_show(dir).await?;
+        let shown = self.dir_kind(dir).await?;
         match &shown.show {
             DirShow::Array(show) => self.list_array_dir(dir, show, shown.modified).await,
             DirShow::Hidden => Err(FsError::NotFound),
@@ -308,7 +287,7 @@ impl PresentedNamespace {
         let checked: Vec<FsResult<Option<(String, Node)>>> = stream::iter(entries)
             .map(|(name, node)| async move {
                 if node.is_dir()
-                    && self.dir_show(&join_key(dir, &name)).await?.show == DirShow::Hidden
+                    && self.dir_kind(&join_key(dir, &name)).await?.show == DirShow::Hidden
                 {
                     return Ok(None);
                 }
@@ -374,15 +353,11 @@ fn is_absent(e: &FsError) -> bool {
     )
 }
 
-fn generated(bytes: &Bytes, modified: SystemTime) -> Node {
-    Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
-}
-
 /// Apply a directory's generated files and hidden names to its listing, and sort it.
 fn add_generated(entries: &mut Vec<(String, Node)>, files: &Files, modified: SystemTime) {
     entries.retain(|(name, _)| !files.hides(name) && files.get(name).is_none());
     for (name, bytes) in &files.generated {
-        entries.push((name.clone(), generated(bytes, modified)));
+        entries.push((name.clone(), Node::generated(bytes, modified)));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     entries.dedup_by(|a, b| a.0 == b.0);
@@ -399,15 +374,15 @@ impl Namespace for PresentedNamespace {
             other => other?,
         };
         match place {
-            Place::InArray { dir, show, rel } => {
-                let modified = self.dir_show(&dir).await?.modified;
+            Place::InArray { dir, array: show, rel } => {
+                let modified = self.dir_kind(&dir).await?.modified;
                 self.lookup_in_array(&dir, &show, &rel, modified).await
             }
             Place::Outside { parent } => {
                 if let DirShow::Group(files) = &parent.show {
                     let name = split_key(path).1;
                     if let Some(bytes) = files.get(name) {
-                        return Ok(Some(generated(bytes, parent.modified)));
+                        return Ok(Some(Node::generated(bytes, parent.modified)));
                     }
                     if files.hides(name) {
                         return Ok(None);
@@ -417,7 +392,7 @@ impl Namespace for PresentedNamespace {
                 if let Some(n) = &node {
                     if n.is_dir()
                         && self.presenter.may_hide()
-                        && self.dir_show(path).await?.show == DirShow::Hidden
+                        && self.dir_kind(path).await?.show == DirShow::Hidden
                     {
                         return Ok(None);
                     }

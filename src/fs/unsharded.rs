@@ -1,16 +1,16 @@
 //! The unsharded view, the async side: finds sharded arrays (by reading `zarr.json` files),
 //! serves their rewritten metadata and their inner chunks as files backed by byte ranges of
 //! shards, and passes everything else to the raw namespace. The mapping itself is pure logic
-//! in `view::unsharded`; this module only fetches what that logic asks for.
+//! in `view::unsharded` (keys, shards, listings; the chunk tree is `view::chunk_tree`) and
+//! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
+//! root is `fs::walk`. This module only fetches what that logic asks for.
 
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
-use lru::LruCache;
 
 use super::error::{FsError, FsResult};
 use super::is_staged_name;
@@ -18,57 +18,67 @@ use super::namespace::{read_all, read_range, Namespace, RawNamespace};
 use super::shard_indexes::{ShardIndexCache, ShardState};
 use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use super::spill::Body;
+use super::walk::{self, DirWalk, Step};
 use crate::store::{join_key, split_key, Store, StoreError};
+use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
-use crate::view::unsharded::{rewrite_consolidated_v3, Children, DirChild, UnshardedArray};
-use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
+use crate::view::unsharded::{ArrayEntry, DirChild};
+use crate::view::unsharded_dirs::{classify, AttributesRefused, DirKind, ShardedArray};
 use crate::zarr::sharding::index::ShardIndex;
-
-/// What a directory of the store is, as far as this view cares.
-#[derive(Debug, Clone)]
-enum DirKind {
-    /// Not a Zarr node (or not one we can read): look further down.
-    Other,
-    /// An array we do not unpack: nothing below it can be a sharded array.
-    PlainArray,
-    /// A group whose `zarr.json` is presented rewritten (consolidated metadata of sharded arrays).
-    Group {
-        rewritten: Option<Bytes>,
-        modified: SystemTime,
-    },
-    Sharded(Arc<ShardedArray>),
-}
-
-#[derive(Debug)]
-struct ShardedArray {
-    dir: String,
-    array: UnshardedArray,
-    zarr_json: Bytes,
-    modified: SystemTime,
-}
 
 /// Concurrent shard-index fetches while listing a virtual directory.
 const LIST_CONCURRENCY: usize = 32;
 const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
+const NOT_IN_GRID: FsError =
+    FsError::NotPermitted("not a chunk key of this array's unsharded grid");
 /// How many shards a scan in C order fetches ahead of the one it reads.
 const SHARD_READ_AHEAD: usize = 4;
 
 pub struct UnshardedNamespace {
     raw: RawNamespace,
     store: Arc<dyn Store>,
-    ttl: Duration,
-    kinds: Mutex<LruCache<String, (DirKind, Instant)>>,
+    kinds: TtlCache<DirKind>,
     indexes: Arc<ShardIndexCache>,
     writer: ShardWriter,
 }
 
 /// Where a path of the mount sits relative to the sharded arrays of the store.
-enum Place {
-    /// Inside sharded array `array`, at `rel` (relative to the array directory, non-empty).
-    InArray { array: Arc<ShardedArray>, rel: String },
-    /// Anywhere else; `parent_kind` is the kind of the path's parent directory.
-    Outside { parent_kind: DirKind },
+type Place = walk::Place<DirKind, Arc<ShardedArray>>;
+
+#[async_trait]
+impl DirWalk for UnshardedNamespace {
+    type Kind = DirKind;
+    type Array = Arc<ShardedArray>;
+
+    fn kinds(&self) -> &TtlCache<DirKind> {
+        &self.kinds
+    }
+
+    /// Read and classify `dir/zarr.json`.
+    async fn read_kind(&self, dir: &str) -> FsResult<DirKind> {
+        let key = join_key(dir, "zarr.json");
+        let range = crate::store::ByteRange::Range(0..u64::MAX);
+        match self.store.get_ranged(&key, range).await {
+            Ok(Some((bytes, meta))) => Ok(classify(dir, &bytes, meta.modified)),
+            Ok(None) | Err(StoreError::NotFound(_)) | Err(StoreError::IsADirectory(_)) => {
+                Ok(DirKind::Other)
+            }
+            Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => {
+                Ok(DirKind::Other)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Paths inside a sharded array are the view's; below an array not unpacked nothing is.
+    fn step(kind: &DirKind) -> FsResult<Step<Arc<ShardedArray>>> {
+        Ok(match kind {
+            DirKind::Sharded(array) => Step::Enter(array.clone()),
+            DirKind::PlainArray => Step::Stop,
+            DirKind::Other | DirKind::Group { .. } => Step::Descend,
+        })
+    }
 }
 
 impl UnshardedNamespace {
@@ -79,61 +89,12 @@ impl UnshardedNamespace {
             writer: ShardWriter::new(store.clone()),
             raw,
             store,
-            ttl,
-            kinds: Mutex::new(LruCache::new(NonZeroUsize::new(DIR_KIND_CACHE).expect("nonzero"))),
+            kinds: TtlCache::new(DIR_KIND_CACHE, ttl),
         }
     }
 
     fn forget_kind(&self, dir: &str) {
-        crate::locks::lock(&self.kinds).pop(dir);
-    }
-
-    /// Read and classify `dir/zarr.json` (cached for the metadata TTL).
-    async fn dir_kind(&self, dir: &str) -> FsResult<DirKind> {
-        if let Some((kind, at)) = crate::locks::lock(&self.kinds).get(dir) {
-            if at.elapsed() < self.ttl {
-                return Ok(kind.clone());
-            }
-        }
-        let key = join_key(dir, "zarr.json");
-        let kind =
-            match self.store.get_ranged(&key, crate::store::ByteRange::Range(0..u64::MAX)).await {
-                Ok(Some((bytes, meta))) => classify(dir, &bytes, meta.modified),
-                Ok(None) | Err(StoreError::NotFound(_)) | Err(StoreError::IsADirectory(_)) => {
-                    DirKind::Other
-                }
-                Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => {
-                    DirKind::Other
-                }
-                Err(e) => return Err(e.into()),
-            };
-        crate::locks::lock(&self.kinds).put(dir.to_string(), (kind.clone(), Instant::now()));
-        Ok(kind)
-    }
-
-    /// Walk from the root towards `path`, stopping at the first array on the way.
-    async fn place(&self, path: &str) -> FsResult<Place> {
-        let mut dir = String::new();
-        let mut kind = self.dir_kind("").await?;
-        let comps: Vec<&str> = path.split('/').collect();
-        for (i, comp) in comps.iter().enumerate() {
-            match &kind {
-                DirKind::Sharded(array) => {
-                    let rel = comps[i..].join("/");
-                    return Ok(Place::InArray { array: array.clone(), rel });
-                }
-                DirKind::PlainArray => {
-                    return Ok(Place::Outside { parent_kind: DirKind::PlainArray })
-                }
-                _ => {}
-            }
-            if i + 1 == comps.len() {
-                break;
-            }
-            dir = join_key(&dir, comp);
-            kind = self.dir_kind(&dir).await?;
-        }
-        Ok(Place::Outside { parent_kind: kind })
+        self.kinds.forget(dir);
     }
 
     /// The state of the shard holding inner chunk `coords`, and the local entry index.
@@ -183,39 +144,37 @@ impl UnshardedNamespace {
     }
 
     async fn lookup_in_array(&self, array: &ShardedArray, rel: &str) -> FsResult<Option<Node>> {
-        if rel == "zarr.json" {
-            return Ok(Some(generated(&array.zarr_json, array.modified)));
-        }
-        if let Some(coords) = array.array.parse_inner_key(rel) {
-            let Some((key, state, local)) = self.shard_of(array, &coords).await? else {
-                return Ok(None);
-            };
-            return match &*state {
-                ShardState::Missing => Ok(None),
-                ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
-                ShardState::Present { index, version, modified } => {
-                    Ok(index.entry(local).map(|e| Node {
-                        size: e.nbytes,
-                        modified: *modified,
-                        backing: Backing::Slice {
-                            key,
-                            offset: e.offset,
-                            len: e.nbytes,
-                            version: version.clone(),
-                        },
-                    }))
-                }
-            };
-        }
-        if array.array.dir_plan(rel).is_some() {
+        let coords = match array.array.entry(rel) {
+            ArrayEntry::Metadata => {
+                return Ok(Some(Node::generated(&array.zarr_json, array.modified)));
+            }
+            ArrayEntry::Chunk(coords) => coords,
             // A directory of the chunk tree inside the grid. Whether any chunk lies below it
             // would need every shard index under it; lookups answer from the grid alone.
-            return Ok(Some(Node::dir(array.modified)));
+            ArrayEntry::ChunkDir => return Ok(Some(Node::dir(array.modified))),
+            // A real shard object or its directory: hidden in this view.
+            ArrayEntry::Hidden => return Ok(None),
+            ArrayEntry::Other => return self.raw.lookup(&join_key(&array.dir, rel)).await,
+        };
+        let Some((key, state, local)) = self.shard_of(array, &coords).await? else {
+            return Ok(None);
+        };
+        match &*state {
+            ShardState::Missing => Ok(None),
+            ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
+            ShardState::Present { index, version, modified } => {
+                Ok(index.entry(local).map(|e| Node {
+                    size: e.nbytes,
+                    modified: *modified,
+                    backing: Backing::Slice {
+                        key,
+                        offset: e.offset,
+                        len: e.nbytes,
+                        version: version.clone(),
+                    },
+                }))
+            }
         }
-        if is_chunk_tree_name(&array.array, rel) {
-            return Ok(None); // a real shard object or its directory: hidden in this view
-        }
-        self.raw.lookup(&join_key(&array.dir, rel)).await
     }
 
     /// The virtual entries of chunk-tree directory `rel` of `array`, from shard indexes only.
@@ -280,10 +239,10 @@ impl UnshardedNamespace {
             .list(&array.dir)
             .await?
             .into_iter()
-            .filter(|(name, _)| !is_chunk_tree_name(&array.array, name))
+            .filter(|(name, _)| !array.array.owns(name))
             .map(|(name, node)| {
                 if name == "zarr.json" {
-                    (name, generated(&array.zarr_json, array.modified))
+                    (name, Node::generated(&array.zarr_json, array.modified))
                 } else {
                     (name, node)
                 }
@@ -299,17 +258,12 @@ impl UnshardedNamespace {
     /// May `path` be created, replaced or removed? Inside a sharded array only inner-chunk
     /// keys, `zarr.json` (attribute changes), temp files and non-chunk files may be written.
     async fn check_mutable(&self, path: &str) -> FsResult<()> {
-        let Place::InArray { array, rel } = self.place(path).await? else { return Ok(()) };
-        let name = split_key(&rel).1;
-        if rel == "zarr.json" || is_staged_name(name) || array.array.parse_inner_key(&rel).is_some()
-        {
-            return Ok(());
-        }
-        if array.array.dir_plan(&rel).is_some() || !is_chunk_tree_name(&array.array, &rel) {
+        let Place::InArray { array, rel, .. } = self.place(path).await? else { return Ok(()) };
+        if array.may_change(&rel, is_staged_name(split_key(&rel).1)) {
             return Ok(());
         }
         tracing::info!(path, "refused: not a chunk key of the array's unsharded grid");
-        Err(FsError::NotPermitted("not a chunk key of this array's unsharded grid"))
+        Err(NOT_IN_GRID)
     }
 
     fn note_write(&self, path: &str) {
@@ -388,7 +342,7 @@ impl UnshardedNamespace {
         offset: u64,
         size: u32,
     ) -> FsResult<Bytes> {
-        let Place::InArray { array, rel } = self.place(path).await? else {
+        let Place::InArray { array, rel, .. } = self.place(path).await? else {
             return Err(FsError::Stale);
         };
         let coords = array.array.parse_inner_key(&rel).ok_or(FsError::Stale)?;
@@ -413,127 +367,15 @@ impl UnshardedNamespace {
     /// A new `zarr.json` for a sharded array: accepted only when it differs from the presented
     /// (unsharded) metadata in its attributes; those are written into the real document.
     async fn write_array_metadata(&self, array: &ShardedArray, data: &[u8]) -> FsResult<()> {
-        let new: serde_json::Value = serde_json::from_slice(data)
-            .map_err(|_| FsError::NotPermitted("zarr.json of a sharded array: not valid JSON"))?;
-        let new = new
-            .as_object()
-            .ok_or(FsError::NotPermitted("zarr.json of a sharded array: not an object"))?;
-        if !same_except_attributes(new, &array.array.rewritten_metadata()) {
-            tracing::warn!(array = ?array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
-            return Err(FsError::NotPermitted(
-                "only the attributes of a sharded array's zarr.json can change",
-            ));
-        }
-        let mut real = array.array.meta.json.clone();
-        match new.get("attributes") {
-            Some(attrs) => {
-                real.insert("attributes".into(), attrs.clone());
+        let bytes = array.attributes_update(data).map_err(|refused| {
+            if refused == AttributesRefused::MoreThanAttributes {
+                tracing::warn!(array = ?array.dir, "refused a zarr.json that changes more than attributes of a sharded array");
             }
-            None => {
-                real.remove("attributes");
-            }
-        }
-        let bytes =
-            serde_json::to_vec_pretty(&serde_json::Value::Object(real)).expect("JSON serializes");
+            FsError::NotPermitted(refused.reason())
+        })?;
         self.raw.write_file(&join_key(&array.dir, "zarr.json"), Bytes::from(bytes)).await?;
         self.forget_kind(&array.dir);
         Ok(())
-    }
-}
-
-/// Equal as Zarr metadata apart from `attributes`: numbers compare by value (0 == 0.0), and a
-/// missing key equals null or an empty list (writers differ in what they spell out).
-fn same_except_attributes(
-    a: &serde_json::Map<String, serde_json::Value>,
-    b: &serde_json::Map<String, serde_json::Value>,
-) -> bool {
-    use serde_json::Value;
-    fn empty(v: Option<&Value>) -> bool {
-        match v {
-            None | Some(Value::Null) => true,
-            Some(Value::Array(x)) => x.is_empty(),
-            _ => false,
-        }
-    }
-    fn eq(a: &Value, b: &Value) -> bool {
-        match (a, b) {
-            (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-            (Value::Array(x), Value::Array(y)) => {
-                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq(p, q))
-            }
-            (Value::Object(x), Value::Object(y)) => maps_eq(x, y, false),
-            _ => a == b,
-        }
-    }
-    fn maps_eq(
-        a: &serde_json::Map<String, Value>,
-        b: &serde_json::Map<String, Value>,
-        skip_attrs: bool,
-    ) -> bool {
-        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-        keys.into_iter().filter(|k| !(skip_attrs && k.as_str() == "attributes")).all(|k| {
-            match (a.get(k), b.get(k)) {
-                (Some(x), Some(y)) => eq(x, y),
-                (x, y) => empty(x) && empty(y),
-            }
-        })
-    }
-    maps_eq(a, b, true)
-}
-
-fn generated(bytes: &Bytes, modified: SystemTime) -> Node {
-    Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
-}
-
-/// A name inside an array directory that belongs to the chunk tree (real shards or their
-/// directories), which this view replaces with virtual entries.
-fn is_chunk_tree_name(array: &UnshardedArray, rel: &str) -> bool {
-    if array.parse_inner_key(rel).is_some() || array.shard_coords_of_key(rel).is_some() {
-        return true;
-    }
-    match array.dir_plan("").map(|p| p.children) {
-        Some(Children::Literal(name)) => rel == name || rel.starts_with(&format!("{name}/")),
-        Some(Children::CoordDirs) | Some(Children::CoordFiles) => {
-            rel.split('/').next().is_some_and(|c| crate::zarr::chunk_key::parse_coord(c).is_some())
-        }
-        _ => false,
-    }
-}
-
-/// Decide what a directory with this `zarr.json` is.
-fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
-    match parse_zarr_json(bytes) {
-        Ok(NodeMetadata::Array(meta)) => match UnshardedArray::new(meta) {
-            Ok(array) => {
-                let zarr_json = Bytes::from(array.rewritten_zarr_json());
-                DirKind::Sharded(Arc::new(ShardedArray {
-                    dir: dir.to_string(),
-                    array,
-                    zarr_json,
-                    modified,
-                }))
-            }
-            Err(reason) => {
-                if !matches!(reason, crate::zarr::sharding::NotUnpackable::NotSharded) {
-                    tracing::info!(array = ?dir, reason = %reason, "sharded array passed through untouched");
-                }
-                DirKind::PlainArray
-            }
-        },
-        Ok(NodeMetadata::Group(group)) => {
-            let mut json = group.json.clone();
-            let rewritten = rewrite_consolidated_v3(&mut json).then(|| {
-                let mut out = serde_json::to_vec_pretty(&serde_json::Value::Object(json))
-                    .expect("JSON serializes");
-                out.shrink_to_fit();
-                Bytes::from(out)
-            });
-            DirKind::Group { rewritten, modified }
-        }
-        Err(e) => {
-            tracing::warn!(dir = ?dir, error = %e, "unreadable zarr.json: passed through untouched");
-            DirKind::Other
-        }
     }
 }
 
@@ -544,11 +386,11 @@ impl Namespace for UnshardedNamespace {
             return self.raw.lookup(path).await;
         }
         match self.place(path).await? {
-            Place::InArray { array, rel } => self.lookup_in_array(&array, &rel).await,
-            Place::Outside { parent_kind } => {
+            Place::InArray { array, rel, .. } => self.lookup_in_array(&array, &rel).await,
+            Place::Outside { parent: parent_kind } => {
                 if split_key(path).1 == "zarr.json" {
                     if let DirKind::Group { rewritten: Some(bytes), modified } = &parent_kind {
-                        return Ok(Some(generated(bytes, *modified)));
+                        return Ok(Some(Node::generated(bytes, *modified)));
                     }
                 }
                 self.raw.lookup(path).await
@@ -559,10 +401,12 @@ impl Namespace for UnshardedNamespace {
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
         let place = if dir.is_empty() { None } else { Some(self.place(dir).await?) };
         match place {
-            Some(Place::InArray { array, rel }) => match self.list_chunk_dir(&array, &rel).await? {
-                Some(entries) => Ok(entries),
-                None => self.raw.list(&join_key(&array.dir, &rel)).await,
-            },
+            Some(Place::InArray { array, rel, .. }) => {
+                match self.list_chunk_dir(&array, &rel).await? {
+                    Some(entries) => Ok(entries),
+                    None => self.raw.list(&join_key(&array.dir, &rel)).await,
+                }
+            }
             _ => {
                 let kind = self.dir_kind(dir).await?;
                 if let DirKind::Sharded(array) = &kind {
@@ -572,7 +416,7 @@ impl Namespace for UnshardedNamespace {
                 if let DirKind::Group { rewritten: Some(bytes), modified } = &kind {
                     for (name, node) in entries.iter_mut() {
                         if name == "zarr.json" {
-                            *node = generated(bytes, *modified);
+                            *node = Node::generated(bytes, *modified);
                         }
                     }
                 }
@@ -594,19 +438,18 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
-        if let Place::InArray { array, rel } = self.place(path).await? {
-            if rel == "zarr.json" {
-                return self.write_array_metadata(&array, &data).await;
-            }
-            if let Some(coords) = array.array.parse_inner_key(&rel) {
-                return self.write_chunk(&array, &coords, Some(data), false).await;
-            }
-            if is_chunk_tree_name(&array.array, &rel) {
-                // e.g. a temp file never renamed, written back at unmount: it has no place here.
-                tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
-                return Err(FsError::NotPermitted(
-                    "not a chunk key of this array's unsharded grid",
-                ));
+        if let Place::InArray { array, rel, .. } = self.place(path).await? {
+            match array.array.entry(&rel) {
+                ArrayEntry::Metadata => return self.write_array_metadata(&array, &data).await,
+                ArrayEntry::Chunk(coords) => {
+                    return self.write_chunk(&array, &coords, Some(data), false).await;
+                }
+                ArrayEntry::ChunkDir | ArrayEntry::Hidden => {
+                    // e.g. a temp file never renamed, written back at unmount: no place here.
+                    tracing::warn!(path, "dropped: not a chunk key of the array's unsharded grid");
+                    return Err(NOT_IN_GRID);
+                }
+                ArrayEntry::Other => {}
             }
         }
         self.raw.write_file(path, data).await?;
@@ -631,22 +474,19 @@ impl Namespace for UnshardedNamespace {
     /// An inner chunk is created only if absent from its shard, checked in the same
     /// compare-and-swap rewrite that adds it; the array's own `zarr.json` always exists.
     async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()> {
-        if let Place::InArray { array, rel } = self.place(path).await? {
-            if rel == "zarr.json" {
-                return Err(FsError::Exists);
-            }
-            if let Some(coords) = array.array.parse_inner_key(&rel) {
-                return match self.write_chunk(&array, &coords, Some(data), true).await {
-                    Err(FsError::Shared(e)) if matches!(*e, FsError::Exists) => {
-                        Err(FsError::Exists)
-                    }
-                    r => r,
-                };
-            }
-            if is_chunk_tree_name(&array.array, &rel) {
-                return Err(FsError::NotPermitted(
-                    "not a chunk key of this array's unsharded grid",
-                ));
+        if let Place::InArray { array, rel, .. } = self.place(path).await? {
+            match array.array.entry(&rel) {
+                ArrayEntry::Metadata => return Err(FsError::Exists),
+                ArrayEntry::Chunk(coords) => {
+                    return match self.write_chunk(&array, &coords, Some(data), true).await {
+                        Err(FsError::Shared(e)) if matches!(*e, FsError::Exists) => {
+                            Err(FsError::Exists)
+                        }
+                        r => r,
+                    };
+                }
+                ArrayEntry::ChunkDir | ArrayEntry::Hidden => return Err(NOT_IN_GRID),
+                ArrayEntry::Other => {}
             }
         }
         self.raw.create_file(path, data).await?;
@@ -655,7 +495,7 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn remove_file(&self, path: &str) -> FsResult<()> {
-        if let Place::InArray { array, rel } = self.place(path).await? {
+        if let Place::InArray { array, rel, .. } = self.place(path).await? {
             if let Some(coords) = array.array.parse_inner_key(&rel) {
                 if self.lookup_in_array(&array, &rel).await?.is_none() {
                     return Err(FsError::NotFound);
@@ -693,14 +533,14 @@ impl Namespace for UnshardedNamespace {
         self.note_write(from);
         self.note_write(to);
         if is_dir {
-            crate::locks::lock(&self.kinds).clear();
+            self.kinds.clear();
         }
         Ok(())
     }
 
     async fn mkdir(&self, path: &str) -> FsResult<()> {
-        if let Place::InArray { array, rel } = self.place(path).await? {
-            if array.array.dir_plan(&rel).is_some() {
+        if let Place::InArray { array, rel, .. } = self.place(path).await? {
+            if array.array.entry(&rel) == ArrayEntry::ChunkDir {
                 return Err(FsError::Exists); // chunk directories of the grid always exist
             }
             self.check_mutable(path).await?;
@@ -709,7 +549,7 @@ impl Namespace for UnshardedNamespace {
     }
 
     async fn rmdir(&self, path: &str) -> FsResult<()> {
-        if let Place::InArray { array, rel } = self.place(path).await? {
+        if let Place::InArray { array, rel, .. } = self.place(path).await? {
             if let Some(entries) = self.list_chunk_dir(&array, &rel).await? {
                 if !entries.is_empty() {
                     return Err(FsError::NotEmpty);

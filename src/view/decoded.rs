@@ -174,7 +174,7 @@ mod tests {
         );
         assert_eq!(doc["attributes"], json!({"k": 1}));
         assert_eq!(doc["chunk_grid"]["configuration"]["chunk_shape"], json!([2, 4]));
-        assert_eq!(show.keys.grid, vec![3, 1]);
+        assert_eq!(show.keys.grid(), vec![3, 1]);
         assert_eq!(show.decode.as_ref().unwrap().decoded_size().unwrap(), 16);
         // What it presents is itself decodable, with nothing left to do.
         let NodeMetadata::Array(m) = parse_zarr_json(show.files.get("zarr.json").unwrap()).unwrap()
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(doc["fill_value"], 7);
         assert_eq!(doc["dimension_separator"], "/");
         assert_eq!(show.keys.resolve("1/0"), super::super::present::ArrayPath::Chunk("1/0".into()));
-        assert_eq!(show.keys.grid, vec![2, 2]);
+        assert_eq!(show.keys.grid(), vec![2, 2]);
     }
 
     #[test]

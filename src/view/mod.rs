@@ -1,10 +1,12 @@
 //! Views: pure logic that maps a path in the mount to what backs it. No I/O and no FUSE here;
 //! the `fs` layer fetches what a view asks for and hands it back.
 
+pub mod chunk_tree;
 pub mod decoded;
 pub mod node;
 pub mod present;
 pub mod unsharded;
+pub mod unsharded_dirs;
 pub mod v2;
 
 /// How the store is presented.

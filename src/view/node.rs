@@ -57,6 +57,11 @@ impl Node {
         Node { backing: Backing::Dir, size: 0, modified }
     }
 
+    /// A file of bytes the view made (e.g. rewritten metadata).
+    pub fn generated(bytes: &Bytes, modified: SystemTime) -> Self {
+        Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
+    }
+
     pub fn is_dir(&self) -> bool {
         matches!(self.backing, Backing::Dir)
     }

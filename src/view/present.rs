@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::chunk_tree::ChunkTree;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
@@ -67,15 +68,14 @@ pub struct ArrayShow {
     pub unwrap: Option<Arc<BytesChain>>,
 }
 
-/// How presented chunk keys relate to the keys of the view below.
+/// How presented chunk keys relate to the keys of the view below: two chunk trees over the
+/// same grid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyMap {
-    /// The encoding of the presented keys.
-    pub shown: ChunkKeyEncoding,
-    /// The encoding of the keys below.
-    pub below: ChunkKeyEncoding,
-    /// The chunk grid, `ceil(shape / chunk_shape)`.
-    pub grid: Vec<u64>,
+    /// The chunk tree as presented.
+    pub shown: ChunkTree,
+    /// The chunk tree of the view below.
+    pub below: ChunkTree,
 }
 
 /// Where a path relative to an array directory leads in the view below.
@@ -92,84 +92,49 @@ pub enum ArrayPath {
 }
 
 impl KeyMap {
-    pub fn identity(encoding: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
-        KeyMap { shown: encoding, below: encoding, grid }
+    /// `grid` is the chunk grid, `ceil(shape / chunk_shape)`.
+    pub fn new(shown: ChunkKeyEncoding, below: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
+        KeyMap { shown: ChunkTree::new(shown, grid.clone()), below: ChunkTree::new(below, grid) }
     }
 
-    fn ndim(&self) -> usize {
-        self.grid.len()
+    pub fn identity(encoding: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
+        KeyMap::new(encoding, encoding, grid)
+    }
+
+    pub fn grid(&self) -> &[u64] {
+        self.shown.grid()
     }
 
     fn is_identity(&self) -> bool {
-        self.shown == self.below
+        self.shown.encoding() == self.below.encoding()
     }
 
     /// Chunk coordinates of a presented key, if it is one inside the grid.
     pub fn chunk_coords(&self, rel: &str) -> Option<Vec<u64>> {
-        let coords = self.shown.decode(rel, self.ndim())?;
-        (coords.iter().zip(&self.grid).all(|(&c, &n)| c < n)).then_some(coords)
-    }
-
-    /// The presented directories of the chunk tree with `/` separators: proper prefixes of
-    /// a chunk key. `""` (the array directory itself) is not one.
-    fn chunk_dir_coords(&self, rel: &str, enc: ChunkKeyEncoding) -> Option<Vec<u64>> {
-        if enc.separator() != '/' || rel.is_empty() {
-            return None;
-        }
-        let comps: Vec<&str> = rel.split('/').collect();
-        let coords = match enc {
-            ChunkKeyEncoding::Default { .. } => comps.split_first().filter(|(c, _)| **c == "c")?.1,
-            ChunkKeyEncoding::V2 { .. } => &comps[..],
-        };
-        if coords.len() >= self.ndim()
-            || (coords.is_empty() && matches!(enc, ChunkKeyEncoding::V2 { .. }))
-        {
-            return None;
-        }
-        let parsed = coords
-            .iter()
-            .map(|s| crate::zarr::chunk_key::parse_coord(s))
-            .collect::<Option<Vec<u64>>>()?;
-        parsed.iter().zip(&self.grid).all(|(&c, &n)| c < n).then_some(parsed)
-    }
-
-    /// The directory below whose entries are a chunk directory's entries when shown.
-    fn dir_below(&self, coords: &[u64]) -> String {
-        let mut parts: Vec<String> = coords.iter().map(u64::to_string).collect();
-        if let ChunkKeyEncoding::Default { .. } = self.below {
-            parts.insert(0, "c".into());
-        }
-        parts.join("/")
+        self.shown.chunk(rel)
     }
 
     /// Classify a path relative to the array directory (non-empty).
     pub fn resolve(&self, rel: &str) -> ArrayPath {
-        if let Some(coords) = self.chunk_coords(rel) {
-            return ArrayPath::Chunk(self.below.encode(&coords));
+        if let Some(coords) = self.shown.chunk(rel) {
+            return ArrayPath::Chunk(self.below.key(&coords));
         }
-        if let Some(coords) = self.chunk_dir_coords(rel, self.shown) {
-            return ArrayPath::ChunkDir(self.dir_below(&coords));
+        if let Some(fixed) = self.shown.sub_dir(rel) {
+            return ArrayPath::ChunkDir(self.below.dir_path(&fixed));
         }
-        if !self.is_identity() && self.is_below_chunk_name(rel) {
+        if !self.is_identity() && self.below.owns(rel) {
             return ArrayPath::Replaced;
         }
         ArrayPath::Other
     }
 
-    /// True for a path below that belongs to its chunk tree: a chunk key, or a directory of it.
-    fn is_below_chunk_name(&self, rel: &str) -> bool {
-        let first = rel.split('/').next().unwrap_or(rel);
-        self.below.decode(rel, self.ndim()).is_some()
-            || self.chunk_dir_coords(rel, self.below).is_some()
-            || (matches!(self.below, ChunkKeyEncoding::Default { separator: '/' }) && first == "c")
-    }
-
     /// The directory below whose children appear directly in the array directory (besides
     /// the array directory's own entries): `c` when `c/1/2` shows as `1/2`.
     pub fn root_chunk_dir_below(&self) -> Option<&'static str> {
-        let nested = self.shown.separator() == '/' && self.ndim() > 0;
-        (!self.is_identity() && nested && matches!(self.below, ChunkKeyEncoding::Default { .. }))
-            .then_some("c")
+        if self.is_identity() || !self.shown.is_nested() {
+            return None;
+        }
+        self.below.root_dir()
     }
 
     /// How an entry of the array directory below shows: `Some(name)` under that name (chunk
@@ -178,10 +143,10 @@ impl KeyMap {
         if self.is_identity() {
             return Some(name.to_string());
         }
-        if let Some(coords) = self.below.decode(name, self.ndim()) {
-            return Some(self.shown.encode(&coords));
+        if let Some(coords) = self.below.key_coords(name) {
+            return Some(self.shown.key(&coords));
         }
-        (!self.is_below_chunk_name(name)).then(|| name.to_string())
+        (!self.below.owns(name)).then(|| name.to_string())
     }
 }
 
@@ -219,7 +184,7 @@ mod tests {
 
     #[test]
     fn default_slash_to_v2_nested() {
-        let m = KeyMap { shown: v2('/'), below: default_slash(), grid: vec![3, 4] };
+        let m = KeyMap::new(v2('/'), default_slash(), vec![3, 4]);
         assert_eq!(m.resolve("2/3"), ArrayPath::Chunk("c/2/3".into()));
         assert_eq!(m.resolve("2"), ArrayPath::ChunkDir("c/2".into()));
         assert_eq!(m.resolve("3"), ArrayPath::Other);
@@ -233,11 +198,7 @@ mod tests {
 
     #[test]
     fn default_dot_to_v2_dot() {
-        let m = KeyMap {
-            shown: v2('.'),
-            below: ChunkKeyEncoding::Default { separator: '.' },
-            grid: vec![3, 4],
-        };
+        let m = KeyMap::new(v2('.'), ChunkKeyEncoding::Default { separator: '.' }, vec![3, 4]);
         assert_eq!(m.resolve("2.3"), ArrayPath::Chunk("c.2.3".into()));
         assert_eq!(m.resolve("c.2.3"), ArrayPath::Replaced);
         assert_eq!(m.resolve("2"), ArrayPath::Other);
@@ -248,7 +209,7 @@ mod tests {
 
     #[test]
     fn zero_d() {
-        let m = KeyMap { shown: v2('/'), below: default_slash(), grid: vec![] };
+        let m = KeyMap::new(v2('/'), default_slash(), vec![]);
         assert_eq!(m.resolve("0"), ArrayPath::Chunk("c".into()));
         assert_eq!(m.resolve("c"), ArrayPath::Replaced);
         assert_eq!(m.root_chunk_dir_below(), None);

@@ -10,7 +10,8 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
-use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+use super::chunk_tree::ChunkTree;
+pub use super::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
 use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLayout};
 
@@ -19,10 +20,10 @@ use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLay
 pub struct UnshardedArray {
     pub meta: ArrayMetadata,
     pub layout: ShardLayout,
-    /// `ceil(shape / inner_chunk_shape)`: the chunk grid of the view.
-    inner_grid: Vec<u64>,
-    /// `ceil(shape / shard_shape)`: the chunk grid of the real store.
-    shard_grid: Vec<u64>,
+    /// The chunk tree of the view: grid `ceil(shape / inner_chunk_shape)`.
+    inner: ChunkTree,
+    /// The chunk tree of the real store: grid `ceil(shape / shard_shape)`.
+    shards: ChunkTree,
     /// The sharding codec's inner chain exactly as written, so the rewrite keeps
     /// string shorthands and any extra codec keys.
     inner_codecs_json: Value,
@@ -38,6 +39,22 @@ pub struct InnerLocation {
     pub local_index: u64,
 }
 
+/// What a path inside the array directory is to the unsharded view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArrayEntry {
+    /// `zarr.json`: the presented (unsharded) metadata.
+    Metadata,
+    /// An inner chunk of the grid, at these coordinates.
+    Chunk(Vec<u64>),
+    /// A directory of the inner chunk tree (it exists whether or not a chunk lies below it).
+    ChunkDir,
+    /// Another name of the chunk tree (a real shard or its directory, a key outside the grid):
+    /// hidden, and not to be written.
+    Hidden,
+    /// Anything else: the same path of the store, passed through.
+    Other,
+}
+
 /// How to list one virtual chunk directory from shard indexes alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirPlan {
@@ -47,28 +64,6 @@ pub struct DirPlan {
     /// chunk that can appear under this directory: fetch only these indexes.
     pub shards: Vec<Range<u64>>,
     pub children: Children,
-}
-
-/// What the entries of a virtual chunk directory are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Children {
-    /// A single subdirectory of this name (`c` at the array root for `default`
-    /// keys with `/`), present iff any inner chunk is.
-    Literal(&'static str),
-    /// Subdirectories named by inner coordinate number `fixed.len()`.
-    CoordDirs,
-    /// Chunk files named by the last inner coordinate.
-    CoordFiles,
-    /// Chunk files named by the whole key (separator `.`, or a 0-d array), all
-    /// directly in the array directory.
-    KeyFiles,
-}
-
-/// One entry of a virtual chunk directory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DirChild {
-    pub name: String,
-    pub is_dir: bool,
 }
 
 impl DirPlan {
@@ -94,9 +89,10 @@ impl UnshardedArray {
         let ceil_div = |a: &[u64], b: &[u64]| -> Vec<u64> {
             a.iter().zip(b).map(|(&x, &y)| x.div_ceil(y)).collect()
         };
-        let inner_grid = ceil_div(&meta.shape, &layout.inner_chunk_shape);
-        let shard_grid = ceil_div(&meta.shape, &layout.shard_shape);
-        Ok(UnshardedArray { meta, layout, inner_grid, shard_grid, inner_codecs_json })
+        let inner =
+            ChunkTree::new(meta.key_encoding, ceil_div(&meta.shape, &layout.inner_chunk_shape));
+        let shards = ChunkTree::new(meta.key_encoding, ceil_div(&meta.shape, &layout.shard_shape));
+        Ok(UnshardedArray { meta, layout, inner, shards, inner_codecs_json })
     }
 
     pub fn ndim(&self) -> usize {
@@ -104,15 +100,11 @@ impl UnshardedArray {
     }
 
     pub fn inner_grid_shape(&self) -> &[u64] {
-        &self.inner_grid
+        self.inner.grid()
     }
 
     pub fn shard_grid_shape(&self) -> &[u64] {
-        &self.shard_grid
-    }
-
-    fn encoding(&self) -> ChunkKeyEncoding {
-        self.meta.key_encoding
+        self.shards.grid()
     }
 
     /// zarr.json as presented in the mount: the chunk grid becomes the inner chunk
@@ -143,22 +135,21 @@ impl UnshardedArray {
     /// Parse a key relative to the array directory as an inner chunk of the view;
     /// `None` if it is not a chunk key or lies outside the inner grid.
     pub fn parse_inner_key(&self, rel_key: &str) -> Option<Vec<u64>> {
-        let coords = self.encoding().decode(rel_key, self.ndim())?;
-        within(&coords, &self.inner_grid).then_some(coords)
+        self.inner.chunk(rel_key)
     }
 
     pub fn inner_key(&self, inner_coords: &[u64]) -> String {
-        self.encoding().encode(inner_coords)
+        self.inner.key(inner_coords)
     }
 
     pub fn shard_key(&self, shard_coords: &[u64]) -> String {
-        self.encoding().encode(shard_coords)
+        self.shards.key(shard_coords)
     }
 
     /// The shard and index entry holding an inner chunk; `None` if the
     /// coordinates are not in the inner grid.
     pub fn locate(&self, inner_coords: &[u64]) -> Option<InnerLocation> {
-        if !within(inner_coords, &self.inner_grid) {
+        if !self.inner.contains(inner_coords) {
             return None;
         }
         let cps = &self.layout.chunks_per_shard;
@@ -182,25 +173,47 @@ impl UnshardedArray {
             rest /= cps[i];
             coords[i] = shard_coords[i].checked_mul(cps[i])?.checked_add(local)?;
         }
-        within(&coords, &self.inner_grid).then_some(coords)
+        self.inner.contains(&coords).then_some(coords)
+    }
+
+    /// What the path `rel` (relative to the array directory, non-empty) is in the view.
+    pub fn entry(&self, rel: &str) -> ArrayEntry {
+        if rel == "zarr.json" {
+            ArrayEntry::Metadata
+        } else if let Some(coords) = self.parse_inner_key(rel) {
+            ArrayEntry::Chunk(coords)
+        } else if !rel.is_empty() && self.dir_plan(rel).is_some() {
+            ArrayEntry::ChunkDir
+        } else if self.owns(rel) {
+            ArrayEntry::Hidden
+        } else {
+            ArrayEntry::Other
+        }
+    }
+
+    /// True for a path of the array directory that belongs to the chunk tree (inner chunk
+    /// keys, the real shards, their directories), which this view replaces.
+    pub fn owns(&self, rel: &str) -> bool {
+        // Shard keys are spelled like inner keys with smaller coordinates.
+        self.inner.owns(rel)
     }
 
     /// Parse a real shard key (relative to the array directory); `None` if it is
     /// not one or lies outside the shard grid.
     pub fn shard_coords_of_key(&self, rel_key: &str) -> Option<Vec<u64>> {
-        let coords = self.encoding().decode(rel_key, self.ndim())?;
-        within(&coords, &self.shard_grid).then_some(coords)
+        self.shards.chunk(rel_key)
     }
 
     /// The shard next to `shard_coords` in C order (the order a whole-array scan reads them):
     /// `step` +1 for the one after, -1 for the one before; `None` past either end of the grid.
     pub fn shard_beside(&self, shard_coords: &[u64], step: i8) -> Option<Vec<u64>> {
-        if !within(shard_coords, &self.shard_grid) {
+        if !self.shards.contains(shard_coords) {
             return None;
         }
+        let grid = self.shards.grid();
         let mut c = shard_coords.to_vec();
         for d in (0..c.len()).rev() {
-            if step > 0 && c[d] + 1 < self.shard_grid[d] {
+            if step > 0 && c[d] + 1 < grid[d] {
                 c[d] += 1;
                 return Some(c);
             }
@@ -209,14 +222,14 @@ impl UnshardedArray {
                 return Some(c);
             }
             // carry into the dimension before: this one wraps to its other end
-            c[d] = if step > 0 { 0 } else { self.shard_grid[d] - 1 };
+            c[d] = if step > 0 { 0 } else { grid[d] - 1 };
         }
         None
     }
 
     /// Every shard position of the grid, in C order (lazily: grids can be huge).
     pub fn all_shard_coords(&self) -> GridBoxIter {
-        GridBoxIter::new(self.shard_grid.iter().map(|&n| 0..n).collect())
+        GridBoxIter::new(self.shards.grid().iter().map(|&n| 0..n).collect())
     }
 
     /// If `rel_dir` (relative to the array directory, `""` for the array directory
@@ -225,74 +238,22 @@ impl UnshardedArray {
     /// present inner chunk falls under it (see [`child_in_dir`](Self::child_in_dir)).
     /// The array directory always gets a plan, which lists only its chunk entries.
     pub fn dir_plan(&self, rel_dir: &str) -> Option<DirPlan> {
-        let comps: Vec<&str> =
-            if rel_dir.is_empty() { Vec::new() } else { rel_dir.split('/').collect() };
-        let ndim = self.ndim();
-        let all_shards = |fixed: &[u64]| -> Vec<Range<u64>> {
-            let cps = &self.layout.chunks_per_shard;
-            (0..ndim)
-                .map(|i| match fixed.get(i) {
-                    Some(&c) => c / cps[i]..c / cps[i] + 1,
-                    None => 0..self.shard_grid[i],
-                })
-                .collect()
-        };
-        let nested = self.encoding().separator() == '/' && ndim > 0;
-        if !nested {
-            // All keys are single path components in the array directory.
-            return comps.is_empty().then(|| DirPlan {
-                fixed: Vec::new(),
-                shards: all_shards(&[]),
-                children: Children::KeyFiles,
-            });
-        }
-        let coord_comps = match self.encoding() {
-            ChunkKeyEncoding::Default { .. } => match comps.split_first() {
-                None => {
-                    return Some(DirPlan {
-                        fixed: Vec::new(),
-                        shards: all_shards(&[]),
-                        children: Children::Literal("c"),
-                    })
-                }
-                Some((&"c", rest)) => rest,
-                Some(_) => return None,
-            },
-            ChunkKeyEncoding::V2 { .. } => &comps[..],
-        };
-        // Directories are proper prefixes of the coordinate list.
-        if coord_comps.len() >= ndim {
-            return None;
-        }
-        let fixed = coord_comps.iter().map(|s| parse_coord(s)).collect::<Option<Vec<u64>>>()?;
-        if !fixed.iter().zip(&self.inner_grid).all(|(&c, &n)| c < n) {
-            return None;
-        }
-        let children =
-            if fixed.len() + 1 == ndim { Children::CoordFiles } else { Children::CoordDirs };
-        Some(DirPlan { shards: all_shards(&fixed), fixed, children })
+        let dir = self.inner.dir(rel_dir)?;
+        let cps = &self.layout.chunks_per_shard;
+        let shards = (0..self.ndim())
+            .map(|i| match dir.fixed.get(i) {
+                Some(&c) => c / cps[i]..c / cps[i] + 1,
+                None => 0..self.shards.grid()[i],
+            })
+            .collect();
+        Some(DirPlan { fixed: dir.fixed, shards, children: dir.children })
     }
 
     /// The entry of the directory planned by `plan` under which the inner chunk
     /// `inner_coords` appears; `None` if the chunk is not under that directory.
     pub fn child_in_dir(&self, plan: &DirPlan, inner_coords: &[u64]) -> Option<DirChild> {
-        let k = plan.fixed.len();
-        if inner_coords.len() != self.ndim() || inner_coords.get(..k)? != plan.fixed.as_slice() {
-            return None;
-        }
-        let (name, is_dir) = match plan.children {
-            Children::Literal(name) => (name.to_string(), true),
-            Children::CoordDirs => (inner_coords.get(k)?.to_string(), true),
-            Children::CoordFiles => (inner_coords.get(k)?.to_string(), false),
-            Children::KeyFiles => (self.inner_key(inner_coords), false),
-        };
-        Some(DirChild { name, is_dir })
+        self.inner.child(&plan.fixed, plan.children, inner_coords)
     }
-}
-
-/// True if `coords` has the grid's rank and lies inside it.
-fn within(coords: &[u64], grid: &[u64]) -> bool {
-    coords.len() == grid.len() && coords.iter().zip(grid).all(|(&c, &n)| c < n)
 }
 
 /// C-order iterator over a box of grid coordinates (one range per dimension).
@@ -515,6 +476,29 @@ mod tests {
         assert_eq!(a.shard_coords_of_key("c/2/1"), None);
         let all: Vec<_> = a.all_shard_coords().collect();
         assert_eq!(all, vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
+    }
+
+    #[test]
+    fn entries_of_the_array_directory() {
+        let a = fixture_array(); // inner grid 10 x 10, `default` keys with `/`
+        assert_eq!(a.entry("zarr.json"), ArrayEntry::Metadata);
+        assert_eq!(a.entry("c/9/3"), ArrayEntry::Chunk(vec![9, 3]));
+        for dir in ["c", "c/9"] {
+            assert_eq!(a.entry(dir), ArrayEntry::ChunkDir, "{dir}");
+        }
+        for hidden in ["c/10", "c/10/0", "c/1/2/3", "c/x", "c/01"] {
+            assert_eq!(a.entry(hidden), ArrayEntry::Hidden, "{hidden}");
+        }
+        for other in [".zattrs", "notes.txt", "sub/c/1/1", "cc"] {
+            assert_eq!(a.entry(other), ArrayEntry::Other, "{other}");
+        }
+        // Keys that are single names: a shard key is a key of the view's grid too; keys
+        // outside the grid are hidden; there are no chunk directories.
+        let dot = array(&[10, 10], &[4, 4], &[2, 2], json!({"name": "v2"}));
+        assert_eq!(dot.entry("4.4"), ArrayEntry::Chunk(vec![4, 4]));
+        assert_eq!(dot.entry("5.0"), ArrayEntry::Hidden);
+        assert_eq!(dot.entry("4"), ArrayEntry::Other);
+        assert_eq!(dot.entry("c"), ArrayEntry::Other);
     }
 
     #[test]

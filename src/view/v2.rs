@@ -224,7 +224,7 @@ pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String
     let grid = grid(&meta.shape, &chunks);
     let keys = match meta.key_encoding {
         ChunkKeyEncoding::Default { .. } => {
-            KeyMap { shown: ChunkKeyEncoding::V2 { separator }, below: meta.key_encoding, grid }
+            KeyMap::new(ChunkKeyEncoding::V2 { separator }, meta.key_encoding, grid)
         }
         ChunkKeyEncoding::V2 { .. } => KeyMap::identity(meta.key_encoding, grid),
     };
@@ -350,12 +350,11 @@ mod tests {
             })
     }
 
-    /// Every v3 array of testdata/v2forms (written by zarr-python 3) shows as the `.zarray`
-    /// zarr-python 3 writes for the same array with `zarr_format=2` (see make_v2forms.py).
-    #[test]
-    fn zarr_python_3_v2_forms() {
+    /// The cases of testdata/v2forms: name, the v3 array, and the `.zarray` zarr-python 3
+    /// writes for it with `zarr_format=2`.
+    fn v2form_cases() -> Vec<(String, ArrayMetadata, Value)> {
         let dir = crate::zarr::codecs::tests::testdata("v2forms");
-        let mut n = 0;
+        let mut cases = Vec::new();
         for entry in std::fs::read_dir(&dir).unwrap() {
             let case = entry.unwrap().path();
             let name = case.file_name().unwrap().to_string_lossy().into_owned();
@@ -363,6 +362,17 @@ mod tests {
             let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(&doc) else { panic!("{name}") };
             let want: Value =
                 serde_json::from_slice(&std::fs::read(case.join(".zarray")).unwrap()).unwrap();
+            cases.push((name, meta, want));
+        }
+        cases
+    }
+
+    /// Every v3 array of testdata/v2forms (written by zarr-python 3) shows as the `.zarray`
+    /// zarr-python 3 writes for the same array with `zarr_format=2` (see make_v2forms.py).
+    #[test]
+    fn zarr_python_3_v2_forms() {
+        let mut n = 0;
+        for (name, meta, want) in v2form_cases() {
             let form = v2_array(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(form.decode.is_none(), "{name}: served decoded");
             assert_eq!(form.strip_crc32c, name.contains("crc32c"), "{name}");
@@ -388,15 +398,8 @@ mod tests {
     /// their vlen filter.
     #[test]
     fn v2_decoded_forms() {
-        let dir = crate::zarr::codecs::tests::testdata("v2forms");
         let (mut decoded, mut vlen, mut kept) = (0, 0, vec![]);
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let case = entry.unwrap().path();
-            let name = case.file_name().unwrap().to_string_lossy().into_owned();
-            let doc = std::fs::read(case.join("zarr.json")).unwrap();
-            let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(&doc) else { panic!("{name}") };
-            let want: Value =
-                serde_json::from_slice(&std::fs::read(case.join(".zarray")).unwrap()).unwrap();
+        for (name, meta, want) in v2form_cases() {
             let form = v2_array_as(&meta, true).unwrap_or_else(|e| panic!("{name}: {e}"));
             let z = &form.zarray;
             assert_eq!(z["fill_value"], want["fill_value"], "{name}");

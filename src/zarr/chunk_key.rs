@@ -111,14 +111,14 @@ pub fn parse_coord(s: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    const D_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '/' };
-    const D_DOT: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '.' };
-    const V2_DOT: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '.' };
-    const V2_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '/' };
+    pub(crate) const D_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '/' };
+    pub(crate) const D_DOT: ChunkKeyEncoding = ChunkKeyEncoding::Default { separator: '.' };
+    pub(crate) const V2_DOT: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '.' };
+    pub(crate) const V2_SLASH: ChunkKeyEncoding = ChunkKeyEncoding::V2 { separator: '/' };
 
     #[test]
     fn from_json_defaults_and_forms() {

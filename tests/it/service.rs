@@ -5,7 +5,7 @@ use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::{dirs, force_unmount, is_mounted, BIN};
@@ -98,22 +98,9 @@ impl Daemon {
         notify_socket: &str,
         envs: &[(&str, &str)],
     ) -> Daemon {
-        let mnt = mnt.canonicalize().unwrap();
-        let log = mnt.with_extension("log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
-            .arg(src)
-            .arg(&mnt)
-            .arg("--foreground")
-            .args(args)
-            .env("NOTIFY_SOCKET", notify_socket)
-            .env("RUST_LOG", "zarr_mount=debug")
-            .envs(envs.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .unwrap();
+        let envs: Vec<(&str, &str)> =
+            [("NOTIFY_SOCKET", notify_socket)].into_iter().chain(envs.iter().copied()).collect();
+        let (child, mnt, log) = common::spawn_daemon(src.as_os_str(), mnt, args, &envs);
         Daemon { child: Some(child), mnt, log }
     }
 

@@ -21,6 +21,33 @@ pub fn is_mounted(mnt: &Path) -> bool {
         .any(|l| l.split(' ').nth(1).is_some_and(|m| m.replace("\\040", " ") == want))
 }
 
+/// Start the binary in the foreground on `mnt` (canonicalized) with its log in `<mnt>.log`
+/// (debug level). Returns the child, the mount point and the log path; waiting for the mount
+/// is the caller's (a service test watches readiness its own way).
+pub fn spawn_daemon(
+    source: &std::ffi::OsStr,
+    mnt: &Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Child, PathBuf, PathBuf) {
+    let mnt = mnt.canonicalize().unwrap();
+    let log = mnt.with_extension("log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let child = Command::new(BIN)
+        .arg(source)
+        .arg(&mnt)
+        .arg("--foreground")
+        .args(args)
+        .env("RUST_LOG", "zarr_mount=debug")
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .expect("start zarr-mount");
+    (child, mnt, log)
+}
+
 pub struct Mount {
     pub child: Option<Child>,
     pub mnt: PathBuf,
@@ -37,21 +64,7 @@ impl Mount {
     /// environment variables for the daemon.
     pub fn start_with(source: &str, mnt: &Path, args: &[&str], envs: &[(&str, &str)]) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
-        let mnt = mnt.canonicalize().unwrap();
-        let log = mnt.with_extension("log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
-            .arg(source)
-            .arg(&mnt)
-            .arg("--foreground")
-            .args(args)
-            .env("RUST_LOG", "zarr_mount=debug")
-            .envs(envs.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .expect("start zarr-mount");
+        let (child, mnt, log) = spawn_daemon(source.as_ref(), mnt, args, envs);
         let mut m = Mount { child: Some(child), mnt, log };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !is_mounted(&m.mnt) {

@@ -1,0 +1,383 @@
+//! Open files: open, create, read, write, close (flush, release), fsync, truncate, and the
+//! write-back that `write_buf::BufState` decides and this module does.
+//!
+//! A file open for writing is buffered whole (in memory, or a spill file once large) and
+//! written to the namespace as one object on flush (close) and release, so the backend never
+//! sees half a chunk.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use super::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
+use super::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
+use super::{namespace, readahead, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
+use crate::locks::lock;
+use crate::store::{join_key, split_key};
+use crate::view::node::Node;
+
+/// Another writer handle on an existing buffer.
+async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
+    buf.lock().await.join(truncating);
+    buf
+}
+
+impl ZarrFs {
+    /// truncate() of a path: takes effect now (an open file's buffer is written back).
+    pub(super) async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
+        let existing = lock(&self.bufs).get(path).cloned();
+        if let Some(buf) = existing {
+            buf.lock().await.truncate(size)?;
+            return self.write_back(&buf).await;
+        }
+        // Not open: rewrite the object now (`truncate -s`).
+        self.ns.check_writable(path).await?;
+        let node = self.resolve(path).await?.ok_or(FsError::NotFound)?;
+        if node.is_dir() {
+            return Err(FsError::IsADirectory);
+        }
+        let mut data = namespace::read_all(&*self.ns, path, &node).await?;
+        data.resize(size as usize, 0);
+        self.ns.write_file(path, Bytes::from(data)).await?;
+        self.cache.invalidate(path);
+        Ok(())
+    }
+
+    /// ftruncate() (also of a file unlinked while open): changes the handle's buffer, which
+    /// that handle writes back. `None` when `fh` is no writer handle.
+    pub(super) async fn truncate_handle(&self, fh: Option<u64>, size: u64) -> Option<FsResult<()>> {
+        let buf = self.dirty_writer_buf(fh?)?;
+        let result = buf.lock().await.truncate(size);
+        Some(result)
+    }
+
+    pub async fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
+        let path = self.path_of(ino)?;
+        let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let truncating = flags & libc::O_TRUNC != 0;
+        if !writing {
+            let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+            return self.open_for_reading(ino, path, node);
+        }
+        self.check_rw()?;
+        self.ns.check_writable(&path).await?;
+        let existing = lock(&self.bufs).get(&path).cloned();
+        let buf = match existing {
+            Some(buf) => join_buf(buf, truncating).await,
+            None => {
+                let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+                if node.is_dir() {
+                    return Err(FsError::IsADirectory);
+                }
+                let data = if truncating {
+                    Vec::new()
+                } else {
+                    namespace::read_all(&*self.ns, &path, &node).await?
+                };
+                let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
+                let buf =
+                    lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
+                if Arc::ptr_eq(&buf, &mine) {
+                    buf
+                } else {
+                    join_buf(buf, truncating).await // another open made one meanwhile
+                }
+            }
+        };
+        self.cache.forget_version(ino);
+        let fh = self.new_handle(Handle::Write(WriteHandle { ino, path, buf, dirty: truncating }));
+        Ok(Opened { fh, keep_cache: false, read_only: false })
+    }
+
+    pub(super) fn open_for_reading(&self, ino: u64, path: String, node: Node) -> FsResult<Opened> {
+        if node.is_dir() {
+            return Err(FsError::IsADirectory);
+        }
+        let buf = lock(&self.bufs).get(&path).cloned();
+        let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
+        let ra = self.new_readahead();
+        let fh = self.new_handle(Handle::Read(ReadHandle { ino, path, node, buf, ra }));
+        Ok(Opened { fh, keep_cache, read_only: true })
+    }
+
+    fn new_readahead(&self) -> SharedReadAhead {
+        Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::new(self.readahead_budget.clone())))
+    }
+
+    pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
+        self.check_rw()?;
+        let path = self.child_path(parent, name)?;
+        self.ns.check_writable(&path).await?;
+        let buf = WriteBuf::shared(&self.spill, &path, Vec::new(), true)?;
+        let exclusive = flags & libc::O_EXCL != 0;
+        if exclusive {
+            // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
+            // (The write-back makes it exclusive at the store, see `Put::Create`.)
+            self.cache.invalidate(&path);
+            buf.lock().await.st.exclusive();
+        }
+        let exists = match self.resolve(&path).await? {
+            Some(node) if node.is_dir() => return Err(FsError::IsADirectory),
+            Some(_) => true,
+            // Another create of the same name may have made its buffer since: join that one.
+            None => {
+                let mut bufs = lock(&self.bufs);
+                let taken = bufs.contains_key(&path);
+                if !taken {
+                    bufs.insert(path.clone(), buf.clone());
+                }
+                taken
+            }
+        };
+        if exists {
+            // The kernel thought the name was free (its view was out of date): open the file
+            // as open(2) would, truncating only if asked to.
+            if flags & libc::O_EXCL != 0 {
+                return Err(FsError::Exists);
+            }
+            let ino = lock(&self.inodes).get_or_insert(&path, true);
+            let opened = self.open(ino, flags).await?;
+            return Ok((self.getattr(ino).await?, opened));
+        }
+        self.cache.invalidate(&path);
+        let ino = lock(&self.inodes).get_or_insert(&path, true);
+        self.cache.forget_version(ino);
+        let fh = self.new_handle(Handle::Write(WriteHandle { ino, path, buf, dirty: true }));
+        let attr = Attr {
+            ino,
+            kind: FileKind::File,
+            size: 0,
+            mtime: SystemTime::now(),
+            perm: 0o644,
+            nlink: 1,
+        };
+        Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
+    }
+
+    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+        let from = lock(&self.handles).get(&fh).and_then(Handle::read_from);
+        match from.ok_or(FsError::BadHandle)? {
+            (path, ReadFrom::Buffer(buf)) => {
+                let b = buf.lock().await;
+                b.data.read(offset, size).map_err(|e| io_err(&path, e))
+            }
+            (path, ReadFrom::Node { ino, node, ra }) => {
+                if offset == 0 {
+                    self.fetch_next_files(&path);
+                }
+                self.read_ahead(ino, &ra, &path, &node, offset, size).await
+            }
+        }
+    }
+
+    /// A read from the namespace. When the file changed since `node` was resolved (ESTALE),
+    /// what this mount and the kernel know of it is dropped, so the next open sees the change.
+    async fn read_node(
+        &self,
+        ino: u64,
+        path: &str,
+        node: &Node,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
+        let r = self.ns.read(path, node, offset, size).await;
+        if matches!(r, Err(FsError::Stale)) {
+            tracing::debug!(path, "changed since it was opened: ESTALE");
+            self.cache.invalidate(path);
+            self.cache.forget_version(ino);
+            if let Some(invalidate) = self.invalidator.get() {
+                invalidate(ino);
+            }
+        }
+        r
+    }
+
+    /// `path` is being read from its start: when that continues a scan of its directory in
+    /// listing order, start fetching the next files (those whose node the listing cached).
+    fn fetch_next_files(&self, path: &str) {
+        let (dir, name) = split_key(path);
+        let next = self.scans.reading(dir, name);
+        if next.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        for name in next {
+            let Some(Some(node)) = self.cached_node(&join_key(dir, &name)) else { continue };
+            if node.is_dir() {
+                continue;
+            }
+            let ns = self.ns.clone();
+            rt.spawn(async move { ns.prefetch(&node).await });
+        }
+    }
+
+    /// A read without a handle (the kernel sends no OPEN, see `serve_without_open`): by inode,
+    /// from its current node.
+    pub async fn read_inode(&self, ino: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+        let path = self.path_of(ino)?;
+        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+        if node.is_dir() {
+            return Err(FsError::IsADirectory);
+        }
+        self.note_version(ino, &node);
+        if offset == 0 {
+            self.fetch_next_files(&path);
+        }
+        let ra = lock(&self.inode_readaheads).get_or_insert(ino, || self.new_readahead()).clone();
+        self.read_ahead(ino, &ra, &path, &node, offset, size).await
+    }
+
+    async fn read_ahead(
+        &self,
+        ino: u64,
+        ra: &SharedReadAhead,
+        path: &str,
+        node: &Node,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
+        let mut ra = ra.lock().await;
+        if let Some(data) = ra.take(offset, size, node.size) {
+            return Ok(data);
+        }
+        let (from, len) = ra.plan(offset, size, node.size);
+        let fetched = self.read_node(ino, path, node, from, len.max(size as u64) as u32).await?;
+        Ok(ra.fill(offset, size, fetched))
+    }
+
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
+        buf.lock().await.write(offset, data)?;
+        Ok(data.len() as u32)
+    }
+
+    /// Write a buffer back to the namespace if its state asks for it. Errors reach the caller
+    /// of close()/fsync().
+    pub(super) async fn write_back(&self, buf: &SharedBuf) -> FsResult<()> {
+        let mut b = buf.lock().await;
+        let Some(put) = b.st.write_back() else { return Ok(()) };
+        let path = b.path.clone();
+        // A spilled body is the spill file itself: the buffer stays locked until it is stored.
+        let body = b.data.body().map_err(|e| io_err(&path, e))?;
+        let result = match put {
+            Put::Replace => self.ns.write_file_body(&path, body).await,
+            Put::Create => {
+                crate::metrics::global().conditional_writes.inc();
+                let data = body.into_bytes().map_err(|e| io_err(&path, e))?;
+                self.ns.create_file(&path, data).await
+            }
+        };
+        match b.st.stored(put, &result) {
+            AfterPut::Nothing => {}
+            AfterPut::Invalidate => self.cache.invalidate(&path),
+            AfterPut::Forget => {
+                // Another writer (another daemon) created the key after our open: this file
+                // lost the race. Nothing of it is stored, and its name now means the winner's.
+                crate::metrics::global().create_conflicts.inc();
+                tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
+                drop(b);
+                self.drop_buf(&path, buf);
+                self.cache.invalidate(&path);
+            }
+        }
+        result
+    }
+
+    /// Forget `buf` as the write buffer of `path` (if it still is).
+    pub(super) fn drop_buf(&self, path: &str, buf: &SharedBuf) {
+        let mut bufs = lock(&self.bufs);
+        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
+            bufs.remove(path);
+        }
+    }
+
+    /// close(): the buffer goes to the store if this handle changed it since its last flush,
+    /// or an earlier write-back of it failed. A reader's close never stores a writer's
+    /// unfinished data.
+    pub async fn flush(&self, fh: u64) -> FsResult<()> {
+        self.write_back_from(fh, false).await
+    }
+
+    /// fsync(): like close(), and also whatever other writers left unstored.
+    pub async fn fsync(&self, fh: u64) -> FsResult<()> {
+        self.write_back_from(fh, true).await
+    }
+
+    async fn write_back_from(&self, fh: u64, whole_file: bool) -> FsResult<()> {
+        let Some((buf, handle_dirty)) = self.take_dirty(fh)? else { return Ok(()) };
+        if !buf.lock().await.st.wants_write_back(handle_dirty, whole_file) {
+            return Ok(());
+        }
+        let result = self.write_back(&buf).await;
+        if result.is_err() && handle_dirty {
+            self.dirty_writer_buf(fh); // still this handle's to write
+        }
+        result
+    }
+
+    /// The write buffer of a handle open for writing, which is about to change it: the handle
+    /// is marked dirty. `None` for a reader or an unknown handle.
+    fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
+        match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::Write(h)) => {
+                h.dirty = true;
+                Some(h.buf.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
+    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
+    fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
+        match lock(&self.handles).get_mut(&fh) {
+            Some(Handle::Write(h)) => Ok(Some((h.buf.clone(), std::mem::take(&mut h.dirty)))),
+            Some(Handle::Read(_)) => Ok(None),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    /// Release a handle that has no write buffer (nothing to write back), without I/O.
+    /// Returns false when the handle needs the async `release`.
+    pub fn release_reader(&self, fh: u64) -> bool {
+        let mut handles = lock(&self.handles);
+        if handles.get(&fh).is_some_and(Handle::is_reader) {
+            handles.remove(&fh);
+            return true;
+        }
+        false
+    }
+
+    pub async fn release(&self, fh: u64) -> FsResult<()> {
+        let Some(handle) = lock(&self.handles).remove(&fh) else { return Err(FsError::BadHandle) };
+        let Handle::Write(WriteHandle { buf, dirty, .. }) = handle else {
+            return Ok(());
+        };
+        let retry = buf.lock().await.st.wants_write_back(dirty, false);
+        let result = if retry { self.write_back(&buf).await } else { Ok(()) };
+        let mut b = buf.lock().await;
+        if b.st.close_handle(result.is_ok()) {
+            let path = b.path.clone();
+            drop(b);
+            self.drop_buf(&path, &buf);
+        }
+        result
+    }
+
+    /// Write back every dirty buffer and keep staged temp files under their own names (so
+    /// nothing written through the mount is lost at unmount). Returns how many failed.
+    pub async fn flush_all(&self) -> usize {
+        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let mut failed = 0;
+        for buf in bufs {
+            buf.lock().await.st.unstage();
+            if let Err(e) = self.write_back(&buf).await {
+                let path = buf.lock().await.path.clone();
+                tracing::error!(path = ?path, error = %e, "could not write back at unmount");
+                failed += 1;
+            }
+        }
+        failed
+    }
+}

@@ -1,0 +1,79 @@
+//! Open handles. A file is open either for reading or for writing, and each has its own
+//! variant, so a reader that writes back or a writer without a buffer cannot be built.
+
+use std::sync::Arc;
+
+use super::readahead::ReadAhead;
+use super::write_buf::SharedBuf;
+use crate::view::node::Node;
+
+pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead>>;
+
+pub enum Handle {
+    Read(ReadHandle),
+    Write(WriteHandle),
+    /// An open directory: its listing, read from the first readdir on (see `listing`).
+    Dir(Arc<super::listing::DirListing>),
+}
+
+/// A file open for reading: the node it was opened on, read ahead of the reader.
+pub struct ReadHandle {
+    pub ino: u64,
+    pub path: String,
+    pub node: Node,
+    /// The write buffer of the path at open, if it was open for writing: readers see the
+    /// writer's progress (and never write it back).
+    pub buf: Option<SharedBuf>,
+    pub ra: SharedReadAhead,
+}
+
+/// A file open for writing (or both): its path's write buffer.
+pub struct WriteHandle {
+    pub ino: u64,
+    pub path: String,
+    pub buf: SharedBuf,
+    /// This handle wrote or truncated since its last flush: only then does its close write the
+    /// buffer back, so the late RELEASE of a closed handle does not store the half-written
+    /// buffer of the next open of the same file.
+    pub dirty: bool,
+}
+
+/// What a read is served from.
+pub enum ReadFrom {
+    Buffer(SharedBuf),
+    Node { ino: u64, node: Node, ra: SharedReadAhead },
+}
+
+impl Handle {
+    /// The path of an open file and what to read it from; `None` for a directory.
+    pub fn read_from(&self) -> Option<(String, ReadFrom)> {
+        match self {
+            Handle::Read(ReadHandle { buf: Some(buf), path, .. })
+            | Handle::Write(WriteHandle { buf, path, .. }) => {
+                Some((path.clone(), ReadFrom::Buffer(buf.clone())))
+            }
+            Handle::Read(ReadHandle { ino, path, node, ra, buf: None }) => Some((
+                path.clone(),
+                ReadFrom::Node { ino: *ino, node: node.clone(), ra: ra.clone() },
+            )),
+            Handle::Dir(_) => None,
+        }
+    }
+
+    /// What an open file of `ino` holds: (its write buffer, the node it was opened on).
+    pub fn content_of(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
+        match self {
+            Handle::Read(h) if h.ino == ino => Some((h.buf.clone(), Some(h.node.clone()))),
+            Handle::Write(h) if h.ino == ino => Some((Some(h.buf.clone()), None)),
+            _ => None,
+        }
+    }
+
+    pub fn is_writer(&self) -> bool {
+        matches!(self, Handle::Write(_))
+    }
+
+    pub fn is_reader(&self) -> bool {
+        matches!(self, Handle::Read(_))
+    }
+}

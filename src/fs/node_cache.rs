@@ -1,0 +1,137 @@
+//! What the mount remembers of the namespace: resolved nodes by path (and known absences)
+//! within the metadata TTL, the paths changed through the mount (so that an answer that
+//! overlapped a change is not cached), directory trees dropped by a rename or removal, and the
+//! content version of each inode that the kernel last saw.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use lru::LruCache;
+
+use super::changes::{ChangeLog, Watch};
+use super::trees::DroppedTrees;
+use crate::locks::lock;
+use crate::view::node::Node;
+
+const METADATA_CACHE_ENTRIES: usize = 500_000;
+
+/// path -> resolved node (None = known absent), with the time it was resolved.
+pub type Entries = LruCache<String, (Option<Node>, Instant)>;
+
+pub struct NodeCache {
+    ttl: Duration,
+    nodes: Mutex<Entries>,
+    /// Paths changed through the mount, for lookups and listings that overlapped the change.
+    changes: Arc<ChangeLog>,
+    /// Directory trees renamed or removed (see `trees`).
+    dropped_trees: Mutex<DroppedTrees>,
+    /// ino -> content version at its last open (or, without opens, the last one the kernel was
+    /// shown), to tell the kernel when its cache is still good.
+    versions: Mutex<HashMap<u64, String>>,
+}
+
+impl NodeCache {
+    pub fn new(ttl: Duration) -> NodeCache {
+        NodeCache {
+            ttl,
+            nodes: Mutex::new(LruCache::new(
+                NonZeroUsize::new(METADATA_CACHE_ENTRIES).expect("nonzero"),
+            )),
+            changes: Arc::new(ChangeLog::default()),
+            dropped_trees: Mutex::new(DroppedTrees::new(ttl)),
+            versions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Start watching for changes through the mount, before asking the namespace.
+    pub fn watch(&self) -> Watch {
+        self.changes.watch()
+    }
+
+    /// The change log itself, for a listing whose pages are asked for by a task of their own
+    /// (each page under its own `Watch`, see `listing`).
+    pub fn change_log(&self) -> Arc<ChangeLog> {
+        self.changes.clone()
+    }
+
+    /// The entries themselves, locked, for a listing that caches many at once (each only if
+    /// its path did not change under the listing's `Watch`, see `cache_node`).
+    pub fn lock_entries(&self) -> MutexGuard<'_, Entries> {
+        lock(&self.nodes)
+    }
+
+    /// `path` changed through the mount: drop what is cached of it. The change is noted
+    /// before the entry goes, so a lookup that finds no change (under the cache lock, see
+    /// `cache_node`) has its entry dropped here afterwards.
+    pub fn invalidate(&self, path: &str) {
+        self.changes.note(path);
+        lock(&self.nodes).pop(path);
+    }
+
+    /// Drop everything cached at or below `path` (after a directory rename or removal).
+    /// One record, not a scan of the cache (see `trees`); entries below are dropped lazily.
+    pub fn invalidate_tree(&self, path: &str) {
+        self.changes.note(path);
+        let mut nodes = lock(&self.nodes);
+        if !lock(&self.dropped_trees).drop_tree(path) {
+            nodes.clear();
+        }
+    }
+
+    /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
+    /// since.
+    fn fresh(&self, path: &str, at: Instant) -> bool {
+        at.elapsed() < self.ttl && lock(&self.dropped_trees).valid(path, at)
+    }
+
+    /// The fresh cached answer for `path` (`Some(None)`: known absent), if there is one.
+    pub fn get(&self, path: &str) -> Option<Option<Node>> {
+        let cached = lock(&self.nodes).get(path).cloned();
+        match cached {
+            Some((node, at)) if self.fresh(path, at) => Some(node),
+            _ => None,
+        }
+    }
+
+    /// Cache what a lookup under `watch` found, unless the path changed through the mount
+    /// meanwhile (the answer may predate the change). Returns whether it was cached.
+    pub fn cache_node(&self, watch: &Watch, path: &str, node: Option<Node>) -> bool {
+        let mut nodes = lock(&self.nodes);
+        let fresh = !watch.changed(path);
+        if fresh {
+            nodes.put(path.to_string(), (node, Instant::now()));
+        }
+        fresh
+    }
+
+    /// Record `version` as the one the kernel has of `ino`. Returns whether it had another one
+    /// (its cached pages are stale).
+    pub fn note_version(&self, ino: u64, version: String) -> bool {
+        let mut versions = lock(&self.versions);
+        match versions.get(&ino) {
+            Some(old) if *old == version => false,
+            old => {
+                let changed = old.is_some();
+                versions.insert(ino, version);
+                changed
+            }
+        }
+    }
+
+    /// An open of `ino` at `node`: whether the kernel may keep its cached pages (the content
+    /// version is the one of the previous open).
+    pub fn keep_cache(&self, ino: u64, node: &Node) -> bool {
+        let Some(v) = node.content_version() else { return false };
+        let mut versions = lock(&self.versions);
+        let same = versions.get(&ino) == Some(&v);
+        versions.insert(ino, v);
+        same
+    }
+
+    /// The kernel's copy of `ino` is not to be trusted (opened for writing, changed, or gone).
+    pub fn forget_version(&self, ino: u64) {
+        lock(&self.versions).remove(&ino);
+    }
+}

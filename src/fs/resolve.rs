@@ -1,0 +1,154 @@
+//! From inodes and paths to nodes: what a path is now (an open write buffer, a fresh entry of
+//! the metadata cache, or the namespace's answer), the attributes shown for it, and the answers
+//! that need no I/O.
+
+use super::write_buf::SharedBuf;
+use super::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
+use crate::locks::lock;
+use crate::store::join_key;
+use crate::view::node::Node;
+
+impl ZarrFs {
+    // ---- paths, caches ----
+
+    /// The path of a live inode. ESTALE for one whose name was unlinked or replaced through
+    /// the mount: the name now leads elsewhere (or nowhere), so the kernel must look it up again.
+    pub(super) fn path_of(&self, ino: u64) -> FsResult<String> {
+        let inodes = lock(&self.inodes);
+        let path = inodes.path(ino).ok_or(FsError::NotFound)?;
+        if !inodes.is_linked(ino) {
+            return Err(FsError::Stale);
+        }
+        Ok(path.to_string())
+    }
+
+    /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
+    /// (a writer's, if any), or the node it was opened on.
+    fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
+        let handles = lock(&self.handles);
+        let mut found = None;
+        for h in handles.values() {
+            if let Some(content) = h.content_of(ino) {
+                if found.is_none() || h.is_writer() {
+                    found = Some(content);
+                }
+            }
+        }
+        found
+    }
+
+    /// fstat() of a file unlinked (or replaced) while open: what the open handle holds, with no
+    /// links. Without an open handle the inode is just stale.
+    pub(super) async fn unlinked_attr(&self, ino: u64) -> FsResult<Attr> {
+        let node = match self.open_content(ino) {
+            Some((Some(buf), _)) => buf_node(&*buf.lock().await),
+            Some((None, Some(node))) => node,
+            _ => return Err(FsError::Stale),
+        };
+        Ok(Attr { nlink: 0, ..self.attr_of(ino, &node) })
+    }
+
+    pub(super) fn child_path(&self, parent: u64, name: &str) -> FsResult<String> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(FsError::InvalidName("not a single path component"));
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(FsError::NameTooLong);
+        }
+        Ok(join_key(&self.path_of(parent)?, name))
+    }
+
+    pub(super) async fn pending_node(&self, path: &str) -> Option<Node> {
+        let buf = lock(&self.bufs).get(path).cloned()?;
+        let b = buf.lock().await;
+        (!b.is_unlinked()).then(|| buf_node(&b))
+    }
+
+    /// What `path` is now: an open write buffer, a fresh cache entry, or the namespace's answer.
+    pub(super) async fn resolve(&self, path: &str) -> FsResult<Option<Node>> {
+        if let Some(node) = self.pending_node(path).await {
+            return Ok(Some(node));
+        }
+        if let Some(node) = self.cache.get(path) {
+            return Ok(node);
+        }
+        // A change through the mount during the lookup may be newer than its answer: ask
+        // again. After a few tries (the path keeps changing) the last answer goes uncached.
+        let mut tries = 0;
+        loop {
+            let watch = self.cache.watch();
+            let node = self.ns.lookup(path).await?;
+            tries += 1;
+            if self.cache.cache_node(&watch, path, node.clone()) || tries == 3 {
+                return Ok(node);
+            }
+        }
+    }
+
+    pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Attr {
+        let (kind, perm) =
+            if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
+        let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
+        let nlink = if kind == FileKind::Dir { 2 } else { 1 };
+        Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
+    }
+
+    /// Without opens: the kernel is about to get (or has read) `node`'s content for `ino`. If
+    /// it is not the version it saw last, its cached pages are stale: drop them.
+    pub(super) fn note_version(&self, ino: u64, node: &Node) {
+        if !self.is_openless() {
+            return;
+        }
+        let Some(v) = node.content_version() else { return };
+        if self.cache.note_version(ino, v) {
+            lock(&self.inode_readaheads).pop(&ino);
+            if let Some(invalidate) = self.invalidator.get() {
+                invalidate(ino);
+            }
+        }
+    }
+
+    // ---- answers from memory alone ----
+    // The adapter calls these on the FUSE dispatch thread: when the metadata cache already
+    // knows the answer no I/O is needed, and skipping the hop to a tokio task roughly halves
+    // the cost of opening a small chunk file. `None` means "not cached: ask the async path".
+
+    /// The cached node at `path`, unless a write buffer (whose lock is async) is involved.
+    pub(super) fn cached_node(&self, path: &str) -> Option<Option<Node>> {
+        if lock(&self.bufs).contains_key(path) {
+            return None;
+        }
+        self.cache.get(path)
+    }
+
+    pub fn lookup_cached(&self, parent: u64, name: &str) -> Option<FsResult<Attr>> {
+        let path = match self.child_path(parent, name) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(match self.cached_node(&path)? {
+            None => Err(FsError::NotFound),
+            Some(node) => {
+                let ino = lock(&self.inodes).get_or_insert(&path, true);
+                self.note_version(ino, &node);
+                Ok(self.attr_of(ino, &node))
+            }
+        })
+    }
+
+    pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
+        let path = self.path_of(ino).ok()?;
+        let node = self.cached_node(&path)??;
+        self.note_version(ino, &node);
+        Some(Ok(self.attr_of(ino, &node)))
+    }
+
+    pub fn open_cached(&self, ino: u64, flags: i32) -> Option<FsResult<Opened>> {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return None;
+        }
+        let path = self.path_of(ino).ok()?;
+        let node = self.cached_node(&path)??;
+        Some(self.open_for_reading(ino, path, node))
+    }
+}
