@@ -20,7 +20,9 @@ use crate::view::ViewKind;
     after_help = "SOURCE: a directory path, file:///path, s3://bucket/prefix, gs://, az://, http(s)://, \
                   or a .zip/.ozx archive (zip+URL for other names), \
                   or virtual references: a kerchunk .json file or a .parq/.parquet reference directory \
-                  (reference+URL for other names)."
+                  (reference+URL for other names), \
+                  or an Icechunk repository: icechunk+PATH or icechunk+URL (a local repository directory is \
+                  recognised by its layout)."
 )]
 pub struct Args {
     /// The Zarr store to mount.
@@ -105,6 +107,17 @@ pub struct Args {
     /// anything else, so credentials stay off the command line and out of fstab.
     #[arg(long, value_name = "PATH")]
     pub env_file: Option<PathBuf>,
+    // ---- Icechunk repositories ----
+    /// The branch, tag or snapshot id to show (`branch:NAME`, `tag:NAME`, `snapshot:ID` to be
+    /// explicit; a bare name is tried as a branch, a tag, then a snapshot id). Default: branch
+    /// main. A branch is followed: its new commits show up after --metadata-ttl.
+    #[arg(long = "ref", value_name = "REF")]
+    pub icechunk_ref: Option<String>,
+    /// Read virtual chunks from the repository's local-file containers under this URL prefix,
+    /// e.g. file:///data/ (`all`: every container). Remote containers are always read, with
+    /// credentials from the environment (repeatable).
+    #[arg(long, value_name = "URL_PREFIX")]
+    pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
     /// mount.fuse.zarr-mount passes them; see README "Operating zarr-mount as a service".
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
@@ -138,6 +151,10 @@ pub struct MountConfig {
     pub disk_cache: Option<crate::store::layers::disk_cache::DiskCacheOptions>,
     /// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold`.
     pub spill: crate::fs::spill::SpillConfig,
+    /// `--ref` (Icechunk sources).
+    pub icechunk_ref: crate::store::backends::icechunk::RefSpec,
+    /// `--authorize-virtual` (Icechunk sources).
+    pub authorize_virtual: Vec<String>,
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
@@ -171,7 +188,28 @@ impl Args {
         };
         let mut source = Source::parse(&self.source)
             .map_err(|e| usage(format!("bad SOURCE {:?}: {e}", self.source)))?;
+        if let Source::Directory(Location::Local(p)) = &source {
+            if crate::store::backends::icechunk::looks_like_repository(p) {
+                source = Source::Icechunk(Location::Local(p.clone()));
+            }
+        }
+        let is_icechunk = matches!(source, Source::Icechunk(_));
+        if !is_icechunk && (self.icechunk_ref.is_some() || !self.authorize_virtual.is_empty()) {
+            return Err(usage("--ref and --authorize-virtual apply only to Icechunk sources"));
+        }
+        let icechunk_ref =
+            crate::store::backends::icechunk::RefSpec::parse(self.icechunk_ref.as_deref())
+                .map_err(usage)?;
         match &source {
+            Source::Icechunk(Location::Local(p)) => {
+                check_local_dir(p, true)?;
+                let abs = std::fs::canonicalize(p)
+                    .map_err(|e| usage(format!("SOURCE {}: {}", p.display(), io_reason(&e))))?;
+                source = Source::Icechunk(Location::Local(abs));
+            }
+            Source::Icechunk(Location::Remote { cloud, .. }) => {
+                crate::store::backends::object::check_options(*cloud, &options).map_err(usage)?;
+            }
             Source::Directory(Location::Local(p)) => {
                 check_local_dir(p, self.read_only)?;
                 let abs = std::fs::canonicalize(p)
@@ -224,7 +262,7 @@ impl Args {
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
         // too): there is no exact way back from what they show to stored bytes.
         let read_only = self.read_only
-            || matches!(source, Source::Zip(_) | Source::Reference(_))
+            || matches!(source, Source::Zip(_) | Source::Reference(_) | Source::Icechunk(_))
             || self.view.is_read_only();
         Ok(MountConfig {
             source,
@@ -245,6 +283,8 @@ impl Args {
             metrics_addr,
             disk_cache,
             spill,
+            icechunk_ref,
+            authorize_virtual: self.authorize_virtual,
         })
     }
 }
@@ -284,6 +324,9 @@ fn disk_cache_options(
             None => Ok(None),
         };
     };
+    if matches!(source, Source::Icechunk(_)) {
+        return Err(usage("--cache-dir does not apply to Icechunk sources yet"));
+    }
     if matches!(source.location(), Location::Local(_)) {
         return Err(usage(
             "--cache-dir applies only to object-store sources (s3://, gs://, az://, http(s)://)",

@@ -5,7 +5,8 @@
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=`, `cache_dir=`,
-//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=` -> the flag
+//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=`, `ref=`,
+//!   `authorize_virtual=` -> the flag
 //!   of the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
@@ -75,6 +76,8 @@ const VALUE_FLAGS: &[&str] = &[
     "spill_dir",
     "write_buffer_budget",
     "spill_threshold",
+    "ref",
+    "authorize_virtual",
 ];
 
 /// Split on commas not preceded by a backslash; `\,` becomes `,`.
@@ -153,6 +156,10 @@ mod tests {
     fn values_map_onto_cli_flags() {
         assert_eq!(args("view=raw"), ["--view", "raw"]);
         assert_eq!(args("view=v2-decoded"), ["--view", "v2-decoded"]);
+        assert_eq!(
+            args("ref=tag:v1,authorize_virtual=file:///d/"),
+            ["--ref", "tag:v1", "--authorize-virtual", "file:///d/"]
+        );
         assert_eq!(args("uid=1000,gid=100"), ["--uid", "1000", "--gid", "100"]);
         assert_eq!(args("metadata_ttl=0.5"), ["--metadata-ttl", "0.5"]);
         assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);

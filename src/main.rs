@@ -5,8 +5,10 @@ use zarr_mount::cli::Args;
 use zarr_mount::daemon::{daemonize, Readiness};
 
 fn init_logging(verbose: u8) {
+    // icechunk's local storage warns, on every open, that it is unsafe for concurrent commits:
+    // nothing to a reader.
     let default = match verbose {
-        0 => "zarr_mount=info,fuser=error,warn",
+        0 => "zarr_mount=info,fuser=error,icechunk_arrow_object_store=error,warn",
         1 => "zarr_mount=debug,fuser=warn,info",
         _ => "zarr_mount=trace,fuser=debug,debug",
     };

@@ -32,13 +32,16 @@ pub enum Source {
     /// set (`.zmetadata` + `FIELD/refs.N.parq`). Chosen by a `.json`, `.parq` or `.parquet`
     /// name or a `reference+` prefix.
     Reference(Location),
+    /// An Icechunk repository (`icechunk+<path or URL>`, or a local directory laid out as
+    /// one: see `cli`), shown at one branch, tag or snapshot.
+    Icechunk(Location),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
     #[error("SOURCE is empty")]
     Empty,
-    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// zip+<url> or reference+<url>)")]
+    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// zip+<url>, reference+<url> or icechunk+<url>)")]
     UnknownScheme(String),
     #[error("file:// URLs must be absolute (file:///path)")]
     RelativeFileUrl,
@@ -61,6 +64,9 @@ impl Source {
         if let Some(rest) = s.strip_prefix("reference+") {
             return Ok(Source::Reference(parse_location(rest)?));
         }
+        if let Some(rest) = s.strip_prefix("icechunk+") {
+            return Ok(Source::Icechunk(parse_location(rest)?));
+        }
         let loc = parse_location(s)?;
         let path_part = match &loc {
             Location::Local(p) => p.to_string_lossy().to_lowercase(),
@@ -80,7 +86,7 @@ impl Source {
 
     pub fn location(&self) -> &Location {
         match self {
-            Source::Directory(l) | Source::Zip(l) | Source::Reference(l) => l,
+            Source::Directory(l) | Source::Zip(l) | Source::Reference(l) | Source::Icechunk(l) => l,
         }
     }
 }
@@ -178,6 +184,14 @@ mod tests {
         assert!(matches!(
             Source::parse("s3://b/x/refs.parquet").unwrap(),
             Source::Reference(Location::Remote { cloud: Cloud::S3, .. })
+        ));
+        assert_eq!(
+            Source::parse("icechunk+file:///r/repo").unwrap(),
+            Source::Icechunk(Location::Local("/r/repo".into()))
+        );
+        assert!(matches!(
+            Source::parse("icechunk+s3://b/repo").unwrap(),
+            Source::Icechunk(Location::Remote { cloud: Cloud::S3, .. })
         ));
         assert!(matches!(
             Source::parse("reference+gs://b/kerchunk_refs").unwrap(),

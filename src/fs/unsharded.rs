@@ -1,7 +1,7 @@
 //! The unsharded view, the async side: finds sharded arrays (by reading `zarr.json` files),
 //! serves their rewritten metadata and their inner chunks as files backed by byte ranges of
 //! shards, and passes everything else to the raw namespace. The mapping itself is pure logic
-//! in `view::unsharded` (keys, shards, listings; the chunk tree is `view::chunk_tree`) and
+//! in `view::unsharded` (keys, shards, listings; the chunk tree is `zarr::chunk_tree`) and
 //! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
 //! root is `fs::walk`. This module only fetches what that logic asks for.
 

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use super::unsharded::rewrite_consolidated_arrays;
+use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{ChunkSpec, CodecError};
 use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v2_dtype, V2Array};
@@ -58,10 +59,6 @@ fn pass_through(dir: &str, why: &str) -> DirShow {
 
 pub(crate) fn pretty(v: Map<String, Value>) -> Bytes {
     Bytes::from(serde_json::to_vec_pretty(&Value::Object(v)).expect("JSON serializes"))
-}
-
-pub(crate) fn grid(shape: &[u64], chunks: &[u64]) -> Vec<u64> {
-    shape.iter().zip(chunks).map(|(&s, &c)| s.div_ceil(c.max(1))).collect()
 }
 
 fn present_v3(dir: &str, doc: &[u8]) -> DirShow {

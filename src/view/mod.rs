@@ -1,7 +1,6 @@
 //! Views: pure logic that maps a path in the mount to what backs it. No I/O and no FUSE here;
 //! the `fs` layer fetches what a view asks for and hands it back.
 
-pub mod chunk_tree;
 pub mod decoded;
 pub mod node;
 pub mod present;

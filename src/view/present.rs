@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::chunk_tree::ChunkTree;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::chunk_tree::ChunkTree;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
 /// The metadata documents of one directory, as the view below shows them.

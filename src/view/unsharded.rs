@@ -10,8 +10,8 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
-use super::chunk_tree::ChunkTree;
-pub use super::chunk_tree::{Children, DirChild};
+use crate::zarr::chunk_tree::{grid, ChunkTree};
+pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
 use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLayout};
 
@@ -86,12 +86,8 @@ impl UnshardedArray {
             .and_then(|c| c.get("codecs"))
             .cloned()
             .ok_or(NotUnpackable::BadConfig(ConfigProblem::InvalidCodecs))?;
-        let ceil_div = |a: &[u64], b: &[u64]| -> Vec<u64> {
-            a.iter().zip(b).map(|(&x, &y)| x.div_ceil(y)).collect()
-        };
-        let inner =
-            ChunkTree::new(meta.key_encoding, ceil_div(&meta.shape, &layout.inner_chunk_shape));
-        let shards = ChunkTree::new(meta.key_encoding, ceil_div(&meta.shape, &layout.shard_shape));
+        let inner = ChunkTree::new(meta.key_encoding, grid(&meta.shape, &layout.inner_chunk_shape));
+        let shards = ChunkTree::new(meta.key_encoding, grid(&meta.shape, &layout.shard_shape));
         Ok(UnshardedArray { meta, layout, inner, shards, inner_codecs_json })
     }
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::decoded::{grid, pretty};
+use super::decoded::pretty;
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
 use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v3_codecs_to_v2, v3_type_to_v2};

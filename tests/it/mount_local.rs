@@ -279,3 +279,18 @@ fn parallel_readers_proceed() {
         .collect();
     assert!(handles.into_iter().all(|h| h.join().unwrap()));
 }
+
+/// A stored file unlinked while open for writing with changes not yet closed: the name stays
+/// gone (the old content must not come back), and the writer's close stores nothing.
+#[test]
+fn unlink_while_writing_removes_the_stored_file() {
+    let (_tmp, src, mnt) = dirs();
+    fs::write(src.join("k"), b"old").unwrap();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let mut f = fs::OpenOptions::new().write(true).open(m.path("k")).unwrap();
+    f.write_all(b"new").unwrap();
+    fs::remove_file(m.path("k")).unwrap();
+    drop(f);
+    assert!(!src.join("k").exists(), "the old content is still stored");
+    assert_eq!(errno_of(fs::metadata(m.path("k"))), libc::ENOENT);
+}

@@ -1,6 +1,7 @@
 //! The backends: each one maps the `Store` trait onto one kind of storage.
 
 pub mod http;
+pub mod icechunk;
 pub mod local;
 pub mod memory;
 pub mod object;

@@ -1,11 +1,17 @@
-//! The chunk tree of one array as a view shows it: given the chunk grid and the chunk key
-//! encoding, which paths inside the array directory are chunk files, which are directories
-//! of the tree, and which names the tree owns (so that a view replacing the tree hides them).
-//! Every view uses this one model: `unsharded` for its inner chunks (and the shards behind
-//! them), `present` for the keys it shows and the keys of the view below. How one key is
-//! spelled is `zarr::chunk_key`; this module adds the grid and the directory rules.
+//! The chunk tree of one array: given the chunk grid and the chunk key encoding, which paths
+//! inside the array directory are chunk files, which are directories of the tree, and which
+//! names the tree owns (so that a view replacing the tree hides them). Every view uses this
+//! one model: `view::unsharded` for its inner chunks (and the shards behind them),
+//! `view::present` for the keys it shows and the keys of the view below. How one key is
+//! spelled is `chunk_key`; this module adds the grid and the directory rules.
 
 use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+
+/// The chunk grid of an array: chunks per dimension, `ceil(shape / chunk_shape)` (a chunk
+/// length of 0, which metadata parsing refuses, counts as 1 rather than dividing by zero).
+pub fn grid(shape: &[u64], chunk_shape: &[u64]) -> Vec<u64> {
+    shape.iter().zip(chunk_shape).map(|(&s, &c)| s.div_ceil(c.max(1))).collect()
+}
 
 /// The chunk keys of one grid under one encoding, seen as a tree of paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +191,13 @@ mod tests {
 
     fn dir(fixed: &[u64], children: Children) -> Option<TreeDir> {
         Some(TreeDir { fixed: fixed.to_vec(), children })
+    }
+
+    #[test]
+    fn grid_rounds_up() {
+        assert_eq!(grid(&[10, 9, 0, 1], &[5, 4, 3, 7]), vec![2, 3, 0, 1]);
+        assert_eq!(grid(&[], &[]), Vec::<u64>::new());
+        assert_eq!(grid(&[u64::MAX], &[2]), vec![u64::MAX / 2 + 1]);
     }
 
     #[test]
