@@ -130,6 +130,21 @@ def fmt_counts(c):
 
 LIST_COMMANDS = {"ls -l": ["ls", "-l", "--color=never"], "find": ["find"]}
 
+# Time from opendir to the first name, in a fresh process (what `ls | head -1` waits for).
+FIRST_ENTRY = """
+import os, sys, time
+t = time.perf_counter()
+with os.scandir(sys.argv[1]) as it:
+    next(it)
+print(time.perf_counter() - t)
+"""
+
+
+def first_entry(path):
+    out = subprocess.run([sys.executable, "-c", FIRST_ENTRY, str(path)], check=True,
+                         capture_output=True, text=True).stdout
+    return float(out)
+
 
 def bench_listing_local(binary, work, count):
     src = work / "list-local"
@@ -147,6 +162,12 @@ def bench_listing_local(binary, work, count):
         total, ops = fuse_counts(log)
         print(f"{name + ' over ' + format(count, ',') + ' keys, local':40s} mount {took:6.2f} s   directly {base:6.2f} s"
               f"   ratio {base / took:5.2f}   FUSE requests {total} ({ops})", flush=True)
+    base = min(first_entry(flat) for _ in range(3))
+    with Mounted(binary, src, mnt, "--view", "raw", "--read-only", log=log):
+        took = first_entry(mnt / "flat")
+    print(f"{'first entry of ' + format(count, ',') + ' keys, local':40s} mount {took * 1000:6.1f} ms  directly {base * 1000:6.1f} ms",
+          flush=True)
+    subprocess.run(["rm", "-rf", str(src)])
 
 
 def bench_listing_s3(binary, work, s3, count):
@@ -164,6 +185,21 @@ def bench_listing_s3(binary, work, s3, count):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     log = work / "daemon.log"
+    # What one page costs the server: the floor for the first entry through the mount.
+    t = time.perf_counter()
+    page = s3.client.list_objects_v2(Bucket="bench", Prefix="list/flat/", Delimiter="/", MaxKeys=1000)
+    one_page = time.perf_counter() - t
+    assert len(page["Contents"]) == 1000
+    s3.take_counts()
+    with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--endpoint-url", s3.url,
+                 log=log, env=s3.env):
+        s3.take_counts()
+        took = first_entry(mnt / "flat")
+        sent = s3.take_counts()
+    print(f"{'first entry of ' + format(count, ',') + ' keys, S3':40s} mount {took * 1000:6.1f} ms  boto3, one page of 1,000"
+          f" {one_page * 1000:6.1f} ms   S3 requests {fmt_counts(sent)}", flush=True)
+    if os.environ.get("BENCH_SCALE_FIRST_ONLY"):
+        return
     for name, cmd in LIST_COMMANDS.items():
         with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--stats-interval", "3600",
                      "--endpoint-url", s3.url, log=log, env=s3.env):
@@ -238,18 +274,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
-    ap.add_argument("--only", default="listing,rss", help="comma-separated parts: listing, rss")
+    ap.add_argument("--only", default="listing,rss",
+                    help="comma-separated parts: listing (= listing-local,listing-s3), rss")
     args = ap.parse_args()
     parts = set(args.only.split(","))
+    if "listing" in parts:
+        parts |= {"listing-local", "listing-s3"}
     keys = 10_000 if args.quick else 100_000
     rss_total = (512 * MiB) if args.quick else (4 << 30)
     cache = (64 * MiB) if args.quick else (256 * MiB)
     with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-scale.") as tmp:
         work = Path(tmp)
+        if "listing-local" in parts:
+            bench_listing_local(args.bin, work, keys)
+        if not parts & {"listing-s3", "rss"}:
+            return
         s3 = S3Server()
         try:
-            if "listing" in parts:
-                bench_listing_local(args.bin, work, keys)
+            if "listing-s3" in parts:
                 bench_listing_s3(args.bin, work, s3, keys)
             if "rss" in parts:
                 bench_rss_local(args.bin, work, rss_total)

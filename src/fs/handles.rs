@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::readahead::ReadAhead;
 use super::write_buf::SharedBuf;
-use super::DirEntry;
 use crate::view::node::Node;
 
 pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead>>;
@@ -13,12 +12,8 @@ pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead>>;
 pub enum Handle {
     Read(ReadHandle),
     Write(WriteHandle),
-    /// `entries` is the listing, taken at the first readdir (None before).
-    Dir {
-        ino: u64,
-        path: String,
-        entries: Option<Arc<Vec<DirEntry>>>,
-    },
+    /// An open directory: its listing, read from the first readdir on (see `listing`).
+    Dir(Arc<super::listing::DirListing>),
 }
 
 /// A file open for reading: the node it was opened on, read ahead of the reader.
@@ -61,7 +56,7 @@ impl Handle {
                 path.clone(),
                 ReadFrom::Node { ino: *ino, node: node.clone(), ra: ra.clone() },
             )),
-            Handle::Dir { .. } => None,
+            Handle::Dir(_) => None,
         }
     }
 

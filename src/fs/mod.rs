@@ -16,6 +16,7 @@ pub mod error;
 mod files;
 mod handles;
 pub mod inode;
+pub mod listing;
 mod names;
 pub mod namespace;
 mod node_cache;
@@ -41,14 +42,14 @@ use lru::LruCache;
 
 pub use error::{FsError, FsResult};
 use handles::{Handle, SharedReadAhead};
-use inode::{InodeTable, ROOT_INO};
+use inode::InodeTable;
 use namespace::Namespace;
 use node_cache::NodeCache;
 pub use write_buf::is_staged_name;
 use write_buf::{SharedBuf, WriteBuf};
 
 use crate::locks::lock;
-use crate::store::{join_key, split_key};
+use crate::store::join_key;
 use crate::view::node::Node;
 
 #[derive(Debug, Clone)]
@@ -312,130 +313,8 @@ impl ZarrFs {
         let keep_cache = lock(&self.dirs_listed)
             .get(&ino)
             .is_some_and(|at| at.elapsed() < self.cfg.metadata_ttl);
-        let fh = self.new_handle(Handle::Dir { ino, path, entries: None });
+        let fh = self.new_handle(Handle::Dir(Arc::new(listing::DirListing::new(ino, path))));
         Ok(OpenedDir { fh, keep_cache })
-    }
-
-    /// The listing of an open directory, taken now if it was not yet: a snapshot that readdir
-    /// pages through.
-    pub async fn list_dir(&self, fh: u64) -> FsResult<Arc<Vec<DirEntry>>> {
-        let (ino, path) = match lock(&self.handles).get(&fh) {
-            Some(Handle::Dir { entries: Some(e), .. }) => return Ok(e.clone()),
-            Some(Handle::Dir { ino, path, .. }) => (*ino, path.clone()),
-            _ => return Err(FsError::BadHandle),
-        };
-        let listed_at = Instant::now();
-        let entries = Arc::new(self.list_entries(ino, &path).await?);
-        // The listing pins its inodes until releasedir; one that cannot be kept (the handle
-        // was released meanwhile, or another readdir stored its listing first) unpins now.
-        let kept = match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::Dir { entries: e @ None, .. }) => {
-                *e = Some(entries.clone());
-                None
-            }
-            Some(Handle::Dir { entries: Some(other), .. }) => Some(other.clone()),
-            _ => Some(entries.clone()),
-        };
-        lock(&self.dirs_listed).insert(ino, listed_at);
-        match kept {
-            None => Ok(entries),
-            Some(other) => {
-                self.unpin_listing(&entries);
-                if Arc::ptr_eq(&other, &entries) {
-                    Err(FsError::BadHandle)
-                } else {
-                    Ok(other)
-                }
-            }
-        }
-    }
-
-    async fn list_entries(&self, ino: u64, path: &str) -> FsResult<Vec<DirEntry>> {
-        let watch = self.cache.watch();
-        let mut listing = self.ns.list(path).await?;
-        // Entries this mount changed while the store listed them are asked for again: the
-        // kernel takes READDIRPLUS attributes as current (and cuts reads at their size).
-        let mut asked_again = Vec::new();
-        for (name, _) in &listing {
-            let child = join_key(path, name);
-            if watch.changed(&child) {
-                asked_again.push((name.clone(), self.ns.lookup(&child).await?));
-            }
-        }
-        for (name, node) in asked_again {
-            let Ok(i) = listing.binary_search_by(|(n, _)| n.as_str().cmp(&name)) else { continue };
-            match node {
-                Some(node) => listing[i].1 = node,
-                None => {
-                    listing.remove(i);
-                }
-            }
-        }
-        // Files open for writing here: their buffers are newer than the store (and some are
-        // not in it yet). The listing is sorted by name (`Namespace::list`).
-        let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
-        let pending: Vec<(String, SharedBuf)> = lock(&self.bufs)
-            .iter()
-            .filter_map(|(p, b)| {
-                p.strip_prefix(&prefix)
-                    .filter(|n| !n.contains('/'))
-                    .map(|n| (n.to_string(), b.clone()))
-            })
-            .collect();
-        let mut buffered = std::collections::HashSet::new();
-        for (name, buf) in pending {
-            let node = {
-                let b = buf.lock().await;
-                if b.is_unlinked() {
-                    continue;
-                }
-                buf_node(&b)
-            };
-            match listing.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
-                Ok(i) => listing[i].1 = node,
-                Err(i) => listing.insert(i, (name.clone(), node)),
-            }
-            buffered.insert(name);
-        }
-
-        self.scans.listed(
-            path,
-            listing.iter().filter(|(_, n)| !n.is_dir()).map(|(name, _)| name.clone()).collect(),
-        );
-        let mut entries = Vec::with_capacity(listing.len() + 2);
-        let parent_ino =
-            if path.is_empty() { ROOT_INO } else { lock(&self.inodes).pin(split_key(path).0) };
-        lock(&self.inodes).pin_ino(ino);
-        let dir_attr = |ino| Attr {
-            ino,
-            kind: FileKind::Dir,
-            size: 0,
-            mtime: SystemTime::UNIX_EPOCH,
-            perm: 0o755,
-            nlink: 2,
-        };
-        entries.push(DirEntry { ino, name: ".".into(), kind: FileKind::Dir, attr: dir_attr(ino) });
-        entries.push(DirEntry {
-            ino: parent_ino,
-            name: "..".into(),
-            kind: FileKind::Dir,
-            attr: dir_attr(parent_ino),
-        });
-        let now = Instant::now();
-        let mut inodes = lock(&self.inodes);
-        let mut nodes = self.cache.lock_entries();
-        for (name, node) in listing {
-            let child = join_key(path, &name);
-            let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
-            let child_ino = inodes.pin(&child);
-            let attr = self.attr_of(child_ino, &node);
-            // One listing answers the lookups that `ls -l` sends next (see `cache_node`).
-            if !buffered.contains(&name) && !watch.changed(&child) {
-                nodes.put(child, (Some(node), now));
-            }
-            entries.push(DirEntry { ino: child_ino, name, kind, attr });
-        }
-        Ok(entries)
     }
 
     /// The listing of an open directory (after `opendir`, or a first `list_dir`).
@@ -443,20 +322,9 @@ impl ZarrFs {
         self.readdir_listed(fh)?.ok_or(FsError::BadHandle)
     }
 
-    /// The listing if it was taken already, `None` if `list_dir` has to take it first.
-    pub fn readdir_listed(&self, fh: u64) -> FsResult<Option<Arc<Vec<DirEntry>>>> {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::Dir { entries, .. }) => Ok(entries.clone()),
-            _ => Err(FsError::BadHandle),
-        }
-    }
-
     /// The directory path of a directory handle (for `readdirplus_entry`).
     pub fn dir_path(&self, fh: u64) -> FsResult<String> {
-        match lock(&self.handles).get(&fh) {
-            Some(Handle::Dir { path, .. }) => Ok(path.clone()),
-            _ => Err(FsError::BadHandle),
-        }
+        Ok(self.dir_listing(fh)?.path.clone())
     }
 
     /// READDIRPLUS hands the kernel an entry, which counts as a lookup of it: take the
@@ -473,8 +341,8 @@ impl ZarrFs {
 
     pub fn releasedir(&self, fh: u64) {
         let handle = lock(&self.handles).remove(&fh);
-        if let Some(Handle::Dir { entries: Some(entries), .. }) = handle {
-            self.unpin_listing(&entries);
+        if let Some(Handle::Dir(listing)) = handle {
+            self.release_listing(&listing);
         }
     }
 
@@ -528,6 +396,7 @@ impl ZarrFs {
 
 #[cfg(test)]
 mod tests {
+    use super::inode::ROOT_INO;
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::Store;

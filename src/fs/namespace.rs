@@ -13,12 +13,22 @@ use super::spill::Body;
 use crate::store::{join_key, ByteRange, PutMode, Store, StoreError};
 use crate::view::node::{Backing, Node};
 
+/// A listing read page by page (see `Namespace::list_pages`).
+pub type NodePages<'a> = futures::stream::BoxStream<'a, FsResult<Vec<(String, Node)>>>;
+
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
 #[async_trait]
 pub trait Namespace: Send + Sync + 'static {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>>;
     /// The children of a directory, sorted by name.
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>>;
+    /// The children of a directory page by page, each page sorted by name, no name twice over
+    /// all pages, an error ending the listing: a directory can then be shown before it has
+    /// been read whole. By default the whole `list` as one page (views that must see every
+    /// key of a directory before they know their own entries keep it that way).
+    fn list_pages<'a>(&'a self, dir: &'a str) -> NodePages<'a> {
+        Box::pin(futures::stream::once(self.list(dir)))
+    }
     /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
     /// Whether a file at `path` may be created or replaced (checked at open, before any data).
@@ -123,36 +133,45 @@ impl Namespace for RawNamespace {
 
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
         let listing = self.store.list(dir).await?;
-        let mut out: Vec<(String, Node)> =
-            Vec::with_capacity(listing.files.len() + listing.dirs.len());
-        let dirs: HashSet<&str> = listing.dirs.iter().map(String::as_str).collect();
-        for name in &listing.dirs {
-            out.push((name.clone(), self.dir_node()));
-        }
-        for (name, meta) in listing.files {
-            if dirs.contains(name.as_str()) {
-                continue; // shown as the directory (see lookup)
-            }
-            let key = join_key(dir, &name);
-            out.push((
-                name,
-                Node {
-                    size: meta.size,
-                    modified: meta.modified,
-                    backing: Backing::Object { key, version: meta.version },
-                },
-            ));
-        }
-        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        for v in crate::locks::lock(&self.virtual_dirs).iter() {
-            if let Some(name) = v.strip_prefix(&prefix) {
-                if !name.contains('/') && !out.iter().any(|(n, _)| n == name) {
-                    out.push((name.to_string(), self.dir_node()));
-                }
+        let mut out = self.nodes_of(dir, listing);
+        for name in self.virtual_dirs_in(dir) {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, self.dir_node()));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
+    }
+
+    /// The store's pages as they come; then, as a last page, the virtual directories (made
+    /// by mkdir, see `RawNamespace`) that no page showed.
+    fn list_pages<'a>(&'a self, dir: &'a str) -> NodePages<'a> {
+        use futures::stream::{self, StreamExt};
+        let virtuals: HashSet<String> = self.virtual_dirs_in(dir).collect();
+        let state = (self.store.list_pages(dir), Some(virtuals));
+        stream::unfold(state, move |(mut pages, mut virtuals)| async move {
+            let unseen = virtuals.as_mut()?;
+            match pages.next().await {
+                Some(Ok(listing)) => {
+                    let mut out = self.nodes_of(dir, listing);
+                    out.sort_by(|a, b| a.0.cmp(&b.0));
+                    if !unseen.is_empty() {
+                        out.iter().for_each(|(name, _)| {
+                            unseen.remove(name);
+                        });
+                    }
+                    Some((Ok(out), (pages, virtuals)))
+                }
+                Some(Err(e)) => Some((Err(e.into()), (pages, None))),
+                None => {
+                    let mut last: Vec<(String, Node)> =
+                        virtuals.take()?.into_iter().map(|n| (n, self.dir_node())).collect();
+                    last.sort_by(|a, b| a.0.cmp(&b.0));
+                    (!last.is_empty()).then_some((Ok(last), (pages, None)))
+                }
+            }
+        })
+        .boxed()
     }
 
     async fn read(&self, _path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
@@ -289,6 +308,45 @@ impl Namespace for RawNamespace {
 }
 
 impl RawNamespace {
+    /// The entries of (a page of) a store listing of `dir`, unsorted. A name that is both a
+    /// file and a directory is shown as the directory (see `lookup`).
+    fn nodes_of(&self, dir: &str, listing: crate::store::Listing) -> Vec<(String, Node)> {
+        let mut out: Vec<(String, Node)> =
+            Vec::with_capacity(listing.files.len() + listing.dirs.len());
+        let dirs: HashSet<&str> = listing.dirs.iter().map(String::as_str).collect();
+        for (name, meta) in listing.files {
+            if dirs.contains(name.as_str()) {
+                continue; // shown as the directory (see lookup)
+            }
+            let key = join_key(dir, &name);
+            out.push((
+                name,
+                Node {
+                    size: meta.size,
+                    modified: meta.modified,
+                    backing: Backing::Object { key, version: meta.version },
+                },
+            ));
+        }
+        drop(dirs);
+        for name in listing.dirs {
+            out.push((name, self.dir_node()));
+        }
+        out
+    }
+
+    /// Names of the virtual directories directly in `dir`.
+    fn virtual_dirs_in(&self, dir: &str) -> impl Iterator<Item = String> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let names: Vec<String> = crate::locks::lock(&self.virtual_dirs)
+            .iter()
+            .filter_map(|v| v.strip_prefix(&prefix))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_string)
+            .collect();
+        names.into_iter()
+    }
+
     /// Once a key exists below a virtual directory, the prefix itself makes it a directory.
     fn forget_virtual_ancestors(&self, key: &str) {
         if self.store.has_real_dirs() {

@@ -50,6 +50,12 @@ impl NodeCache {
         self.changes.watch()
     }
 
+    /// The change log itself, for a listing whose pages are asked for by a task of their own
+    /// (each page under its own `Watch`, see `listing`).
+    pub fn change_log(&self) -> Arc<ChangeLog> {
+        self.changes.clone()
+    }
+
     /// The entries themselves, locked, for a listing that caches many at once (each only if
     /// its path did not change under the listing's `Watch`, see `cache_node`).
     pub fn lock_entries(&self) -> MutexGuard<'_, Entries> {

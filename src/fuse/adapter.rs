@@ -16,7 +16,8 @@ use fuser::{
 };
 use tokio::runtime::Handle;
 
-use crate::fs::{Attr, DirEntry, FileKind, FsError, Opened, SetAttr, ZarrFs};
+use crate::fs::listing::DirEntries;
+use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
 use crate::metrics::{CacheKind, Op};
 
 /// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
@@ -608,13 +609,13 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let req = Req::new(Op::Readdir, self::fh(fh));
-        match self.fs.readdir_listed(fh.0) {
-            Ok(Some(entries)) => fill_dir(&entries, offset, reply),
+        match self.fs.readdir_ready(fh.0, offset) {
+            Ok(Some(entries)) => fill_dir(&entries, reply),
             Ok(None) => self.spawn(
                 req,
-                move |fs| async move { fs.list_dir(fh.0).await },
+                move |fs| async move { fs.readdir_at(fh.0, offset).await },
                 move |r, _| match r {
-                    Ok(entries) => fill_dir(&entries, offset, reply),
+                    Ok(entries) => fill_dir(&entries, reply),
                     Err(e) => reply.error(errno(&e)),
                 },
             ),
@@ -634,13 +635,13 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let req = Req::new(Op::Readdirplus, self::fh(fh));
-        match self.fs.readdir_listed(fh.0) {
-            Ok(Some(entries)) => fill_dir_plus(&self.fs, fh, &entries, offset, self.maker, reply),
+        match self.fs.readdir_ready(fh.0, offset) {
+            Ok(Some(entries)) => fill_dir_plus(&self.fs, fh, &entries, self.maker, reply),
             Ok(None) => self.spawn(
                 req,
-                move |fs| async move { Ok((fs.list_dir(fh.0).await?, fs)) },
+                move |fs| async move { Ok((fs.readdir_at(fh.0, offset).await?, fs)) },
                 move |r, m| match r {
-                    Ok((entries, fs)) => fill_dir_plus(&fs, fh, &entries, offset, m, reply),
+                    Ok((entries, fs)) => fill_dir_plus(&fs, fh, &entries, m, reply),
                     Err(e) => reply.error(errno(&e)),
                 },
             ),
@@ -748,12 +749,12 @@ impl fuser::Filesystem for FuseAdapter {
     }
 }
 
-/// One READDIR reply from a listing, from entry `offset` on.
-fn fill_dir(entries: &[DirEntry], offset: u64, mut reply: ReplyDirectory) {
-    for (i, e) in entries.iter().enumerate().skip(offset as usize) {
+/// One READDIR reply from a listing, from the offset asked for on.
+fn fill_dir(entries: &DirEntries, mut reply: ReplyDirectory) {
+    for (next, e) in entries.iter() {
         let kind =
             if e.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
-        if reply.add(INodeNo(e.ino), (i + 1) as u64, kind, &e.name) {
+        if reply.add(INodeNo(e.ino), next, kind, &e.name) {
             break;
         }
     }
@@ -765,8 +766,7 @@ fn fill_dir(entries: &[DirEntry], offset: u64, mut reply: ReplyDirectory) {
 fn fill_dir_plus(
     fs: &ZarrFs,
     fh: FileHandle,
-    entries: &[DirEntry],
-    offset: u64,
+    entries: &DirEntries,
     maker: AttrMaker,
     mut reply: ReplyDirectoryPlus,
 ) {
@@ -774,12 +774,12 @@ fn fill_dir_plus(
         Ok(d) => d,
         Err(e) => return reply.error(errno(&e)),
     };
-    for (i, e) in entries.iter().enumerate().skip(offset as usize) {
+    for (next, e) in entries.iter() {
         let dot = e.name == "." || e.name == "..";
         let attr = if dot { e.attr } else { fs.readdirplus_entry(&dir, e) };
         if reply.add(
             INodeNo(attr.ino),
-            (i + 1) as u64,
+            next,
             &e.name,
             &maker.ttl,
             &maker.attr(&attr),

@@ -33,6 +33,9 @@ pub struct Listing {
     pub dirs: Vec<String>,
 }
 
+/// A listing read page by page (see `Store::list_pages`).
+pub type ListPages<'a> = futures::stream::BoxStream<'a, StoreResult<Listing>>;
+
 /// A byte range to fetch: `Range(a..b)` or the last `Suffix(n)` bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ByteRange {
@@ -242,6 +245,15 @@ pub trait Store: Send + Sync + 'static {
     }
     /// One level below `prefix` (`""` for the root, otherwise a key prefix without trailing `/`).
     async fn list(&self, prefix: &str) -> StoreResult<Listing>;
+
+    /// `list`, page by page, so a directory can be shown before it is read whole. Each page
+    /// is sorted by name; over all pages a name comes at most once as a file and once as a
+    /// directory, and a name that is both comes in one page. An error ends the listing. By
+    /// default the whole `list` as one page; the local and object-store backends (and the
+    /// layers that only watch listings) hand out pages as the backend reads them.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        Box::pin(futures::stream::once(self.list(prefix)))
+    }
 
     /// Is `key` an object, a directory, both or neither?
     async fn lookup(&self, key: &str) -> StoreResult<Lookup>;

@@ -30,12 +30,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    split_key, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta, PutMode, Store,
-    StoreError, StoreResult,
+    split_key, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup, ObjectMeta,
+    PutMode, Store, StoreError, StoreResult,
 };
 
 /// Names of our own in-flight temp files; hidden from listings.
 const TEMP_MARKER: &str = ".zarr-mount-tmp.";
+/// Entries per page of a listing (`Store::list_pages`): small enough that the first page of a
+/// large directory goes out in about a millisecond, large enough that a directory of up to
+/// this many entries is one sorted page, as before listings were paged.
+const LIST_PAGE: usize = 1024;
 /// A prefetch hint asks the kernel to read at most this much of a file ahead.
 const PREFETCH_BYTES: u64 = 8 << 20;
 
@@ -108,6 +112,67 @@ impl LocalStore {
 }
 
 impl Inner {
+    /// The directory at `prefix`, opened for reading its entries.
+    fn open_dir(&self, prefix: &str) -> StoreResult<std::fs::ReadDir> {
+        validate_key(prefix)?;
+        let fd = self
+            .open_beneath(prefix, libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(|e| StoreError::from_io(prefix, e))?;
+        // The fd was resolved safely; reading it through /proc/self/fd follows no user symlink.
+        std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| StoreError::from_io(prefix, e))
+    }
+
+    /// Up to `max` more entries of `dir` (the directory at `prefix`) into `out`, each part
+    /// sorted by name. Returns whether the directory may have more.
+    fn read_page(
+        &self,
+        prefix: &str,
+        dir: &mut std::fs::ReadDir,
+        max: usize,
+        out: &mut Listing,
+    ) -> StoreResult<bool> {
+        let mut seen = 0;
+        let more = loop {
+            if seen == max {
+                break true;
+            }
+            let Some(entry) = dir.next() else { break false };
+            seen += 1;
+            let entry = entry.map_err(|e| StoreError::from_io(prefix, e))?;
+            let name = match entry.file_name().into_string() {
+                Ok(name) => name,
+                Err(raw) => {
+                    // Keys are UTF-8: no key can name this file.
+                    let shown = crate::store::join_key(prefix, &raw.to_string_lossy());
+                    self.hidden.report(&self.describe(), &shown, "file name is not UTF-8");
+                    continue;
+                }
+            };
+            if name.starts_with(TEMP_MARKER) {
+                continue;
+            }
+            // lstat: a symlink is reported as itself, never followed.
+            let Ok(md) = entry.metadata() else { continue }; // raced with a delete
+            if md.is_dir() {
+                out.dirs.push(name);
+            } else if md.is_file() {
+                out.files.push((name, to_meta(&md)));
+            } else {
+                // Not part of a store, and never opened (see open_file).
+                let what = if md.file_type().is_symlink() {
+                    "a symlink (symlinks are never followed)"
+                } else {
+                    "a FIFO, socket or device node, not a regular file"
+                };
+                self.hidden.report(&self.describe(), &crate::store::join_key(prefix, &name), what);
+            }
+        };
+        out.files.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dirs.sort();
+        Ok(more)
+    }
+
     fn describe(&self) -> String {
         format!("local:{}", self.root_path.display())
     }
@@ -571,50 +636,53 @@ impl Store for LocalStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let prefix = prefix.to_string();
         self.blocking(move |s| {
-            validate_key(&prefix)?;
-            let fd = s
-                .open_beneath(&prefix, libc::O_RDONLY | libc::O_DIRECTORY)
-                .map_err(|e| StoreError::from_io(&prefix, e))?;
-            // The fd was resolved safely; reading it through /proc/self/fd follows no user symlink.
-            let dir_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let mut dir = s.open_dir(&prefix)?;
             let mut listing = Listing::default();
-            for entry in
-                std::fs::read_dir(&dir_path).map_err(|e| StoreError::from_io(&prefix, e))?
-            {
-                let entry = entry.map_err(|e| StoreError::from_io(&prefix, e))?;
-                let name = match entry.file_name().into_string() {
-                    Ok(name) => name,
-                    Err(raw) => {
-                        // Keys are UTF-8: no key can name this file.
-                        let shown = crate::store::join_key(&prefix, &raw.to_string_lossy());
-                        s.hidden.report(&s.describe(), &shown, "file name is not UTF-8");
-                        continue;
-                    }
-                };
-                if name.starts_with(TEMP_MARKER) {
-                    continue;
-                }
-                // lstat: a symlink is reported as itself, never followed.
-                let Ok(md) = entry.metadata() else { continue }; // raced with a delete
-                if md.is_dir() {
-                    listing.dirs.push(name);
-                } else if md.is_file() {
-                    listing.files.push((name, to_meta(&md)));
-                } else {
-                    // Not part of a store, and never opened (see open_file).
-                    let what = if md.file_type().is_symlink() {
-                        "a symlink (symlinks are never followed)"
-                    } else {
-                        "a FIFO, socket or device node, not a regular file"
-                    };
-                    s.hidden.report(&s.describe(), &crate::store::join_key(&prefix, &name), what);
-                }
-            }
-            listing.files.sort_by(|a, b| a.0.cmp(&b.0));
-            listing.dirs.sort();
+            while s.read_page(&prefix, &mut dir, usize::MAX, &mut listing)? {}
             Ok(listing)
         })
         .await
+    }
+
+    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per entry) on the
+    /// blocking pool when asked for: no thread waits between pages for a slow reader.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::stream::{self, StreamExt};
+        enum State {
+            Start,
+            Reading(std::fs::ReadDir),
+            Done,
+        }
+        let prefix = prefix.to_string();
+        Box::pin(
+            stream::unfold(State::Start, move |state| {
+                let prefix = prefix.clone();
+                async move {
+                    let dir = match state {
+                        State::Done => return None,
+                        State::Start => None,
+                        State::Reading(dir) => Some(dir),
+                    };
+                    let page = self
+                        .blocking(move |s| {
+                            let mut dir = match dir {
+                                Some(dir) => dir,
+                                None => s.open_dir(&prefix)?,
+                            };
+                            let mut page = Listing::default();
+                            let more = s.read_page(&prefix, &mut dir, LIST_PAGE, &mut page)?;
+                            Ok((page, more.then_some(dir)))
+                        })
+                        .await;
+                    Some(match page {
+                        Ok((page, Some(dir))) => (Ok(page), State::Reading(dir)),
+                        Ok((page, None)) => (Ok(page), State::Done),
+                        Err(e) => (Err(e), State::Done),
+                    })
+                }
+            })
+            .boxed(),
+        )
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
@@ -685,6 +753,7 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
 
     /// Symlinks (out of the root, in it, looping, to a directory), a FIFO, a socket, a device
     /// node and a non-UTF-8 name: none is listed, none is opened, reading any is "not found",
@@ -765,6 +834,31 @@ mod tests {
         assert_eq!(s.get("new\nline").await.unwrap().as_ref(), b"nl");
         assert_eq!(s.get("ok").await.unwrap().as_ref(), b"ok");
         assert!(matches!(s.get("sub").await, Err(StoreError::IsADirectory(_))));
+    }
+
+    #[tokio::test]
+    async fn listings_come_in_pages_that_add_up_to_the_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = 2 * LIST_PAGE + 10;
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        for i in 0..n {
+            std::fs::write(tmp.path().join(format!("d/f{i}")), b"x").unwrap();
+        }
+        std::fs::create_dir(tmp.path().join("d/sub")).unwrap();
+        let s = LocalStore::open(tmp.path()).unwrap();
+        let pages: Vec<Listing> = s.list_pages("d").map(|p| p.unwrap()).collect().await;
+        assert_eq!(pages.len(), 3, "pages of {LIST_PAGE}");
+        assert!(pages.iter().all(|p| p.files.len() + p.dirs.len() <= LIST_PAGE));
+        let mut files: Vec<String> =
+            pages.iter().flat_map(|p| p.files.iter().map(|f| f.0.clone())).collect();
+        files.sort();
+        let whole = s.list("d").await.unwrap();
+        assert_eq!(files, whole.files.iter().map(|f| f.0.clone()).collect::<Vec<_>>());
+        let dirs: Vec<&String> = pages.iter().flat_map(|p| &p.dirs).collect();
+        assert_eq!(dirs, [&"sub".to_string()]);
+        // A missing directory: one error, then the end.
+        let missing: Vec<_> = s.list_pages("nothing").collect().await;
+        assert!(matches!(missing[..], [Err(StoreError::NotFound(_))]), "{missing:?}");
     }
 
     #[tokio::test]

@@ -22,8 +22,8 @@ use object_store::{
 
 use crate::source::Cloud;
 use crate::store::{
-    join_key, name_problem, validate_key, ByteRange, HiddenKeys, Listing, Lookup, ObjectMeta,
-    PutMode, Store, StoreError, StoreResult,
+    join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup,
+    ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
@@ -370,6 +370,44 @@ impl ObjectStoreBackend {
         self.hidden.report(&self.description, key, reason);
     }
 
+    /// The entries of one listed level (`level`: the full prefix with its '/'), by name,
+    /// unsorted; names that cannot be file names are hidden (and logged once).
+    fn level_listing(
+        &self,
+        prefix: &str,
+        level: &str,
+        objects: &[object_store::ObjectMeta],
+        prefixes: &[Path],
+    ) -> Listing {
+        let full = level.strip_suffix('/').unwrap_or(level);
+        let mut listing = Listing::default();
+        for d in prefixes {
+            // object_store drops the prefix's trailing '/' (and a leading one: the root-level
+            // prefix "/" of a key like "/lead" arrives as the empty path).
+            let raw = format!("{d}/");
+            match raw.strip_prefix(level).and_then(|r| r.strip_suffix('/')) {
+                Some(name) if name_problem(name).is_none() => listing.dirs.push(name.to_string()),
+                Some(name) => self.hide(&raw, name_problem(name)),
+                None => self.hide(&raw, Some("outside the listed directory")),
+            }
+        }
+        for o in objects {
+            // Skip the directory marker of this level ("dir/" objects, parsed to "dir").
+            if o.location.as_ref() == full {
+                continue;
+            }
+            match o.location.as_ref().strip_prefix(level) {
+                Some(name) if name_problem(name).is_none() => {
+                    self.shapes.note(&join_key(prefix, name), o.size);
+                    listing.files.push((name.to_string(), to_meta(o)))
+                }
+                Some(name) => self.hide(o.location.as_ref(), name_problem(name)),
+                None => self.hide(o.location.as_ref(), Some("outside the listed directory")),
+            }
+        }
+        listing
+    }
+
     fn check_writable(&self) -> StoreResult<()> {
         if self.read_only {
             Err(StoreError::ReadOnly)
@@ -634,6 +672,10 @@ impl ObjectStoreBackend {
     }
 }
 
+/// Why an object that is also a prefix is left out of listings (logged once per key).
+const SHADOWED: &str =
+    "also a prefix of other keys: the directory is shown, this object is not reachable";
+
 /// Entries per listing page (S3's maximum).
 const LIST_PAGE: usize = 1000;
 
@@ -678,69 +720,92 @@ fn skip_past(raw: &str) -> String {
 /// parse. With object_store alone, one such key anywhere in a page fails the whole listing:
 /// the directory gives an error and hides all its good neighbours.
 ///
-/// `fetch` lists one page (the prefix is fixed by the caller). Pages follow the server's
-/// continuation tokens. When a page fails on an unparseable key, the listing goes on from the
-/// last entry it has (start-after), with pages halved until the page holding only the bad
-/// entry, which is passed to `hide` and stepped over; pages then grow back. A bad key costs
-/// about 2·log2(1000) extra requests; a clean directory costs exactly what it did before.
-async fn list_level_tolerant<F, Fut>(
-    fetch: F,
-    mut hide: impl FnMut(&str),
-) -> object_store::Result<(Vec<object_store::ObjectMeta>, Vec<Path>)>
-where
-    F: Fn(PaginatedListOptions) -> Fut,
-    Fut:
-        std::future::Future<Output = object_store::Result<object_store::list::PaginatedListResult>>,
-{
-    let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
-    let mut token: Option<String> = None;
-    // The raw key after which the next page starts, when there is no token.
-    let mut cursor: Option<String> = None;
-    let mut page = LIST_PAGE;
-    loop {
-        let opts = PaginatedListOptions {
-            delimiter: Some("/".into()),
-            max_keys: Some(page),
-            offset: if token.is_none() { cursor.clone() } else { None },
-            page_token: token.take(),
-            ..Default::default()
-        };
-        match fetch(opts).await {
-            Ok(r) => {
-                for o in &r.result.objects {
-                    // A directory marker "dir/" comes back as the path "dir".
-                    let raw = o.location.to_string();
-                    cursor = cursor.max(Some(raw));
+/// Pages follow the server's continuation tokens. When a page fails on an unparseable key,
+/// the listing goes on from the last entry it has (start-after), with pages halved until the
+/// page holding only the bad entry, which is passed to `hide` and stepped over; pages then
+/// grow back. A bad key costs about 2·log2(1000) extra requests; a clean directory costs
+/// exactly what it did before.
+struct LevelPager {
+    pager: Arc<dyn PaginatedListStore>,
+    /// The listed prefix with its trailing '/' ("" for the bucket root).
+    level: String,
+    token: Option<String>,
+    /// The greatest raw key (or `skip_past` of a common prefix) listed so far: the next page
+    /// starts after it when there is no token, and nothing listed later sorts before it.
+    cursor: Option<String>,
+    page: usize,
+    done: bool,
+}
+
+impl LevelPager {
+    fn new(pager: Arc<dyn PaginatedListStore>, level: String) -> Self {
+        LevelPager { pager, level, token: None, cursor: None, page: LIST_PAGE, done: false }
+    }
+
+    /// The objects and common prefixes of the next page; `None` once the level is done.
+    async fn next(
+        &mut self,
+        hide: &mut impl FnMut(&str),
+    ) -> object_store::Result<Option<(Vec<object_store::ObjectMeta>, Vec<Path>)>> {
+        while !self.done {
+            let opts = PaginatedListOptions {
+                delimiter: Some("/".into()),
+                max_keys: Some(self.page),
+                offset: if self.token.is_none() { self.cursor.clone() } else { None },
+                page_token: self.token.take(),
+                ..Default::default()
+            };
+            let prefix = if self.level.is_empty() { None } else { Some(self.level.as_str()) };
+            match self.pager.list_paginated(prefix, opts).await {
+                Ok(r) => {
+                    for o in &r.result.objects {
+                        // A directory marker "dir/" comes back as the path "dir".
+                        self.cursor = self.cursor.take().max(Some(o.location.to_string()));
+                    }
+                    for p in &r.result.common_prefixes {
+                        self.cursor = self.cursor.take().max(Some(skip_past(&format!("{p}/"))));
+                    }
+                    self.token = r.page_token;
+                    self.done = self.token.is_none();
+                    self.page = (self.page * 2).min(LIST_PAGE);
+                    return Ok(Some((r.result.objects, r.result.common_prefixes)));
                 }
-                for p in &r.result.common_prefixes {
-                    cursor = cursor.max(Some(skip_past(&format!("{p}/"))));
+                Err(e) => {
+                    let Some(bad) = unparseable_key(&e) else {
+                        self.done = true;
+                        return Err(e);
+                    };
+                    if self.page > 1 {
+                        self.page /= 2; // the bad entry is in the first `page` entries after the cursor
+                        continue;
+                    }
+                    // A page of one entry failed: that entry is `bad`. Step over it, unless the
+                    // server does not honour start-after (no progress), where this must stop.
+                    let next = skip_past(bad);
+                    if self.cursor.as_deref().is_some_and(|c| c >= next.as_str()) {
+                        self.done = true;
+                        return Err(e);
+                    }
+                    hide(bad);
+                    self.cursor = Some(next);
                 }
-                objects.extend(r.result.objects);
-                prefixes.extend(r.result.common_prefixes);
-                match r.page_token {
-                    Some(t) => token = Some(t),
-                    None => break,
-                }
-                page = (page * 2).min(LIST_PAGE);
-            }
-            Err(e) => {
-                let Some(bad) = unparseable_key(&e) else { return Err(e) };
-                if page > 1 {
-                    page /= 2; // the bad entry is in the first `page` entries after the cursor
-                    continue;
-                }
-                // A page of one entry failed: that entry is `bad`. Step over it, unless the
-                // server does not honour start-after (no progress), where this must stop.
-                let next = skip_past(bad);
-                if cursor.as_deref().is_some_and(|c| c >= next.as_str()) {
-                    return Err(e);
-                }
-                hide(bad);
-                cursor = Some(next);
             }
         }
+        Ok(None)
     }
-    Ok((objects, prefixes))
+}
+
+/// What a page of `ObjectStoreBackend::list_pages` still owes: files that a common prefix of
+/// the same name in a later page may yet shadow.
+struct PagedLevel {
+    pager: LevelPager,
+    /// Files held back: in the byte order of a listing, `x` comes before `x-y` and `x.z`, and
+    /// those before `x/`, so the prefix `x/` (which hides the object `x`, see `list`) may
+    /// come pages later. Held until the listing has passed `x/`: a handful at a time.
+    held: std::collections::BTreeMap<String, ObjectMeta>,
+    /// The last directory handed out (a prefix stepped into past a bad key may come again).
+    last_dir: Option<String>,
+    finished: bool,
 }
 
 fn describe_url(base: &str, prefix: &str) -> String {
@@ -1032,22 +1097,20 @@ impl Store for ObjectStoreBackend {
         let level = if full.is_empty() { String::new() } else { format!("{full}/") };
         let (objects, prefixes) = match &self.pager {
             Some(pager) => {
-                let fetch = |opts: PaginatedListOptions| {
-                    let (pager, level) = (pager.clone(), level.clone());
-                    async move {
-                        pager
-                            .list_paginated(
-                                if level.is_empty() { None } else { Some(&level) },
-                                opts,
-                            )
-                            .await
+                let mut pages = LevelPager::new(pager.clone(), level.clone());
+                let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
+                loop {
+                    match pages.next(&mut |key| self.hide(key, None)).await {
+                        Ok(Some((o, p))) => {
+                            objects.extend(o);
+                            prefixes.extend(p);
+                        }
+                        Ok(None) => break,
+                        Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
+                        Err(e) => return Err(self.err(prefix, e)),
                     }
-                };
-                match list_level_tolerant(fetch, |key| self.hide(key, None)).await {
-                    Ok(found) => found,
-                    Err(object_store::Error::NotFound { .. }) => return Ok(Listing::default()),
-                    Err(e) => return Err(self.err(prefix, e)),
                 }
+                (objects, prefixes)
             }
             // No paginated listing (plain HTTP): one key object_store cannot parse fails the
             // whole directory, with a log line from the caller.
@@ -1066,31 +1129,7 @@ impl Store for ObjectStoreBackend {
                 }
             }
         };
-        let mut listing = Listing::default();
-        for d in &prefixes {
-            // object_store drops the prefix's trailing '/' (and a leading one: the root-level
-            // prefix "/" of a key like "/lead" arrives as the empty path).
-            let raw = format!("{d}/");
-            match raw.strip_prefix(level.as_str()).and_then(|r| r.strip_suffix('/')) {
-                Some(name) if name_problem(name).is_none() => listing.dirs.push(name.to_string()),
-                Some(name) => self.hide(&raw, name_problem(name)),
-                None => self.hide(&raw, Some("outside the listed directory")),
-            }
-        }
-        for o in &objects {
-            // Skip the directory marker of this level ("dir/" objects, parsed to "dir").
-            if o.location.as_ref() == full {
-                continue;
-            }
-            match o.location.as_ref().strip_prefix(level.as_str()) {
-                Some(name) if name_problem(name).is_none() => {
-                    self.shapes.note(&join_key(prefix, name), o.size);
-                    listing.files.push((name.to_string(), to_meta(o)))
-                }
-                Some(name) => self.hide(o.location.as_ref(), name_problem(name)),
-                None => self.hide(o.location.as_ref(), Some("outside the listed directory")),
-            }
-        }
+        let mut listing = self.level_listing(prefix, &level, &objects, &prefixes);
         listing.files.sort_by(|a, b| a.0.cmp(&b.0));
         listing.dirs.sort();
         listing.dirs.dedup();
@@ -1098,13 +1137,74 @@ impl Store for ObjectStoreBackend {
         // RawNamespace::lookup); say once that its own content is out of reach.
         for (name, _) in &listing.files {
             if listing.dirs.binary_search(name).is_ok() {
-                self.hide(
-                    &format!("{level}{name}"),
-                    Some("also a prefix of other keys: the directory is shown, this object is not reachable"),
-                );
+                self.hide(&format!("{level}{name}"), Some(SHADOWED));
             }
         }
         Ok(listing)
+    }
+
+    /// One page of the backend's listing at a time (where it pages: S3, GCS, Azure). Unlike
+    /// `list`, an object shadowed by a prefix of the same name is left out (it is logged
+    /// and cannot be read either way), so no name comes twice over the pages.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::stream::{self, StreamExt};
+        let Some(pager) = self.pager.clone() else {
+            return Box::pin(stream::once(self.list(prefix)));
+        };
+        if let Err(e) = validate_key(prefix) {
+            return Box::pin(stream::once(async { Err(e) }));
+        }
+        let full = self.full_key(prefix);
+        let level = if full.is_empty() { String::new() } else { format!("{full}/") };
+        let state = PagedLevel {
+            pager: LevelPager::new(pager, level),
+            held: Default::default(),
+            last_dir: None,
+            finished: false,
+        };
+        stream::unfold(state, move |mut st| async move {
+            if st.finished {
+                return None;
+            }
+            let level = st.pager.level.clone();
+            let (objects, prefixes) = match st.pager.next(&mut |key| self.hide(key, None)).await {
+                Ok(Some(page)) => page,
+                Ok(None) | Err(object_store::Error::NotFound { .. }) => (Vec::new(), Vec::new()),
+                Err(e) => {
+                    st.finished = true;
+                    return Some((Err(self.err(prefix, e)), st));
+                }
+            };
+            let mut page = self.level_listing(prefix, &level, &objects, &prefixes);
+            page.dirs.sort();
+            page.dirs.dedup();
+            page.dirs.retain(|d| st.last_dir.as_ref().is_none_or(|last| d > last));
+            if let Some(last) = page.dirs.last() {
+                st.last_dir = Some(last.clone());
+            }
+            st.held.extend(page.files.drain(..));
+            for d in &page.dirs {
+                if st.held.remove(d).is_some() {
+                    self.hide(&format!("{level}{d}"), Some(SHADOWED));
+                }
+            }
+            // Files the listing has passed the prefix of (`name/` sorts before the cursor) can
+            // no longer be shadowed; at the end, none can.
+            if st.pager.done {
+                st.finished = true;
+                page.files = std::mem::take(&mut st.held).into_iter().collect();
+            } else {
+                let cursor = st.pager.cursor.clone().unwrap_or_default();
+                let keep = st.held.keys().find(|name| format!("{level}{name}/") >= cursor).cloned();
+                let rest = match keep {
+                    Some(first_kept) => st.held.split_off(&first_kept),
+                    None => Default::default(),
+                };
+                page.files = std::mem::replace(&mut st.held, rest).into_iter().collect();
+            }
+            Some((Ok(page), st))
+        })
+        .boxed()
     }
 
     /// HEAD of the key and a one-page LIST of `key/`, concurrently. A listing that shows a
@@ -1406,6 +1506,58 @@ mod tests {
         // Below a mount prefix, the same.
         let b = over_fake(fake.clone(), "d");
         assert_eq!(names(&b.list("").await.unwrap()).1, vec!["trailing", "x"]);
+    }
+
+    /// Every page of `list_pages`, and the requests made before the first page came.
+    async fn pages_of(
+        b: &ObjectStoreBackend,
+        fake: &FakeS3,
+        prefix: &str,
+    ) -> (Vec<Listing>, usize) {
+        use futures::StreamExt;
+        let before = fake.requests.load(std::sync::atomic::Ordering::Relaxed);
+        let mut pages = b.list_pages(prefix);
+        let first = pages.next().await.expect("a first page").unwrap();
+        let to_first = fake.requests.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let mut all = vec![first];
+        while let Some(page) = pages.next().await {
+            all.push(page.unwrap());
+        }
+        (all, to_first)
+    }
+
+    #[tokio::test]
+    async fn paged_listings_give_each_name_once_and_hide_an_object_shadowed_pages_later() {
+        // Page 1 ends with the object `d/x`; its prefix `d/x/` comes in page 2, after `x-y`
+        // and `x.z` (which sort before '/').
+        let mut keys: Vec<String> = (0..999).map(|i| format!("d/a{i:03}")).collect();
+        keys.extend(["d/x", "d/x-y", "d/x.z", "d/x/y", "d/x/z"].map(String::from));
+        keys.extend((0..1500).map(|i| format!("d/z{i:04}")));
+        // A key object_store cannot parse, in a later page: stepped over there.
+        keys.push("d/zz\u{1}x".to_string());
+        let fake = Arc::new(FakeS3::new(&keys));
+        let b = over_fake(fake.clone(), "");
+        let (pages, to_first) = pages_of(&b, &fake, "d").await;
+        assert_eq!(to_first, 1, "the first page is one request");
+        assert_eq!(pages[0].files.len(), 999, "`x` is held back until its prefix is passed");
+        assert!(pages.len() >= 3, "{} pages", pages.len());
+        let mut files: Vec<&str> =
+            pages.iter().flat_map(|p| p.files.iter().map(|f| f.0.as_str())).collect();
+        let dirs: Vec<&str> =
+            pages.iter().flat_map(|p| p.dirs.iter().map(String::as_str)).collect();
+        assert_eq!(dirs, vec!["x"]);
+        assert!(b.hidden.was_reported("d/x"), "the shadowed object is logged");
+        files.sort();
+        let mut want = b.list("d").await.unwrap();
+        want.files.retain(|f| f.0 != "x");
+        assert_eq!(files, names(&want).0, "the pages hold what `list` does, once each");
+        for p in &pages {
+            assert!(p.files.windows(2).all(|w| w[0].0 < w[1].0), "each page sorted");
+        }
+        // An empty or missing directory is one empty page.
+        let (pages, _) = pages_of(&b, &fake, "nothing").await;
+        assert_eq!(pages.len(), 1);
+        assert!(pages[0].files.is_empty() && pages[0].dirs.is_empty());
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 
 use crate::store::{
-    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Default largest object that is cached whole.
@@ -315,6 +315,15 @@ impl crate::store::layers::Layer for CachingStore {
             self.observe(&crate::store::join_key(prefix, name), Some(meta));
         }
         Ok(listing)
+    }
+
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.inner.list_pages(prefix).inspect(move |page| {
+            for (name, meta) in page.iter().flat_map(|l| &l.files) {
+                self.observe(&crate::store::join_key(prefix, name), Some(meta));
+            }
+        }))
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {

@@ -43,7 +43,7 @@ use lru::LruCache;
 
 use super::disk_meta::MetaJournal;
 use crate::store::{
-    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Bytes per block.
@@ -844,6 +844,15 @@ impl crate::store::layers::Layer for DiskCache {
         }
         self.0.journal.record_list(prefix, &listing);
         Ok(listing)
+    }
+
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.0.inner.list_pages(prefix).inspect(move |page| {
+            for (name, meta) in page.iter().flat_map(|l| &l.files) {
+                self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+            }
+        }))
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// The kinds of store requests a rule can target.
@@ -224,6 +224,16 @@ impl crate::store::layers::Layer for FaultStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.gate(Op::List, prefix).await?;
         self.inner.list(prefix).await
+    }
+    /// The plan applies once, before the first page.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::stream::{once, StreamExt};
+        Box::pin(once(self.gate(Op::List, prefix)).flat_map(move |gate| -> ListPages<'a> {
+            match gate {
+                Ok(()) => self.inner.list_pages(prefix),
+                Err(e) => Box::pin(once(async { Err(e) })),
+            }
+        }))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.gate(Op::Stat, key).await?;

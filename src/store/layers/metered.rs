@@ -9,10 +9,11 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 
 use crate::metrics::{self, Kind};
 use crate::store::{
-    ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 pub struct MeteredStore {
@@ -59,6 +60,19 @@ where
     m.requests(kind).inc();
     let started = Instant::now();
     let (r, first_byte) = metrics::with_first_byte(fut).await;
+    account(kind, sent, received, started, first_byte, r)
+}
+
+/// The figures of one request that took from `started` and answered `r`, but the count.
+fn account<T>(
+    kind: Kind,
+    sent: u64,
+    received: impl Fn(&T) -> u64,
+    started: Instant,
+    first_byte: Option<std::time::Duration>,
+    r: StoreResult<T>,
+) -> StoreResult<T> {
+    let m = &metrics::global().backend;
     m.duration(kind).observe(started.elapsed().as_secs_f64());
     if let Some(t) = first_byte {
         m.first_byte(kind).observe(t.as_secs_f64());
@@ -121,6 +135,16 @@ impl crate::store::layers::Layer for MeteredStore {
     }
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         metered(Kind::List, 0, nothing, self.inner.list(prefix)).await
+    }
+    /// Each page counts as one listing request (it is one on object stores); the end of the
+    /// listing, which asks the backend nothing, does not.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        Box::pin(futures::stream::unfold(self.inner.list_pages(prefix), |mut pages| async move {
+            let started = Instant::now();
+            let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
+            metrics::global().backend.requests(Kind::List).inc();
+            Some((account(Kind::List, 0, nothing, started, first_byte, page?), pages))
+        }))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         metered(Kind::Lookup, 0, nothing, self.inner.lookup(key)).await

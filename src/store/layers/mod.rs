@@ -24,7 +24,9 @@ use std::ops::Range;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+use crate::store::{
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult,
+};
 
 /// A store over another store; each method defaults to the same call on `inner()`.
 #[async_trait]
@@ -74,6 +76,12 @@ pub trait Layer: Send + Sync + 'static {
     }
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.inner().list(prefix).await
+    }
+    /// By default the layer's own `list`, whole: a layer that writes `list` (a listing made
+    /// some other way) is then never bypassed. A layer that only watches listings forwards
+    /// the pages of the store below instead.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        Box::pin(futures::stream::once(Layer::list(self, prefix)))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.inner().lookup(key).await
@@ -157,6 +165,9 @@ impl<L: Layer> Store for L {
     }
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         Layer::list(self, prefix).await
+    }
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        Layer::list_pages(self, prefix)
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         Layer::lookup(self, key).await

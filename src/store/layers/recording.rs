@@ -10,7 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+use crate::store::{
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult,
+};
 
 pub struct RecordingStore {
     inner: Arc<dyn Store>,
@@ -130,6 +132,10 @@ impl crate::store::layers::Layer for RecordingStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.record(format!("list {prefix}"));
         self.inner.list(prefix).await
+    }
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        self.record(format!("list {prefix}"));
+        self.inner.list_pages(prefix)
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.record(format!("lookup {key}"));
