@@ -219,9 +219,11 @@ impl ZarrFs {
             match src.pages.recv().await {
                 Some((watch, Ok(page))) => {
                     let page = self.page_entries(&listing.path, &watch, page).await?;
-                    drop(watch);
                     src.files.extend(page.iter().filter(|e| !e.1.is_dir()).map(|e| e.0.clone()));
-                    self.add_batch(listing, page)?;
+                    // The watch lives until the page is cached: a write-back between
+                    // `page_entries` and here must keep its old node out of the cache.
+                    self.add_batch(listing, page, Some(&watch))?;
+                    drop(watch);
                 }
                 Some((_, Err(e))) => {
                     let mut st = lock(&listing.state);
@@ -321,7 +323,12 @@ impl ZarrFs {
 
     /// Hand out a page: pin its inodes (with `.` and `..` before the first page), cache its
     /// nodes. Nothing is pinned once the listing was released.
-    fn add_batch(&self, listing: &DirListing, page: Vec<(String, Node, bool)>) -> FsResult<()> {
+    fn add_batch(
+        &self,
+        listing: &DirListing,
+        page: Vec<(String, Node, bool)>,
+        watch: Option<&Watch>,
+    ) -> FsResult<()> {
         let mut st = lock(&listing.state);
         listing.check(&st)?;
         let mut batch = Vec::with_capacity(page.len() + 2);
@@ -359,8 +366,10 @@ impl ZarrFs {
             let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
             let child_ino = inodes.pin(&child);
             let attr = self.attr_of(child_ino, &node);
-            // One listing answers the lookups that `ls -l` sends next (see `cache_node`).
-            if cacheable {
+            // One listing answers the lookups that `ls -l` sends next. As in `cache_node`, a
+            // change noted since the watch (checked under the cache lock, which `invalidate`
+            // takes after noting) keeps the listed node out.
+            if cacheable && watch.is_some_and(|w| !w.changed(&child)) {
                 nodes.put(child, (Some(node), now));
             }
             batch.push(DirEntry { ino: child_ino, name, kind, attr });
@@ -401,7 +410,7 @@ impl ZarrFs {
         files.extend(extra.iter().map(|e| e.0.clone()));
         // A first (empty) batch carries `.` and `..` for an empty directory.
         if !extra.is_empty() || lock(&listing.state).len == 0 {
-            self.add_batch(listing, extra)?;
+            self.add_batch(listing, extra, None)?;
         }
         {
             let mut st = lock(&listing.state);

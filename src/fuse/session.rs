@@ -87,6 +87,10 @@ pub fn serve(
     if failed > 0 {
         tracing::error!(failed, "some buffered writes could not be written back");
     }
+    // Blocks read into the disk cache but not yet written would be lost with the process.
+    if !crate::store::layers::disk_cache::wait_for_queued_writes(Duration::from_secs(10)) {
+        tracing::warn!("disk cache: blocks still queued after 10 s are not kept");
+    }
     if ended_by_signal {
         tracing::info!("signal received: unmounting");
         if let Err(e) = background.umount_and_join() {

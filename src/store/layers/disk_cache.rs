@@ -179,6 +179,24 @@ pub struct DiskCacheStore {
     _lock: Arc<DirLock>,
 }
 
+/// Bytes queued for the writer threads of every disk cache in this process. A daemon that
+/// stops cleanly (SIGTERM, unmount) waits for them (`wait_for_queued_writes`): the writer is a
+/// plain thread, which process exit would otherwise cut off with blocks still queued, and the
+/// next daemon would fetch again what this one read.
+static QUEUED: AtomicU64 = AtomicU64::new(0);
+
+/// Wait (up to `limit`) until every block queued for writing is on disk; false on timeout.
+pub fn wait_for_queued_writes(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while QUEUED.load(Ordering::Acquire) > 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
 /// Blocks of one fetch for the writer thread; the `Arc` keeps the store alive until written.
 struct WriteJob {
     store: Arc<DiskCacheStore>,
@@ -200,6 +218,7 @@ fn spawn_writer() -> std::io::Result<std::sync::mpsc::Sender<WriteJob>> {
                 job.store.write_block(&job.key, &job.version, job.size, id, data);
             }
             job.store.backlog.fetch_sub(job.bytes, Ordering::AcqRel);
+            QUEUED.fetch_sub(job.bytes, Ordering::AcqRel);
         }
     })?;
     Ok(tx)
@@ -492,9 +511,11 @@ impl DiskCacheStore {
             blocks: todo,
             bytes,
         };
+        QUEUED.fetch_add(bytes, Ordering::AcqRel);
         let sent = crate::locks::lock(&self.writer).send(job);
         if let Err(unsent) = sent {
             self.backlog.fetch_sub(unsent.0.bytes, Ordering::AcqRel);
+            QUEUED.fetch_sub(unsent.0.bytes, Ordering::AcqRel);
         }
     }
 
