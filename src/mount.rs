@@ -15,6 +15,7 @@ use crate::store::backends::zip::ZipStore;
 use crate::store::layers::cache::{CacheConfig, CachingStore};
 use crate::store::layers::metered::MeteredStore;
 use crate::store::Store;
+use crate::store::StoreHints;
 use crate::view::ViewKind;
 
 /// Set when the store could not be reached, was refused or does not exist at mount time
@@ -87,7 +88,7 @@ async fn open_directory(
     // A disk cache whose store answered a listing of the root within the TTL vouches for it
     // (a remount with a warm cache sends no request before the first read it cannot serve).
     let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {
-        let identity = crate::store::Store::describe(&backend);
+        let identity = crate::store::StoreHints::describe(&backend);
         crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
     });
     let checked = match cloud {

@@ -440,7 +440,9 @@ mod tests {
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
-    use crate::store::{ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult};
+    use crate::store::{
+        ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreHints, StoreResult,
+    };
 
     /// A store whose listings come in pages of `page` names (files, then directories), every
     /// page after the first held back until the test adds a permit to `gate`: a backend in
@@ -453,14 +455,17 @@ mod tests {
         served: Arc<std::sync::atomic::AtomicUsize>,
     }
 
-    #[async_trait]
-    impl Store for GatedPages {
+    impl StoreHints for GatedPages {
         fn describe(&self) -> String {
             "gated".into()
         }
         fn has_real_dirs(&self) -> bool {
             false
         }
+    }
+
+    #[async_trait]
+    impl Store for GatedPages {
         async fn get(&self, key: &str) -> StoreResult<Bytes> {
             self.inner.get(key).await
         }

@@ -186,15 +186,42 @@ pub async fn read_file_at(
 }
 
 /// The one storage trait every backend implements.
+/// What a store says about itself rather than the data it holds: how to name it in logs,
+/// whether it has real directories, which keys it can hold, its capacity, and hints that
+/// change no data (how much to read whole, what to fetch early). Kept apart from `Store` so the
+/// data operations read as one contract; a `Layer` routes both through `inner()`.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait StoreHints: Send + Sync + 'static {
     /// A short human description for logs ("local:/data/x.zarr"). Never contains credentials.
     fn describe(&self) -> String;
-
     /// Whether empty directories exist in the store itself (local filesystem) rather than only
     /// as prefixes of keys (object stores, zips).
     fn has_real_dirs(&self) -> bool;
+    /// Capacity figures for statfs: (total bytes, free bytes); None when unknown.
+    fn capacity(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// Whether this store can hold an object (or directory) named `key`, checked before a
+    /// file is created, made or renamed through the mount: a name the backend would refuse
+    /// must fail at create(2) with EINVAL, not later at close(2) or unmount with data lost.
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        validate_key(key)
+    }
+    /// Objects up to this many bytes are kept whole in memory once a read returns all of them
+    /// (0: no such cache). A reader that needs a small piece of an object likely to be read
+    /// whole soon (a shard index) may then ask for this much at once and save a request.
+    fn whole_object_limit(&self) -> u64 {
+        0
+    }
+    /// A hint that `key` (of `size` bytes) will likely be read soon: a store may start
+    /// fetching it now. Errors are not reported; the read itself will meet them.
+    async fn prefetch(&self, _key: &str, _size: u64) {}
+}
 
+#[async_trait]
+/// The data operations of a store. What a store says about itself (name, directory model,
+/// key rules, capacity, read hints) is its `StoreHints`, so every store is both.
+pub trait Store: StoreHints {
     async fn get(&self, key: &str) -> StoreResult<Bytes>;
     /// Bytes `range` of the object; a range past the end is clipped (may return fewer bytes).
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
@@ -277,29 +304,6 @@ pub trait Store: Send + Sync + 'static {
     async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
         Err(StoreError::Unsupported("renaming a directory"))
     }
-
-    /// Capacity figures for statfs: (total bytes, free bytes); None when unknown.
-    fn capacity(&self) -> Option<(u64, u64)> {
-        None
-    }
-
-    /// Whether this store can hold an object (or directory) named `key`, checked before a
-    /// file is created, made or renamed through the mount: a name the backend would refuse
-    /// must fail at create(2) with EINVAL, not later at close(2) or unmount with data lost.
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        validate_key(key)
-    }
-
-    /// Objects up to this many bytes are kept whole in memory once a read returns all of them
-    /// (0: no such cache). A reader that needs a small piece of an object likely to be read
-    /// whole soon (a shard index) may then ask for this much at once and save a request.
-    fn whole_object_limit(&self) -> u64 {
-        0
-    }
-
-    /// A hint that `key` (of `size` bytes) will likely be read soon: a store may start
-    /// fetching it now. Errors are not reported; the read itself will meet them.
-    async fn prefetch(&self, _key: &str, _size: u64) {}
 }
 
 /// The bytes of a read that returned them with their metadata, or `NotFound` for `key`

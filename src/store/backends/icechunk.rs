@@ -33,6 +33,7 @@ use icechunk::{Repository, Storage};
 
 use crate::source::{Cloud, Location};
 use crate::store::backends::object::RemoteOptions;
+use crate::store::StoreHints;
 use crate::store::{Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
 
 /// Chunk directories along an axis of at most this many chunks are listed from the chunk grid
@@ -596,8 +597,7 @@ async fn open_session(repo: &Repository, id: SnapshotId) -> Result<Current, Stri
     })
 }
 
-#[async_trait]
-impl Store for IcechunkStore {
+impl StoreHints for IcechunkStore {
     fn describe(&self) -> String {
         self.describe.clone()
     }
@@ -606,6 +606,13 @@ impl Store for IcechunkStore {
         false
     }
 
+    fn check_key(&self, _key: &str) -> StoreResult<()> {
+        Err(StoreError::ReadOnly)
+    }
+}
+
+#[async_trait]
+impl Store for IcechunkStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.get_range(key, 0..u64::MAX).await
     }
@@ -686,10 +693,6 @@ impl Store for IcechunkStore {
     }
 
     async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    fn check_key(&self, _key: &str) -> StoreResult<()> {
         Err(StoreError::ReadOnly)
     }
 }

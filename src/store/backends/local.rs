@@ -29,6 +29,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::StoreHints;
 use crate::store::{
     split_key, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup, ObjectMeta,
     PutMode, Store, StoreError, StoreResult,
@@ -534,33 +535,13 @@ fn check_rc(rc: libc::c_int, key: &str) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl Store for LocalStore {
+impl StoreHints for LocalStore {
     fn describe(&self) -> String {
         self.inner.describe()
     }
 
     fn has_real_dirs(&self) -> bool {
         true
-    }
-
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        Ok(self.read(key, ByteRange::Range(0..u64::MAX)).await?.0)
-    }
-
-    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
-        Ok(self.read(key, ByteRange::Range(range)).await?.0)
-    }
-
-    async fn get_ranged(
-        &self,
-        key: &str,
-        range: ByteRange,
-    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        match self.read(key, range).await {
-            Ok(found) => Ok(Some(found)),
-            Err(StoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     /// The kernel reads the file into its page cache in the background (`POSIX_FADV_WILLNEED`),
@@ -583,6 +564,36 @@ impl Store for LocalStore {
             .await;
         if let Err(e) = r {
             tracing::debug!(error = %e, "prefetch failed");
+        }
+    }
+
+    fn capacity(&self) -> Option<(u64, u64)> {
+        // SAFETY: fstatvfs on a valid fd into a zeroed struct.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::fstatvfs(self.inner.root.as_raw_fd(), &mut st) };
+        (rc == 0).then(|| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
+    }
+}
+
+#[async_trait]
+impl Store for LocalStore {
+    async fn get(&self, key: &str) -> StoreResult<Bytes> {
+        Ok(self.read(key, ByteRange::Range(0..u64::MAX)).await?.0)
+    }
+
+    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StoreResult<Bytes> {
+        Ok(self.read(key, ByteRange::Range(range)).await?.0)
+    }
+
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        match self.read(key, range).await {
+            Ok(found) => Ok(Some(found)),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -726,13 +737,6 @@ impl Store for LocalStore {
             )
         })
         .await
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        // SAFETY: fstatvfs on a valid fd into a zeroed struct.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::fstatvfs(self.inner.root.as_raw_fd(), &mut st) };
-        (rc == 0).then(|| (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::StoreHints;
 use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
@@ -46,8 +47,7 @@ fn child_of<'a>(prefix: &str, key: &'a str) -> Option<(&'a str, bool)> {
     })
 }
 
-#[async_trait]
-impl Store for MemoryStore {
+impl StoreHints for MemoryStore {
     fn describe(&self) -> String {
         "memory".into()
     }
@@ -55,7 +55,10 @@ impl Store for MemoryStore {
     fn has_real_dirs(&self) -> bool {
         false
     }
+}
 
+#[async_trait]
+impl Store for MemoryStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.with(|m| {
             m.get(key).map(|(b, _)| b.clone()).ok_or_else(|| StoreError::NotFound(key.into()))

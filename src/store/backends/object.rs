@@ -21,6 +21,7 @@ use object_store::{
 };
 
 use crate::source::Cloud;
+use crate::store::StoreHints;
 use crate::store::{
     join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup,
     ObjectMeta, PutMode, Store, StoreError, StoreResult,
@@ -900,8 +901,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-#[async_trait]
-impl Store for ObjectStoreBackend {
+impl StoreHints for ObjectStoreBackend {
     /// object_store refuses more than `validate_key` does (control characters, for one).
     fn check_key(&self, key: &str) -> StoreResult<()> {
         self.path(key).map(|_| ())
@@ -914,7 +914,10 @@ impl Store for ObjectStoreBackend {
     fn has_real_dirs(&self) -> bool {
         false
     }
+}
 
+#[async_trait]
+impl Store for ObjectStoreBackend {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         let path = self.path(key)?;
         let r = self.store.get(&path).await.map_err(|e| self.err(key, e))?;

@@ -27,6 +27,7 @@ use ::zip::CompressionMethod;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::StoreHints;
 use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
@@ -660,8 +661,7 @@ fn inflate(compressed: &[u8], size: u64, crc: u32) -> Result<Bytes, String> {
     Ok(Bytes::from(out))
 }
 
-#[async_trait]
-impl Store for ZipStore {
+impl StoreHints for ZipStore {
     fn describe(&self) -> String {
         format!("zip:{}/{}", self.backing.describe(), self.key)
     }
@@ -670,6 +670,13 @@ impl Store for ZipStore {
         false
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        Some((self.archive_len, 0))
+    }
+}
+
+#[async_trait]
+impl Store for ZipStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read(key, 0..u64::MAX).await
     }
@@ -737,10 +744,6 @@ impl Store for ZipStore {
 
     async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
         Err(StoreError::ReadOnly)
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        Some((self.archive_len, 0))
     }
 }
 

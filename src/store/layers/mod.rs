@@ -2,10 +2,10 @@
 //!
 //! A wrapper implements `Layer`, not `Store`: every method it does not write itself goes to
 //! the store below (`inner()`), never to a default of `Store` (a forgotten forward once made
-//! `check_key` accept names the backend refused). `Store` is implemented once, below, for
-//! every layer; clippy's `missing_trait_methods` (denied there, and clippy runs with
-//! `-D warnings` in scripts/test.sh) fails the build if a method added to `Store` is not
-//! routed through `Layer`.
+//! `check_key` accept names the backend refused). `Store` and `StoreHints` are implemented
+//! once, below, for every layer; clippy's `missing_trait_methods` (denied there, and clippy
+//! runs with `-D warnings` in scripts/test.sh) fails the build if a method added to either
+//! trait is not routed through `Layer`.
 //!
 //! Name it as `crate::store::layers::Layer` rather than importing it: a
 //! type with both traits in scope would have two `get`s and every call would be ambiguous.
@@ -24,6 +24,7 @@ use std::ops::Range;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::StoreHints;
 use crate::store::{
     ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult,
 };
@@ -114,13 +115,30 @@ pub trait Layer: Send + Sync + 'static {
 
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl<L: Layer> Store for L {
+impl<L: Layer> StoreHints for L {
     fn describe(&self) -> String {
         Layer::describe(self)
     }
     fn has_real_dirs(&self) -> bool {
         Layer::has_real_dirs(self)
     }
+    fn capacity(&self) -> Option<(u64, u64)> {
+        Layer::capacity(self)
+    }
+    fn check_key(&self, key: &str) -> StoreResult<()> {
+        Layer::check_key(self, key)
+    }
+    fn whole_object_limit(&self) -> u64 {
+        Layer::whole_object_limit(self)
+    }
+    async fn prefetch(&self, key: &str, size: u64) {
+        Layer::prefetch(self, key, size).await
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<L: Layer> Store for L {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         Layer::get(self, key).await
     }
@@ -184,18 +202,6 @@ impl<L: Layer> Store for L {
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
         Layer::rename_dir(self, from, to).await
     }
-    fn capacity(&self) -> Option<(u64, u64)> {
-        Layer::capacity(self)
-    }
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        Layer::check_key(self, key)
-    }
-    fn whole_object_limit(&self) -> u64 {
-        Layer::whole_object_limit(self)
-    }
-    async fn prefetch(&self, key: &str, size: u64) {
-        Layer::prefetch(self, key, size).await
-    }
 }
 
 #[cfg(test)]
@@ -209,14 +215,26 @@ mod tests {
     /// default instead of reaching it would be seen.
     struct Particular(MemoryStore);
 
-    #[async_trait]
-    impl Store for Particular {
+    impl StoreHints for Particular {
         fn describe(&self) -> String {
             "particular".into()
         }
         fn has_real_dirs(&self) -> bool {
             true
         }
+        fn capacity(&self) -> Option<(u64, u64)> {
+            Some((7, 3))
+        }
+        fn check_key(&self, key: &str) -> StoreResult<()> {
+            Err(StoreError::InvalidKey(key.into(), "particular"))
+        }
+        fn whole_object_limit(&self) -> u64 {
+            42
+        }
+    }
+
+    #[async_trait]
+    impl Store for Particular {
         async fn get(&self, key: &str) -> StoreResult<Bytes> {
             self.0.get(key).await
         }
@@ -246,15 +264,6 @@ mod tests {
         }
         async fn create_dir(&self, key: &str) -> StoreResult<()> {
             Err(StoreError::AlreadyExists(key.into()))
-        }
-        fn capacity(&self) -> Option<(u64, u64)> {
-            Some((7, 3))
-        }
-        fn check_key(&self, key: &str) -> StoreResult<()> {
-            Err(StoreError::InvalidKey(key.into(), "particular"))
-        }
-        fn whole_object_limit(&self) -> u64 {
-            42
         }
     }
 

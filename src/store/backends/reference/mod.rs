@@ -32,6 +32,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::source::{Cloud, Location};
+use crate::store::StoreHints;
 use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
@@ -737,8 +738,7 @@ impl ReferenceStore {
     }
 }
 
-#[async_trait]
-impl Store for ReferenceStore {
+impl StoreHints for ReferenceStore {
     fn describe(&self) -> String {
         self.description.clone()
     }
@@ -747,6 +747,13 @@ impl Store for ReferenceStore {
         false
     }
 
+    fn check_key(&self, _key: &str) -> StoreResult<()> {
+        Err(StoreError::ReadOnly)
+    }
+}
+
+#[async_trait]
+impl Store for ReferenceStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read_key(key, 0..u64::MAX).await
     }
@@ -838,10 +845,6 @@ impl Store for ReferenceStore {
     }
 
     async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    fn check_key(&self, _key: &str) -> StoreResult<()> {
         Err(StoreError::ReadOnly)
     }
 }
