@@ -867,13 +867,41 @@ impl crate::store::layers::Layer for DiskCache {
         Ok(listing)
     }
 
+    /// A listing the journal holds (from this daemon or an earlier one) is answered whole, as
+    /// `list` answers it. One from the store goes out page by page and is recorded once its
+    /// last page arrived (a listing dropped midway or failed is not recorded).
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         use futures::StreamExt;
-        Box::pin(self.0.inner.list_pages(prefix).inspect(move |page| {
-            for (name, meta) in page.iter().flat_map(|l| &l.files) {
-                self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+        if let Some(listing) = self.0.journal.replayed_list(prefix) {
+            return Box::pin(futures::stream::once(async move { Ok(listing) }));
+        }
+        let whole = Arc::new(Mutex::new(Some(Listing::default())));
+        let collect = whole.clone();
+        let pages = self.0.inner.list_pages(prefix).inspect(move |page| {
+            let mut whole = crate::locks::lock(&collect);
+            match page {
+                Ok(l) => {
+                    for (name, meta) in &l.files {
+                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+                    }
+                    if let Some(w) = whole.as_mut() {
+                        w.files.extend(l.files.iter().cloned());
+                        w.dirs.extend(l.dirs.iter().cloned());
+                    }
+                }
+                Err(_) => *whole = None,
             }
-        }))
+        });
+        let record = futures::stream::once(async move {
+            let done = crate::locks::lock(&whole).take();
+            if let Some(mut listing) = done {
+                listing.files.sort_by(|a, b| a.0.cmp(&b.0));
+                listing.dirs.sort();
+                self.0.journal.record_list(prefix, &listing);
+            }
+        })
+        .filter_map(|()| async { None });
+        Box::pin(pages.chain(record))
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
