@@ -8,6 +8,7 @@ pub mod backends;
 #[cfg(test)]
 mod conditional_tests;
 pub mod layers;
+pub mod read_only;
 
 use std::ops::Range;
 use std::time::SystemTime;

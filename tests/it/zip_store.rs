@@ -12,6 +12,7 @@ use zarr_mount::store::backends::local::LocalStore;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::backends::zip::{ZipError, ZipStore};
 use zarr_mount::store::layers::recording::RecordingStore;
+use zarr_mount::store::read_only::ReadOnly;
 use zarr_mount::store::StoreHints;
 use zarr_mount::store::{ByteRange, Store, StoreError};
 
@@ -38,13 +39,13 @@ fn recording(inner: Arc<dyn Store>) -> Arc<RecordingStore> {
     Arc::new(RecordingStore::new(inner))
 }
 
-async fn open_fixture(name: &str) -> ZipStore {
+async fn open_fixture(name: &str) -> ReadOnly<ZipStore> {
     let backing: Arc<dyn Store> = Arc::new(LocalStore::open(&fixtures()).unwrap());
     ZipStore::open(backing, name).await.unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// Open `bytes` written as `name` in a fresh directory.
-async fn open_bytes(bytes: &[u8]) -> Result<ZipStore, ZipError> {
+async fn open_bytes(bytes: &[u8]) -> Result<ReadOnly<ZipStore>, ZipError> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("x.zip"), bytes).unwrap();
     let backing: Arc<dyn Store> = Arc::new(LocalStore::open(dir.path()).unwrap());
@@ -242,7 +243,7 @@ async fn read_only() {
     assert!(z.head("zarr.json").await.unwrap().is_some());
 }
 
-fn expect_invalid(r: Result<ZipStore, ZipError>, what: &str) -> String {
+fn expect_invalid(r: Result<ReadOnly<ZipStore>, ZipError>, what: &str) -> String {
     match r {
         Err(e @ ZipError::Invalid { .. }) => {
             let msg = e.to_string();

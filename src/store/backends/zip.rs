@@ -27,9 +27,10 @@ use ::zip::CompressionMethod;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
 use crate::store::{
-    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
 };
 
 /// Bytes fetched from the end of the archive at open: the largest EOCD (22 bytes + a 64 KiB
@@ -353,7 +354,8 @@ fn dos_time(dt: ::zip::DateTime) -> Option<SystemTime> {
 
 impl ZipStore {
     /// Open the zip archive stored at `key` in `backing`, reading its central directory once.
-    pub async fn open(backing: Arc<dyn Store>, key: &str) -> Result<ZipStore, ZipError> {
+    /// The archive is read-only: the store refuses every write.
+    pub async fn open(backing: Arc<dyn Store>, key: &str) -> Result<ReadOnly<ZipStore>, ZipError> {
         let invalid = |message: String| ZipError::Invalid { key: key.to_string(), message };
         let store_err = |source: StoreError| match source {
             StoreError::NotFound(_) => ZipError::NotFound(key.to_string()),
@@ -460,14 +462,14 @@ impl ZipStore {
             central_directory = end.cd_size,
             "opened zip archive"
         );
-        Ok(ZipStore {
+        Ok(ReadOnly(ZipStore {
             backing,
             key: key.to_string(),
             archive_len,
             files,
             dirs,
             inflated: Mutex::new(InflatedCache::new(INFLATED_CACHE_BYTES)),
-        })
+        }))
     }
 
     /// Number of file entries served.
@@ -676,7 +678,7 @@ impl StoreHints for ZipStore {
 }
 
 #[async_trait]
-impl Store for ZipStore {
+impl ReadBackend for ZipStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read(key, 0..u64::MAX).await
     }
@@ -698,18 +700,6 @@ impl Store for ZipStore {
         Ok(self.files.get(key).map(|e| e.meta.clone()))
     }
 
-    async fn put_opts(&self, _key: &str, _data: Bytes, _mode: PutMode) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete_if_version(&self, _key: &str, _version: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let Some(node) = self.dirs.get(prefix) else { return Ok(Listing::default()) };
         let files = node
@@ -728,22 +718,6 @@ impl Store for ZipStore {
             file: self.files.get(key).map(|e| e.meta.clone()),
             dir: self.dirs.contains_key(key),
         })
-    }
-
-    async fn rename(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn create_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn remove_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
     }
 }
 
@@ -791,7 +765,7 @@ mod tests {
         out
     }
 
-    async fn open_bytes(bytes: Vec<u8>) -> Result<ZipStore, ZipError> {
+    async fn open_bytes(bytes: Vec<u8>) -> Result<ReadOnly<ZipStore>, ZipError> {
         let mem = Arc::new(MemoryStore::new());
         mem.put("a.zip", Bytes::from(bytes)).await.unwrap();
         ZipStore::open(mem, "a.zip").await
@@ -886,7 +860,7 @@ mod tests {
         assert!(matches!(missing, Err(ZipError::NotFound(_))));
     }
 
-    async fn open_bytes_missing() -> Result<ZipStore, ZipError> {
+    async fn open_bytes_missing() -> Result<ReadOnly<ZipStore>, ZipError> {
         ZipStore::open(Arc::new(MemoryStore::new()), "none.zip").await
     }
 

@@ -32,9 +32,10 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::source::{Cloud, Location};
+use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
 use crate::store::{
-    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
 };
 use parquet::ParquetRefs;
 use template::{render, Scope};
@@ -555,7 +556,7 @@ impl ReferenceStore {
     pub async fn open(
         location: &Location,
         opener: TargetOpener,
-    ) -> Result<ReferenceStore, ReferenceError> {
+    ) -> Result<ReadOnly<ReferenceStore>, ReferenceError> {
         let shown = match location {
             Location::Local(p) => p.display().to_string(),
             Location::Remote { url, .. } => crate::store::backends::object::display_url(url),
@@ -594,14 +595,14 @@ impl ReferenceStore {
             parquet = parquet.is_some(),
             "reference set opened"
         );
-        Ok(ReferenceStore {
+        Ok(ReadOnly(ReferenceStore {
             description: format!("reference:{shown}"),
             tree,
             parquet,
             targets,
             modified: meta.modified,
             version: meta.version,
-        })
+        }))
     }
 
     /// A store over an already parsed JSON reference document (tests, and any caller that has
@@ -610,18 +611,18 @@ impl ReferenceStore {
         doc: &[u8],
         base: Base,
         opener: TargetOpener,
-    ) -> Result<ReferenceStore, String> {
+    ) -> Result<ReadOnly<ReferenceStore>, String> {
         let targets = Targets::new(opener, base);
         let mut tree = Tree::new();
         parse_json(doc, &targets, &mut tree)?;
-        Ok(ReferenceStore {
+        Ok(ReadOnly(ReferenceStore {
             description: "reference:(in memory)".into(),
             tree,
             parquet: None,
             targets,
             modified: SystemTime::UNIX_EPOCH,
             version: "refs".into(),
-        })
+        }))
     }
 
     /// Number of keys known without loading Parquet records.
@@ -746,14 +747,10 @@ impl StoreHints for ReferenceStore {
     fn has_real_dirs(&self) -> bool {
         false
     }
-
-    fn check_key(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
 }
 
 #[async_trait]
-impl Store for ReferenceStore {
+impl ReadBackend for ReferenceStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read_key(key, 0..u64::MAX).await
     }
@@ -778,22 +775,6 @@ impl Store for ReferenceStore {
             Some(r) => Ok(Some(self.meta_of(key, &r).await?)),
             None => Ok(None),
         }
-    }
-
-    async fn put(&self, _key: &str, _data: Bytes) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn put_opts(&self, _key: &str, _data: Bytes, _mode: PutMode) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete_if_version(&self, _key: &str, _version: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
@@ -830,22 +811,6 @@ impl Store for ReferenceStore {
             None => None,
         };
         Ok(Lookup { file, dir: self.is_dir(key) })
-    }
-
-    async fn rename(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn create_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn remove_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
     }
 }
 
