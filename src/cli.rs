@@ -113,9 +113,10 @@ pub struct Args {
     /// main. A branch is followed: its new commits show up after --metadata-ttl.
     #[arg(long = "ref", value_name = "REF")]
     pub icechunk_ref: Option<String>,
-    /// Read virtual chunks from the repository's local-file containers under this URL prefix,
-    /// e.g. file:///data/ (`all`: every container). Remote containers are always read, with
-    /// credentials from the environment (repeatable).
+    /// Read virtual chunks from the repository's containers under this URL prefix that need
+    /// authorizing: local files (file:///data/) and S3 on an endpoint of the repository's own
+    /// choosing other than --endpoint-url (s3://bucket/); `all`: every container. Other remote
+    /// containers are always read, with credentials from the environment (repeatable).
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper

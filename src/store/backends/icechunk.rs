@@ -145,8 +145,23 @@ fn one_line(e: impl std::fmt::Display) -> String {
     text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-fn backend(key: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend { key: key.to_string(), message: one_line(e) }
+/// `e` and its causes on one line: the crate's errors often say only what failed ("error
+/// fetching virtual reference") and keep why (the URL, "connection refused") in their sources.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = one_line(e);
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = one_line(c);
+        if !more.is_empty() && !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
+fn backend(key: &str, e: impl std::error::Error) -> StoreError {
+    StoreError::Backend { key: key.to_string(), message: with_causes(&e) }
 }
 
 fn meta_of(data: &[u8], modified: SystemTime) -> ObjectMeta {
@@ -204,11 +219,7 @@ async fn storage_for(
     let truthy = |v: Option<String>| v.is_some_and(|v| v.eq_ignore_ascii_case("true"));
     match cloud {
         Cloud::S3 => {
-            let endpoint = remote
-                .endpoint_url
-                .clone()
-                .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
-                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+            let endpoint = mount_endpoint(remote);
             let region = remote
                 .region
                 .clone()
@@ -251,36 +262,106 @@ async fn storage_for(
     }
 }
 
-/// Credentials for the repository's virtual chunk containers: remote ones from the usual
-/// environment (or anonymous where the container says so), local-file ones only when a prefix
-/// of `authorize` covers them. A repository is data from somewhere else: it must not make the
-/// mount show arbitrary local files (`file:///etc/`) unless asked to.
+/// Storage settings for the crate's requests (the repository's own and its virtual chunks'),
+/// over the repository's persisted ones and its storage's defaults. A local repository's
+/// defaults (made for the crate's own tests) cut every read into 4 KiB pieces, so one virtual
+/// chunk of 128 KiB in S3 cost five ranged GETs; and the crate's default retries back off for
+/// minutes, which a FUSE read must not wait for (our object stores give up after ~10 s too).
+fn request_settings() -> icechunk::storage::Settings {
+    use icechunk::storage::{ConcurrencySettings, RetriesSettings, Settings};
+    use std::num::{NonZeroU16, NonZeroU64};
+    Settings {
+        concurrency: Some(ConcurrencySettings {
+            // One ranged GET per chunk up to this size; larger ones are fetched in parallel
+            // pieces of about this size (the crate's default for object stores).
+            ideal_concurrent_request_size: NonZeroU64::new(12 << 20),
+            max_concurrent_requests_for_object: NonZeroU16::new(18),
+        }),
+        retries: Some(RetriesSettings {
+            max_tries: NonZeroU16::new(4),
+            initial_backoff_ms: Some(100),
+            max_backoff_ms: Some(2000),
+        }),
+        ..Default::default()
+    }
+}
+
+/// `http://h:9000/` and `http://h:9000` name one endpoint.
+fn same_endpoint(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
+}
+
+/// The endpoint the user gave the mount itself (`--endpoint-url`, else the environment's),
+/// which a virtual chunk container may use without `--authorize-virtual`.
+fn mount_endpoint(remote: &RemoteOptions) -> Option<String> {
+    remote
+        .endpoint_url
+        .clone()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+}
+
+/// Credentials for the repository's virtual chunk containers. A repository is data from
+/// somewhere else: it must not make the mount show arbitrary local files (`file:///etc/`), nor
+/// make it fetch from a host of the repository's choosing (an S3 container whose endpoint is
+/// `http://169.254.169.254`, path-style, would show the instance's metadata as chunk files).
+/// So local-file containers, and S3-compatible containers with an endpoint of their own other
+/// than the mount's, are read only when a prefix in `authorize` covers them. S3 on its usual
+/// endpoints, GCS, Azure and HTTP(S) containers are read with credentials from the environment
+/// (anonymously where the container says so).
 fn authorized_containers(
     repo: &Repository,
     authorize: &[String],
+    endpoint: Option<&str>,
 ) -> HashMap<String, Option<Credentials>> {
+    use icechunk::config::{ObjectStoreConfig, S3Credentials};
     let mut creds = HashMap::new();
     for c in repo.config().virtual_chunk_containers() {
         let prefix = c.url_prefix().to_string();
         let listed = authorize.iter().any(|a| a == "all" || prefix.starts_with(a.as_str()));
-        let scheme = prefix.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-        let cred = match scheme.as_deref() {
-            Some("file") if listed => Some(Some(Credentials::LocalFileSystemAccess)),
-            Some("file") => None,
-            Some("http" | "https") => Some(Some(Credentials::HttpAccess)),
-            _ => Some(None),
-        };
-        match cred {
-            Some(cred) => {
-                tracing::info!(container = %prefix, "virtual chunks readable");
-                creds.insert(prefix, cred);
-            }
-            None => tracing::warn!(
+        let refused = |why: &str| {
+            tracing::warn!(
                 container = %prefix,
-                "virtual chunks in local files are not read (EIO) unless authorized: \
+                "virtual chunks {why} are not read (EIO) unless authorized: \
                  --authorize-virtual {prefix}"
-            ),
-        }
+            )
+        };
+        let cred = match &c.store {
+            ObjectStoreConfig::S3(o) | ObjectStoreConfig::S3Compatible(o) => {
+                let own = o.endpoint_url.as_deref();
+                if let Some(e) = own.filter(|e| !endpoint.is_some_and(|m| same_endpoint(e, m))) {
+                    if !listed {
+                        refused(&format!("on endpoint {e}"));
+                        continue;
+                    }
+                }
+                let s3 =
+                    if o.anonymous { S3Credentials::Anonymous } else { S3Credentials::FromEnv };
+                Some(Credentials::S3(s3))
+            }
+            ObjectStoreConfig::Tigris(o) => Some(Credentials::S3(if o.anonymous {
+                S3Credentials::Anonymous
+            } else {
+                S3Credentials::FromEnv
+            })),
+            ObjectStoreConfig::LocalFileSystem(_) if listed => {
+                Some(Credentials::LocalFileSystemAccess)
+            }
+            ObjectStoreConfig::LocalFileSystem(_) => {
+                refused("in local files");
+                continue;
+            }
+            ObjectStoreConfig::Http(_) => Some(Credentials::HttpAccess),
+            ObjectStoreConfig::Gcs(_) => {
+                Some(Credentials::Gcs(icechunk::config::GcsCredentials::FromEnv))
+            }
+            ObjectStoreConfig::Azure(_) => {
+                Some(Credentials::Azure(icechunk::config::AzureCredentials::FromEnv))
+            }
+            ObjectStoreConfig::InMemory => None,
+        };
+        tracing::info!(container = %prefix, "virtual chunks readable");
+        creds.insert(prefix, cred);
     }
     creds
 }
@@ -304,8 +385,13 @@ impl IcechunkStore {
             .map_err(|e| format!("{shown}: not an Icechunk repository ({})", one_line(e)))?;
         let (snapshot, branch) =
             resolve(&repo, &opts.reference).await.map_err(|e| format!("{shown}: {e}"))?;
-        let creds = authorized_containers(&repo, &opts.authorize);
-        let repo = repo.reopen(None, Some(creds)).await.map_err(one_line)?;
+        let creds =
+            authorized_containers(&repo, &opts.authorize, mount_endpoint(remote).as_deref());
+        let config = icechunk::config::RepositoryConfig {
+            storage: Some(request_settings()),
+            ..Default::default()
+        };
+        let repo = repo.reopen(Some(config), Some(creds)).await.map_err(one_line)?;
         let current = open_session(&repo, snapshot).await.map_err(|e| format!("{shown}: {e}"))?;
         let what = match &opts.reference {
             RefSpec::Branch(n) | RefSpec::Tag(n) | RefSpec::Snapshot(n) | RefSpec::Any(n) => n,
@@ -726,6 +812,59 @@ mod tests {
         assert_eq!(parse_key("a/c/x"), None);
         assert_eq!(parse_key("a/c/-1"), None);
         assert_eq!(split_chunk_key("x/c/c/1"), Some(("x/c", vec![1])));
+    }
+
+    /// Which virtual chunk containers a mount reads without being told, and with what.
+    #[tokio::test]
+    async fn containers_on_other_endpoints_and_local_files_need_authorization() {
+        use icechunk::config::{ObjectStoreConfig, RepositoryConfig, S3Credentials, S3Options};
+        use icechunk::virtual_chunks::VirtualChunkContainer;
+        let s3 = |endpoint: Option<&str>, anonymous: bool| {
+            let mut o = S3Options::default();
+            o.endpoint_url = endpoint.map(str::to_string);
+            o.anonymous = anonymous;
+            o
+        };
+        let mut config = RepositoryConfig::default();
+        for (prefix, store) in [
+            ("s3://aws/", ObjectStoreConfig::S3(s3(None, false))),
+            ("s3://open/", ObjectStoreConfig::S3(s3(None, true))),
+            ("s3://minio/", ObjectStoreConfig::S3Compatible(s3(Some("http://m:9000/"), false))),
+            ("s3://other/", ObjectStoreConfig::S3Compatible(s3(Some("http://x:9000"), false))),
+            ("file:///data/", ObjectStoreConfig::LocalFileSystem("/data".into())),
+            ("https://h/", ObjectStoreConfig::Http(Default::default())),
+        ] {
+            config
+                .set_virtual_chunk_container(
+                    VirtualChunkContainer::new(prefix.into(), store).unwrap(),
+                )
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let storage = icechunk::new_local_filesystem_storage(dir.path()).await.unwrap();
+        let repo = Repository::create(storage).config(config).execute().await.unwrap();
+        let from_env =
+            |c: &Option<Credentials>| matches!(c, Some(Credentials::S3(S3Credentials::FromEnv)));
+
+        let got = authorized_containers(&repo, &[], Some("http://m:9000"));
+        let mut keys: Vec<_> = got.keys().cloned().collect();
+        keys.sort();
+        // Not `s3://other/` (an endpoint of the repository's choosing), not `file://`.
+        assert_eq!(keys, ["https://h/", "s3://aws/", "s3://minio/", "s3://open/"]);
+        assert!(from_env(&got["s3://aws/"]) && from_env(&got["s3://minio/"]));
+        assert!(matches!(got["s3://open/"], Some(Credentials::S3(S3Credentials::Anonymous))));
+        assert!(matches!(got["https://h/"], Some(Credentials::HttpAccess)));
+        // Without the mount's own endpoint, `s3://minio/` needs authorizing too.
+        assert!(!authorized_containers(&repo, &[], None).contains_key("s3://minio/"));
+
+        let asked = ["s3://other/".to_string(), "file:///data/".to_string()];
+        let got = authorized_containers(&repo, &asked, None);
+        assert!(from_env(&got["s3://other/"]));
+        assert!(matches!(got["file:///data/"], Some(Credentials::LocalFileSystemAccess)));
+        assert!(!got.contains_key("s3://minio/"));
+        assert_eq!(authorized_containers(&repo, &["all".into()], None).len(), 6);
+        // The crate accepts what we hand it.
+        repo.reopen(None, Some(got)).await.unwrap();
     }
 
     const ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,2],"data_type":"uint8",
