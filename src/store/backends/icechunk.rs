@@ -33,8 +33,9 @@ use icechunk::{Repository, Storage};
 
 use crate::source::{Cloud, Location};
 use crate::store::backends::object::RemoteOptions;
+use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
-use crate::store::{Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult};
+use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, StoreError, StoreResult};
 
 /// Chunk directories along an axis of at most this many chunks are listed from the chunk grid
 /// (see `IcechunkStore::list_chunks`).
@@ -373,7 +374,7 @@ impl IcechunkStore {
         location: &Location,
         remote: &RemoteOptions,
         opts: &IcechunkOptions,
-    ) -> Result<IcechunkStore, String> {
+    ) -> Result<ReadOnly<IcechunkStore>, String> {
         let shown = match location {
             Location::Local(p) => p.display().to_string(),
             Location::Remote { url, .. } => crate::store::backends::object::display_url(url),
@@ -397,7 +398,7 @@ impl IcechunkStore {
             RefSpec::Branch(n) | RefSpec::Tag(n) | RefSpec::Snapshot(n) | RefSpec::Any(n) => n,
         };
         tracing::info!(repository = %shown, r#ref = %what, snapshot = %current.snapshot, "icechunk repository opened");
-        Ok(IcechunkStore {
+        Ok(ReadOnly(IcechunkStore {
             repo,
             branch,
             ttl: opts.ttl,
@@ -405,7 +406,7 @@ impl IcechunkStore {
             refresh: tokio::sync::Mutex::new(()),
             describe: format!("icechunk:{shown}@{what}"),
             grid_limit: GRID_LISTING_LIMIT,
-        })
+        }))
     }
 
     /// The snapshot served now (branch head looked up again once the TTL has passed).
@@ -451,6 +452,40 @@ impl IcechunkStore {
         let next = Arc::new(next);
         *crate::locks::lock(&self.current) = next.clone();
         next
+    }
+
+    /// Bytes `range` of `key` as the snapshot `cur` holds them.
+    async fn range_in(&self, cur: &Current, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        let not_found = || StoreError::NotFound(key.to_string());
+        match parse_key(key).ok_or_else(not_found)? {
+            Target::Meta(path) => match cur.session.get_node(&path).await {
+                Ok(node) => {
+                    let r = crate::store::ByteRange::Range(range).clip(node.user_data.len() as u64);
+                    Ok(node.user_data.slice(r.start as usize..r.end as usize))
+                }
+                Err(e) if is_not_found(&e.kind) => Err(not_found()),
+                Err(e) => Err(backend(key, e.kind)),
+            },
+            Target::Chunk(path, coords) => {
+                let payload =
+                    self.payload(cur, key, &path, coords.clone()).await?.ok_or_else(not_found)?;
+                let r = crate::store::ByteRange::Range(range).clip(payload.length());
+                if r.is_empty() {
+                    return Ok(Bytes::new());
+                }
+                let reader = cur
+                    .session
+                    .get_chunk_reader(
+                        &path,
+                        &ChunkIndices(coords),
+                        &icechunk::format::ByteRange::Bounded(r),
+                    )
+                    .await
+                    .map_err(|e| backend(key, e.kind))?
+                    .ok_or_else(not_found)?;
+                reader.await.map_err(|e| backend(key, e.kind))
+            }
+        }
     }
 
     async fn head_in(&self, cur: &Current, key: &str) -> StoreResult<Option<ObjectMeta>> {
@@ -691,67 +726,38 @@ impl StoreHints for IcechunkStore {
     fn has_real_dirs(&self) -> bool {
         false
     }
-
-    fn check_key(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
 }
 
 #[async_trait]
-impl Store for IcechunkStore {
+impl ReadBackend for IcechunkStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.get_range(key, 0..u64::MAX).await
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         let cur = self.current().await;
-        let not_found = || StoreError::NotFound(key.to_string());
-        match parse_key(key).ok_or_else(not_found)? {
-            Target::Meta(path) => match cur.session.get_node(&path).await {
-                Ok(node) => {
-                    let r = crate::store::ByteRange::Range(range).clip(node.user_data.len() as u64);
-                    Ok(node.user_data.slice(r.start as usize..r.end as usize))
-                }
-                Err(e) if is_not_found(&e.kind) => Err(not_found()),
-                Err(e) => Err(backend(key, e.kind)),
-            },
-            Target::Chunk(path, coords) => {
-                let payload =
-                    self.payload(&cur, key, &path, coords.clone()).await?.ok_or_else(not_found)?;
-                let r = crate::store::ByteRange::Range(range).clip(payload.length());
-                if r.is_empty() {
-                    return Ok(Bytes::new());
-                }
-                let reader = cur
-                    .session
-                    .get_chunk_reader(
-                        &path,
-                        &ChunkIndices(coords),
-                        &icechunk::format::ByteRange::Bounded(r),
-                    )
-                    .await
-                    .map_err(|e| backend(key, e.kind))?
-                    .ok_or_else(not_found)?;
-                reader.await.map_err(|e| backend(key, e.kind))
-            }
+        self.range_in(&cur, key, range).await
+    }
+
+    /// Size and bytes from one snapshot, so a branch that moves between the two cannot pair
+    /// one commit's size with another's bytes.
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let cur = self.current().await;
+        let Some(meta) = self.head_in(&cur, key).await? else { return Ok(None) };
+        match self.range_in(&cur, key, range.clip(meta.size)).await {
+            Ok(data) => Ok(Some((data, meta))),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         let cur = self.current().await;
         self.head_in(&cur, key).await
-    }
-
-    async fn put_opts(&self, _key: &str, _data: Bytes, _mode: PutMode) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn delete_if_version(&self, _key: &str, _version: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
@@ -765,27 +771,12 @@ impl Store for IcechunkStore {
         let dir = self.is_dir(&cur, key).await?;
         Ok(Lookup { file, dir })
     }
-
-    async fn rename(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn create_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn remove_dir(&self, _key: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
-
-    async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::ReadOnly)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn refs_parse() {
@@ -952,7 +943,7 @@ mod tests {
 
         // Axes wider than the limit: the listing is one pass over the chunk references.
         let mut scan = IcechunkStore::open(&location, &remote, &opts("main")).await.unwrap();
-        scan.grid_limit = 1;
+        scan.0.grid_limit = 1;
         assert_eq!(scan.list("g/a/c").await.unwrap().dirs, ["0", "1"]);
         let row = scan.list("g/a/c/1").await.unwrap();
         assert_eq!(
