@@ -5,6 +5,8 @@
      requests the daemon answered (its --stats-interval counters) and, for S3, the HTTP requests
      the server received, next to the same command on the directory itself / a plain paginated
      listing with boto3.
+  11. walk (only with --only walk): `find` and `ls -lR` of 1,000,000 keys in a local tree, twice;
+     the daemon's RSS after each walk and the inodes it holds.
   5. memory: peak RSS (VmHWM) of the daemon while reading 4 GiB through the mount, local and
      S3, against the limit --cache-size + a small constant.
 
@@ -212,6 +214,65 @@ def bench_listing_s3(binary, work, s3, count):
               flush=True)
 
 
+# ---- 11. walking many keys ----
+
+def rss_bytes(pid):
+    """Resident set size of a process now (VmRSS), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def known_inodes(port):
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    m = re.search(r"^zarr_mount_known_inodes (\S+)$", text, re.M)
+    return int(float(m.group(1)))
+
+
+def bench_walk(binary, work, keys, extra):
+    """`find`, then `ls -lR`, over a local tree of `keys` empty files (1,000 per directory),
+    twice, as tests/it/scale.rs does at CI size: the daemon's RSS after each walk, its peak,
+    the inodes it holds and, once the kernel dropped its dentries, the inodes left."""
+    src = work / "walk"
+    per_dir = 1000
+    for d in range((keys + per_dir - 1) // per_dir):
+        sub = src / f"d{d}"
+        sub.mkdir(parents=True)
+        for k in range(min(per_dir, keys - d * per_dir)):
+            (sub / f"key{k}").touch()
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    port = free_port()
+    try:
+        with Mounted(binary, src, mnt, "--view", "raw", "--metrics-addr", f"127.0.0.1:{port}", *extra) as m:
+            pid = m.proc.pid
+            print(f"walk of {keys:,} keys, options {' '.join(extra) or '(defaults)'}: idle RSS"
+                  f" {rss_bytes(pid) / MiB:.0f} MiB", flush=True)
+            for round in (1, 2):
+                t = time.perf_counter()
+                out = subprocess.run(["find", str(mnt), "-type", "f"], check=True, capture_output=True).stdout
+                assert out.count(b"\n") == keys, out.count(b"\n")
+                find_s = time.perf_counter() - t
+                run(["ls", "-lR", str(mnt)])
+                took = time.perf_counter() - t
+                rss, held = rss_bytes(pid), known_inodes(port)
+                # Dentries and inodes only (as tests/it/scale.rs): the kernel sends its FORGETs.
+                Path("/proc/sys/vm/drop_caches").write_text("2\n")
+                deadline = time.time() + 30
+                after = known_inodes(port)
+                while after >= keys // 100 and time.time() < deadline:
+                    time.sleep(0.2)
+                    after = known_inodes(port)
+                print(f"  walk {round}: {took:6.1f} s (find {find_s:5.1f} s)   RSS {rss / MiB:5.0f} MiB"
+                      f" (peak {hwm_bytes(pid) / MiB:.0f} MiB)   inodes {held:,}, after the kernel dropped"
+                      f" its caches {after:,} (RSS then {rss_bytes(pid) / MiB:.0f} MiB)", flush=True)
+    finally:
+        subprocess.run(["rm", "-rf", str(src)])
+
+
 # ---- 5. memory ----
 
 def report_rss(label, pid, idle, nbytes, took, cache):
@@ -275,7 +336,10 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
     ap.add_argument("--only", default="listing,rss",
-                    help="comma-separated parts: listing (= listing-local,listing-s3), rss")
+                    help="comma-separated parts: listing (= listing-local,listing-s3), rss, walk (not in the default)")
+    ap.add_argument("--walk-keys", type=int, default=1_000_000, help="keys of the `walk` part")
+    ap.add_argument("--walk-option", action="append", default=[],
+                    help="an option for the walk's mount, e.g. --walk-option=--metadata-cache-entries=1000")
     args = ap.parse_args()
     parts = set(args.only.split(","))
     if "listing" in parts:
@@ -285,6 +349,8 @@ def main():
     cache = (64 * MiB) if args.quick else (256 * MiB)
     with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-scale.") as tmp:
         work = Path(tmp)
+        if "walk" in parts:
+            bench_walk(args.bin, work, args.walk_keys, args.walk_option)
         if "listing-local" in parts:
             bench_listing_local(args.bin, work, keys)
         if not parts & {"listing-s3", "rss"}:

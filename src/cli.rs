@@ -94,6 +94,10 @@ pub struct Args {
     /// Size above which one file open for writing goes to --spill-dir (default 8M).
     #[arg(long, value_name = "SIZE")]
     pub spill_threshold: Option<String>,
+    /// Resolved paths (and absences) the metadata cache holds at most, ~300 bytes each
+    /// (default 200000). A walk of more keys than this gets no hits from it anyway.
+    #[arg(long, value_name = "N")]
+    pub metadata_cache_entries: Option<usize>,
     // ---- running as a service ----
     /// Log one INFO line of counters (requests per operation, errors, bytes read/written) every
     /// SECS seconds; 0 = never.
@@ -152,6 +156,8 @@ pub struct MountConfig {
     pub disk_cache: Option<crate::store::layers::disk_cache::DiskCacheOptions>,
     /// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold`.
     pub spill: crate::fs::spill::SpillConfig,
+    /// `--metadata-cache-entries` (None: the default).
+    pub metadata_cache_entries: Option<usize>,
     /// `--ref` (Icechunk sources).
     pub icechunk_ref: crate::store::backends::icechunk::RefSpec,
     /// `--authorize-virtual` (Icechunk sources).
@@ -258,6 +264,9 @@ impl Args {
         if !(0.0..=1e9).contains(&ttl) {
             return Err(usage("--metadata-ttl must be a number of seconds >= 0"));
         }
+        if self.metadata_cache_entries == Some(0) {
+            return Err(usage("--metadata-cache-entries must be at least 1"));
+        }
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
@@ -284,6 +293,7 @@ impl Args {
             metrics_addr,
             disk_cache,
             spill,
+            metadata_cache_entries: self.metadata_cache_entries,
             icechunk_ref,
             authorize_virtual: self.authorize_virtual,
         })

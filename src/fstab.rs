@@ -6,6 +6,7 @@
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=`, `cache_dir=`,
 //!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=`, `ref=`,
+//!   `metadata_cache_entries=`,
 //!   `authorize_virtual=` -> the flag
 //!   of the same name;
 //! - `verbose`/`debug` -> `-v`;
@@ -76,6 +77,7 @@ const VALUE_FLAGS: &[&str] = &[
     "spill_dir",
     "write_buffer_budget",
     "spill_threshold",
+    "metadata_cache_entries",
     "ref",
     "authorize_virtual",
 ];
@@ -165,6 +167,7 @@ mod tests {
         assert_eq!(args("cache_size=512M"), ["--cache-size", "512M"]);
         assert_eq!(args("spill_dir=/var/tmp/zm"), ["--spill-dir", "/var/tmp/zm"]);
         assert_eq!(args("write_buffer_budget=1G"), ["--write-buffer-budget", "1G"]);
+        assert_eq!(args("metadata_cache_entries=1000"), ["--metadata-cache-entries", "1000"]);
         assert_eq!(
             args("cache_dir=/var/cache/z,cache_max_size=20G"),
             ["--cache-dir", "/var/cache/z", "--cache-max-size", "20G"]

@@ -312,7 +312,8 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     }
     let fs = Arc::new(
         ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only })
-            .with_spill(spill),
+            .with_spill(spill)
+            .with_metadata_cache_entries(cfg.metadata_cache_entries),
     );
     if let Some(listener) = metrics_listener {
         let fs = fs.clone();

@@ -3,69 +3,157 @@
 //! lookup: the kernel never forgets it), or while it is the root; numbers are never reused
 //! within a mount. So the table holds what the kernel and open listings hold, not every name
 //! ever listed.
+//!
+//! Memory per inode matters: a walk of 1,000,000 keys makes the kernel hold an inode for each.
+//! Inodes live in a slab (a `Vec`, no hash map): the number is the slot in its low 32 bits and
+//! the slot's generation above, so a freed slot is reused under a new number. The path is
+//! stored once, in the slot; the path index is a hash table of slot numbers (4 bytes each)
+//! whose keys are looked up through the slab. About 32 bytes a slot, 5 an index entry and the
+//! path's own allocation, against ~130 for two hash maps of shared paths.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 pub const ROOT_INO: u64 = 1;
 
-struct Entry {
-    /// Shared with the `by_path` key: one allocation per inode.
-    path: Arc<str>,
+/// Slot 0 is never used (inode 0 means "none" to the kernel); the root is slot 1.
+const ROOT_SLOT: u32 = 1;
+
+struct Slot {
+    /// None: free (then `lookups` is the next free slot, 0 for none).
+    path: Option<Box<str>>,
     lookups: u64,
     /// Open directory listings that contain this inode.
-    pins: u64,
+    pins: u32,
+    /// Bumped each time the slot is freed, so its next inode gets another number.
+    generation: u32,
 }
 
 pub struct InodeTable {
-    by_ino: HashMap<u64, Entry>,
-    by_path: HashMap<Arc<str>, u64>,
-    next: u64,
+    slots: Vec<Slot>,
+    /// Slot numbers of the linked inodes, by their path (an unlinked or replaced inode keeps
+    /// its slot for open handles but is not in here).
+    by_path: HashTable<u32>,
+    hasher: RandomState,
+    /// First free slot (0: none); the free slots are chained through `lookups`.
+    free: u32,
+    live: usize,
 }
 
 impl Default for InodeTable {
     fn default() -> Self {
-        let mut t =
-            InodeTable { by_ino: HashMap::new(), by_path: HashMap::new(), next: ROOT_INO + 1 };
-        let root: Arc<str> = Arc::from("");
-        t.by_ino.insert(ROOT_INO, Entry { path: root.clone(), lookups: 1, pins: 0 });
-        t.by_path.insert(root, ROOT_INO);
+        let mut t = InodeTable {
+            slots: Vec::new(),
+            by_path: HashTable::new(),
+            hasher: RandomState::new(),
+            free: 0,
+            live: 0,
+        };
+        t.slots.push(Slot { path: None, lookups: 0, pins: 0, generation: 0 });
+        let root = t.alloc("");
+        debug_assert_eq!(root, ROOT_INO);
+        t.slots[ROOT_SLOT as usize].lookups = 1;
         t
     }
 }
 
 impl InodeTable {
+    /// The live slot of `ino` (its generation current).
+    fn slot(&self, ino: u64) -> Option<&Slot> {
+        let s = self.slots.get((ino & 0xffff_ffff) as usize)?;
+        (s.path.is_some() && u64::from(s.generation) == ino >> 32).then_some(s)
+    }
+
+    fn slot_mut(&mut self, ino: u64) -> Option<&mut Slot> {
+        let s = self.slots.get_mut((ino & 0xffff_ffff) as usize)?;
+        (s.path.is_some() && u64::from(s.generation) == ino >> 32).then_some(s)
+    }
+
+    fn ino_of(&self, slot: u32) -> u64 {
+        u64::from(self.slots[slot as usize].generation) << 32 | u64::from(slot)
+    }
+
+    /// The slot indexed under `path`, if any.
+    fn find(&self, path: &str) -> Option<u32> {
+        let slots = &self.slots;
+        self.by_path
+            .find(self.hasher.hash_one(path), |&s| slots[s as usize].path.as_deref() == Some(path))
+            .copied()
+    }
+
+    /// Take `path` out of the index (the inode keeps its slot).
+    fn unindex(&mut self, path: &str) -> Option<u32> {
+        let slots = &self.slots;
+        let hash = self.hasher.hash_one(path);
+        let entry = self
+            .by_path
+            .find_entry(hash, |&s| slots[s as usize].path.as_deref() == Some(path))
+            .ok()?;
+        Some(entry.remove().0)
+    }
+
+    /// Take `slot` out of the index, if it is in under its path (not if unlinked or replaced).
+    fn unindex_slot(&mut self, slot: u32) {
+        let path = self.slots[slot as usize].path.as_deref().expect("live slot");
+        if let Ok(entry) = self.by_path.find_entry(self.hasher.hash_one(path), |&s| s == slot) {
+            entry.remove();
+        }
+    }
+
+    fn index(&mut self, slot: u32) {
+        let slots = &self.slots;
+        let hasher = &self.hasher;
+        let path = slots[slot as usize].path.as_deref().expect("live slot");
+        self.by_path.insert_unique(hasher.hash_one(path), slot, |&s| {
+            hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
+        });
+    }
+
+    /// A new inode for `path`, indexed under it.
+    fn alloc(&mut self, path: &str) -> u64 {
+        let slot = if self.free != 0 {
+            let slot = self.free;
+            self.free = self.slots[slot as usize].lookups as u32;
+            slot
+        } else {
+            let slot = u32::try_from(self.slots.len()).expect("fewer than 2^32 live inodes");
+            self.slots.push(Slot { path: None, lookups: 0, pins: 0, generation: 0 });
+            slot
+        };
+        let s = &mut self.slots[slot as usize];
+        s.path = Some(path.into());
+        s.lookups = 0;
+        s.pins = 0;
+        self.live += 1;
+        self.index(slot);
+        self.ino_of(slot)
+    }
+
     pub fn path(&self, ino: u64) -> Option<&str> {
-        self.by_ino.get(&ino).map(|e| &*e.path)
+        self.slot(ino).and_then(|s| s.path.as_deref())
     }
 
     /// Whether the inode's name still leads to it: false once it was unlinked, or replaced by
     /// a rename over it (the inode lives on for open handles and until the kernel forgets it).
     pub fn is_linked(&self, ino: u64) -> bool {
-        self.by_ino.get(&ino).is_some_and(|e| self.by_path.get(&e.path) == Some(&ino))
+        self.path(ino).is_some_and(|p| self.find(p).map(|s| self.ino_of(s)) == Some(ino))
     }
 
     /// How many inodes exist now (the root included).
     pub fn count(&self) -> usize {
-        self.by_ino.len()
+        self.live
     }
 
     /// The inode for `path`, created if needed; `lookup` adds a kernel reference.
     pub fn get_or_insert(&mut self, path: &str, lookup: bool) -> u64 {
-        let ino = match self.by_path.get(path) {
-            Some(&ino) => ino,
-            None => {
-                let ino = self.next;
-                self.next += 1;
-                let shared: Arc<str> = Arc::from(path);
-                self.by_ino.insert(ino, Entry { path: shared.clone(), lookups: 0, pins: 0 });
-                self.by_path.insert(shared, ino);
-                ino
-            }
+        let ino = match self.find(path) {
+            Some(slot) => self.ino_of(slot),
+            None => self.alloc(path),
         };
         if lookup {
-            if let Some(e) = self.by_ino.get_mut(&ino) {
-                e.lookups += 1;
+            if let Some(s) = self.slot_mut(ino) {
+                s.lookups += 1;
             }
         }
         ino
@@ -80,23 +168,23 @@ impl InodeTable {
 
     /// Hold an existing inode for an open listing (no-op for an unknown one).
     pub fn pin_ino(&mut self, ino: u64) {
-        if let Some(e) = self.by_ino.get_mut(&ino) {
-            e.pins += 1;
+        if let Some(s) = self.slot_mut(ino) {
+            s.pins += 1;
         }
     }
 
     /// A listing that held `ino` is gone. True when nothing holds it any more and it is gone.
     pub fn unpin(&mut self, ino: u64) -> bool {
-        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
-        e.pins = e.pins.saturating_sub(1);
+        let Some(s) = self.slot_mut(ino) else { return false };
+        s.pins = s.pins.saturating_sub(1);
         self.drop_if_unused(ino)
     }
 
     /// The kernel dropped `n` references. True when nothing holds the inode any more and it is
     /// gone.
     pub fn forget(&mut self, ino: u64, n: u64) -> bool {
-        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
-        e.lookups = e.lookups.saturating_sub(n);
+        let Some(s) = self.slot_mut(ino) else { return false };
+        s.lookups = s.lookups.saturating_sub(n);
         self.drop_if_unused(ino)
     }
 
@@ -104,54 +192,63 @@ impl InodeTable {
         if ino == ROOT_INO {
             return false;
         }
-        let Some(e) = self.by_ino.get_mut(&ino) else { return false };
-        if e.lookups > 0 || e.pins > 0 {
+        let Some(s) = self.slot(ino) else { return false };
+        if s.lookups > 0 || s.pins > 0 {
             return false;
         }
-        let path = e.path.clone();
-        self.by_ino.remove(&ino);
-        if self.by_path.get(&path) == Some(&ino) {
-            self.by_path.remove(&path);
-        }
+        let slot = (ino & 0xffff_ffff) as u32;
+        self.unindex_slot(slot);
+        let s = &mut self.slots[slot as usize];
+        s.path = None;
+        s.generation = s.generation.wrapping_add(1);
+        s.lookups = u64::from(self.free);
+        self.free = slot;
+        self.live -= 1;
         self.shrink_if_sparse();
         true
     }
 
-    /// Give back the tables' memory once most of it is empty (a walk of 1,000,000 names
-    /// leaves about 140 MB of table behind after the kernel forgot them). Shrinking to twice
-    /// what is left keeps the cost amortized: the next shrink needs four times fewer entries.
+    /// Give back the index's memory once most of it is empty. Shrinking to twice what is left
+    /// keeps the cost amortized: the next shrink needs four times fewer entries. The slab keeps
+    /// its length (a slot's number must stay valid while the kernel may still hold it); its free
+    /// slots (32 bytes each) are what a next walk reuses first.
     fn shrink_if_sparse(&mut self) {
         const MIN_CAPACITY: usize = 4096;
-        let len = self.by_ino.len();
-        if self.by_ino.capacity() > MIN_CAPACITY && len * 4 < self.by_ino.capacity() {
-            self.by_ino.shrink_to(len * 2);
-            self.by_path.shrink_to(self.by_path.len() * 2);
+        let len = self.by_path.len();
+        if self.by_path.capacity() > MIN_CAPACITY && len * 4 < self.by_path.capacity() {
+            let slots = &self.slots;
+            let hasher = &self.hasher;
+            self.by_path.shrink_to(len * 2, |&s| {
+                hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
+            });
         }
     }
 
     /// The name `path` is gone (unlink, rmdir): the inode stays for open handles but the
     /// path resolves to a fresh inode from now on.
     pub fn unlink_path(&mut self, path: &str) {
-        self.by_path.remove(path);
+        self.unindex(path);
     }
 
     /// `from` (a file or a whole directory tree) is now at `to`.
     pub fn rename(&mut self, from: &str, to: &str) {
-        self.by_path.remove(to);
+        self.unindex(to);
         let prefix = format!("{from}/");
-        let moved: Vec<(Arc<str>, u64)> = self
+        let moved: Vec<u32> = self
             .by_path
             .iter()
-            .filter(|(p, _)| &***p == from || p.starts_with(&prefix))
-            .map(|(p, &i)| (p.clone(), i))
+            .copied()
+            .filter(|&s| {
+                let p = self.slots[s as usize].path.as_deref().expect("indexed slots are live");
+                p == from || p.starts_with(&prefix)
+            })
             .collect();
-        for (old, ino) in moved {
-            self.by_path.remove(&old);
-            let new: Arc<str> = Arc::from(format!("{to}{}", &old[from.len()..]));
-            if let Some(e) = self.by_ino.get_mut(&ino) {
-                e.path = new.clone();
-            }
-            self.by_path.insert(new, ino);
+        for slot in moved {
+            self.unindex_slot(slot);
+            let s = &mut self.slots[slot as usize];
+            let old = s.path.as_deref().expect("indexed slots are live");
+            s.path = Some(format!("{to}{}", &old[from.len()..]).into());
+            self.index(slot);
         }
     }
 }
@@ -207,15 +304,23 @@ mod tests {
         let mut t = InodeTable::default();
         let inos: Vec<u64> =
             (0..100_000).map(|i| t.get_or_insert(&format!("d/{i}"), true)).collect();
-        let full = t.by_ino.capacity();
+        let full = t.by_path.capacity();
+        let slab = t.slots.len();
         for &ino in &inos[..99_000] {
             t.forget(ino, 1);
         }
         assert_eq!(t.count(), 1001);
-        assert!(t.by_ino.capacity() <= full / 16, "{} of {full} slots kept", t.by_ino.capacity());
-        assert!(t.by_path.capacity() <= full / 16);
+        assert!(t.by_path.capacity() <= full / 16, "{} of {full} kept", t.by_path.capacity());
         assert_eq!(t.path(inos[99_500]), Some("d/99500"), "what is left is still there");
         assert_eq!(t.get_or_insert("d/99999", false), inos[99_999]);
+        // A second walk reuses the freed slots (under new numbers): the slab does not grow.
+        let again: Vec<u64> =
+            (0..99_000).map(|i| t.get_or_insert(&format!("e/{i}"), true)).collect();
+        assert_eq!(t.slots.len(), slab);
+        let first: std::collections::HashSet<u64> = inos.iter().copied().collect();
+        assert!(again.iter().all(|i| !first.contains(i)), "numbers are never reused");
+        assert!(inos[..99_000].iter().all(|&i| t.path(i).is_none()), "old numbers are stale");
+        assert_eq!(t.path(again[123]), Some("e/123"));
     }
 
     #[test]

@@ -191,6 +191,14 @@ impl ZarrFs {
         self
     }
 
+    /// Hold at most `entries` resolved paths in the metadata cache (None: the default).
+    pub fn with_metadata_cache_entries(self, entries: Option<usize>) -> Self {
+        if let Some(n) = entries.and_then(NonZeroUsize::new) {
+            self.cache.set_capacity(n);
+        }
+        self
+    }
+
     /// The write buffers' spill directory and memory accounting.
     pub fn spill(&self) -> &Arc<spill::Spill> {
         &self.spill

@@ -15,7 +15,11 @@ use super::trees::DroppedTrees;
 use crate::locks::lock;
 use crate::view::node::Node;
 
-const METADATA_CACHE_ENTRIES: usize = 500_000;
+/// Entries of the metadata cache unless `--metadata-cache-entries` says otherwise. Each costs
+/// about 300 bytes (the path, the node with its key and version, the LRU links and slot), so
+/// 200,000 is ~60 MB. Measured in a walk of 1,000,000 keys (BENCHMARKS.md section 11): 500,000
+/// cost ~150 MB there and gave no hits (an LRU smaller than a walk never hits on the next one).
+pub const METADATA_CACHE_ENTRIES: usize = 200_000;
 
 /// path -> resolved node (None = known absent), with the time it was resolved.
 pub type Entries = LruCache<String, (Option<Node>, Instant)>;
@@ -43,6 +47,11 @@ impl NodeCache {
             dropped_trees: Mutex::new(DroppedTrees::new(ttl)),
             versions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Hold at most `n` entries (the least recently used go first).
+    pub fn set_capacity(&self, n: NonZeroUsize) {
+        lock(&self.nodes).resize(n);
     }
 
     /// Start watching for changes through the mount, before asking the namespace.
