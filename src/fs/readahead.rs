@@ -7,11 +7,13 @@
 //! bounded however many files are read at once: when the budget is spent, reads fetch only what
 //! they ask for until other files give their windows back.
 //!
-//! `read` (for files backed by store objects) also overlaps and splits: while one window is
-//! being consumed the next one is already being fetched, and a window larger than `PART_SIZE`
-//! is fetched as concurrent part requests (at most `MAX_WINDOW / PART_SIZE` per window), so a
-//! sequential reader of a remote object keeps several requests in flight instead of one.
+//! `read` (for files backed by store objects) also overlaps and splits: a sequential reader
+//! has a queue of parts (at most `PART_SIZE` each) fetched in the background ahead of it, kept
+//! topped up to the window (up to `MAX_WINDOW` ahead of the reader) as it reads, so several
+//! requests are in flight all the time instead of one window at a time. Each part is kept as
+//! fetched (never copied into a larger buffer) and gives its budget back once read.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -75,8 +77,9 @@ pub struct ReadAhead {
     /// Bytes of `data` fetched ahead of the read that fetched them and not served since
     /// (for the used/wasted read-ahead series).
     unread: u64,
-    /// The next window, being fetched in the background.
-    pending: Option<Pending>,
+    /// The parts after `data` (or after `next` when it is empty), in file order and contiguous,
+    /// fetched in the background.
+    pending: VecDeque<Pending>,
 }
 
 #[derive(Debug)]
@@ -104,6 +107,19 @@ impl Drop for ReadAhead {
         self.budget.release(self.held);
         metrics().wasted.inc_by(self.unread);
         self.cancel_pending();
+    }
+}
+
+/// The end of a fetch of up to `len` bytes at `offset`: cut back to a whole MiB when that
+/// leaves something, so that fetches after the first start and end on MiB boundaries (a block
+/// cache below keeps them whole, and no block is fetched by two of them).
+fn aligned_end(offset: u64, len: u64, file_size: u64) -> u64 {
+    let end = (offset + len).min(file_size);
+    let cut = end / MIN_WINDOW * MIN_WINDOW;
+    if end < file_size && cut > offset {
+        cut
+    } else {
+        end
     }
 }
 
@@ -138,20 +154,20 @@ impl ReadAhead {
             budget,
             held: 0,
             unread: 0,
-            pending: None,
+            pending: VecDeque::new(),
         }
     }
 
     fn cancel_pending(&mut self) {
-        if let Some(p) = self.pending.take() {
+        for p in self.pending.drain(..) {
             p.task.abort();
             self.budget.release(p.held);
         }
     }
 
     /// A read of `offset .. offset + size` of a file of `file_size` bytes: from the current
-    /// window, else from the next one (waiting for its fetch), else fetched now; then the
-    /// window after is started in the background when the reader is sequential.
+    /// buffer and the parts fetched ahead (waiting for them), else fetched now; then, for a
+    /// sequential reader, the parts ahead are topped up in the background.
     pub async fn read(
         &mut self,
         offset: u64,
@@ -159,62 +175,117 @@ impl ReadAhead {
         file_size: u64,
         fetch: &Fetcher,
     ) -> FsResult<Bytes> {
-        if let Some(data) = self.take(offset, size, file_size) {
-            self.fetch_next(file_size, fetch);
-            return Ok(data);
-        }
-        if let Some(p) = self.pending.take() {
-            if offset >= p.start && offset < p.start + p.len {
-                match p.task.await {
-                    Ok(Ok(data)) => {
-                        self.clear();
-                        self.start = p.start;
-                        let keep = (data.len() as u64).min(p.held);
-                        self.budget.release(p.held - keep);
-                        self.held = keep;
-                        self.unread = data.len() as u64;
-                        metrics().fetched.inc_by(self.unread);
-                        self.data = data;
-                        if let Some(answer) = self.take(offset, size, file_size) {
-                            self.fetch_next(file_size, fetch);
-                            return Ok(answer);
-                        }
-                    }
-                    // A failed read-ahead is retried as an ordinary read below.
-                    _ => self.budget.release(p.held),
-                }
-            } else {
-                p.task.abort();
-                self.budget.release(p.held);
+        let answer = match self.take(offset, size, file_size) {
+            Some(data) => Some(data),
+            None => self.read_parts(offset, size, file_size).await,
+        };
+        let answer = match answer {
+            Some(a) => a,
+            None => {
+                // Not ahead of us (a jump, or a part failed): the parts ahead are useless.
+                self.cancel_pending();
+                let (from, len) = self.plan(offset, size, file_size);
+                let fetched = fetch_parts(fetch, from, len.max(size as u64)).await?;
+                self.fill(offset, size, fetched)
             }
-        }
-        let (from, len) = self.plan(offset, size, file_size);
-        let fetched = fetch_parts(fetch, from, len.max(size as u64)).await?;
-        let answer = self.fill(offset, size, fetched);
-        self.fetch_next(file_size, fetch);
+        };
+        self.top_up(file_size, fetch);
         Ok(answer)
     }
 
-    /// A sequential reader: start fetching the window after the current one, from the budget.
-    fn fetch_next(&mut self, file_size: u64, fetch: &Fetcher) {
-        if self.pending.is_some() || self.window == 0 {
+    /// Serve a read that runs past the current buffer from the parts after it, each awaited in
+    /// turn and then made the current buffer. `None` when the read does not continue into the
+    /// parts, they do not reach its end, or one failed (the caller reads it directly).
+    async fn read_parts(&mut self, offset: u64, size: u32, file_size: u64) -> Option<Bytes> {
+        let end = (offset + size as u64).min(file_size);
+        let buf_end = self.start + self.data.len() as u64;
+        let in_buffer = !self.data.is_empty() && offset >= self.start && offset < buf_end;
+        let at_parts = self.data.is_empty() && offset == self.next;
+        let tail = self.pending.back().map(|p| p.start + p.len)?;
+        if !(in_buffer || at_parts) || tail < end {
+            return None;
+        }
+        let mut pieces = Vec::new();
+        let mut pos = offset;
+        if in_buffer {
+            let piece = self.data.slice((offset - self.start) as usize..);
+            pos = buf_end;
+            self.consumed(piece.len() as u64);
+            pieces.push(piece);
+        }
+        while pos < end {
+            let p = self.pending.pop_front().expect("the parts reach the end of the read");
+            match p.task.await {
+                Ok(Ok(data)) => {
+                    self.clear();
+                    self.start = p.start;
+                    let keep = (data.len() as u64).min(p.held);
+                    self.budget.release(p.held - keep);
+                    self.held = keep;
+                    self.unread = data.len() as u64;
+                    metrics().fetched.inc_by(self.unread);
+                    let n = (end - pos).min(data.len() as u64);
+                    pieces.push(data.slice(..n as usize));
+                    self.consumed(n);
+                    let short = (data.len() as u64) < p.len;
+                    self.data = data;
+                    pos += n;
+                    if short {
+                        break; // the object ended early: a short read, as from the store
+                    }
+                }
+                _ => {
+                    // Retried as an ordinary read by the caller. (Bytes of the old buffer
+                    // counted as used above are read again: the series may be off by one read.)
+                    self.budget.release(p.held);
+                    return None;
+                }
+            }
+        }
+        self.next = pos;
+        if pos >= self.start + self.data.len() as u64 {
+            self.clear();
+        }
+        Some(if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            let mut out = BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            for p in &pieces {
+                out.extend_from_slice(p);
+            }
+            out.freeze()
+        })
+    }
+
+    /// `n` bytes of the buffer were served.
+    fn consumed(&mut self, n: u64) {
+        let used = n.min(self.unread);
+        self.unread -= used;
+        metrics().used.inc_by(used);
+    }
+
+    /// A sequential reader: keep parts in flight up to the window ahead of it, the window
+    /// growing fourfold with each part started (up to `MAX_WINDOW`), from the budget.
+    fn top_up(&mut self, file_size: u64, fetch: &Fetcher) {
+        if self.window == 0 {
             return;
         }
-        let start =
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let buf_end =
             if self.data.is_empty() { self.next } else { self.start + self.data.len() as u64 };
-        let window = (self.window * 4).clamp(MIN_WINDOW, MAX_WINDOW);
-        let len = window.min(file_size.saturating_sub(start));
-        if len == 0 || !self.budget.try_reserve(len) {
-            return;
+        let mut tail = self.pending.back().map_or(buf_end, |p| p.start + p.len);
+        while tail.saturating_sub(self.next) < self.window && tail < file_size {
+            let window = (self.window * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+            let len = aligned_end(tail, PART_SIZE.min(window), file_size) - tail;
+            if !self.budget.try_reserve(len) {
+                return;
+            }
+            self.window = window;
+            let (fetch, start) = (fetch.clone(), tail);
+            let task = rt.spawn(async move { fetch(start, len).await });
+            self.pending.push_back(Pending { start, len, held: len, task });
+            tail += len;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.budget.release(len);
-            return;
-        };
-        self.window = window;
-        let fetch = fetch.clone();
-        let task = rt.spawn(async move { fetch_parts(&fetch, start, len).await });
-        self.pending = Some(Pending { start, len, held: len, task });
     }
 
     /// Drop the buffer and give its bytes back to the budget.
@@ -250,6 +321,11 @@ impl ReadAhead {
         self.window = if sequential { (self.window * 4).clamp(MIN_WINDOW, MAX_WINDOW) } else { 0 };
         let remaining = file_size.saturating_sub(offset);
         let want = (size as u64).max(self.window).min(remaining);
+        let want = if want > size as u64 {
+            (aligned_end(offset, want, file_size) - offset).max(size as u64)
+        } else {
+            want
+        };
         if want > size as u64 {
             if self.budget.try_reserve(want) {
                 self.held = want;
@@ -285,6 +361,7 @@ impl ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::error::FsError;
 
     fn file(len: usize) -> Bytes {
         Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>())
@@ -404,9 +481,9 @@ mod tests {
             // on its way while the current one is consumed (until the end of the file).
             let covered =
                 if ra.data.is_empty() { ra.next } else { ra.start + ra.data.len() as u64 };
-            let next_end = ra.pending.as_ref().map(|p| p.start + p.len).unwrap_or(covered);
+            let next_end = ra.pending.back().map(|p| p.start + p.len).unwrap_or(covered);
             if i >= 1 && next_end < f.len() as u64 {
-                assert!(ra.pending.is_some(), "no next window after the read at {off}");
+                assert!(!ra.pending.is_empty(), "nothing ahead after the read at {off}");
             }
         }
         let calls = r.calls.lock().unwrap().clone();
@@ -429,10 +506,10 @@ mod tests {
         for off in [0u64, 4096, 8192] {
             ra.read(off, 4096, f.len() as u64, &fetch).await.unwrap();
         }
-        assert!(ra.pending.is_some(), "a sequential reader gets the next window started");
+        assert!(!ra.pending.is_empty(), "a sequential reader gets the next window started");
         let got = ra.read(10 << 20, 4096, f.len() as u64, &fetch).await.unwrap();
         assert_eq!(got, f.slice(10 << 20..(10 << 20) + 4096));
-        assert!(ra.pending.is_none());
+        assert!(ra.pending.is_empty());
         r.calls.lock().unwrap().clear();
         for off in [3u64 << 20, 1 << 20, 11 << 20] {
             let got = ra.read(off, 4096, f.len() as u64, &fetch).await.unwrap();
@@ -443,6 +520,38 @@ mod tests {
             vec![(3 << 20, 4096), (1 << 20, 4096), (11 << 20, 4096)]
         );
         assert_eq!(budget.used(), 0, "random reads hold nothing");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parts_are_kept_topped_up_and_a_failed_part_is_read_again() {
+        let f = file(24 << 20);
+        let (r, good) = remote(f.clone(), std::time::Duration::from_millis(2));
+        // The part over 12 MiB fails once (a background fetch that errors).
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fl = failed.clone();
+        let fetch: Fetcher = Arc::new(move |off, len| {
+            if off <= 12 << 20 && off + len > 12 << 20 && !fl.swap(true, Ordering::SeqCst) {
+                return Box::pin(async { Err(FsError::NotFound) });
+            }
+            good(off, len)
+        });
+        let budget = Budget::new(DEFAULT_BUDGET);
+        let mut ra = ReadAhead::new(budget.clone());
+        // Odd-sized reads straddle part boundaries.
+        let size = 300_000u32;
+        let mut off = 0;
+        while off < f.len() as u64 {
+            let got = ra.read(off, size, f.len() as u64, &fetch).await.unwrap();
+            let end = (off + size as u64).min(f.len() as u64) as usize;
+            assert_eq!(got, f.slice(off as usize..end), "read at {off}");
+            // Never more than the window ahead, plus the part being read and one more part.
+            assert!(budget.used() <= MAX_WINDOW + 2 * PART_SIZE, "{} held", budget.used());
+            off = end as u64;
+        }
+        assert!(failed.load(Ordering::SeqCst), "the failing part was asked for");
+        assert!(r.most.load(Ordering::SeqCst) >= 3, "several parts in flight at once");
+        drop(ra);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]
