@@ -15,7 +15,7 @@ use super::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
 use super::{namespace, readahead, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key};
-use crate::view::node::Node;
+use crate::view::node::{Backing, Node};
 
 /// Another writer handle on an existing buffer.
 async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
@@ -182,6 +182,12 @@ impl ZarrFs {
         size: u32,
     ) -> FsResult<Bytes> {
         let r = self.ns.read(path, node, offset, size).await;
+        self.note_stale(ino, path, r)
+    }
+
+    /// A read that found the file changed since `node` was resolved (ESTALE): what this mount
+    /// and the kernel know of it is dropped, so the next open sees the change.
+    fn note_stale(&self, ino: u64, path: &str, r: FsResult<Bytes>) -> FsResult<Bytes> {
         if matches!(r, Err(FsError::Stale)) {
             tracing::debug!(path, "changed since it was opened: ESTALE");
             self.cache.invalidate(path);
@@ -238,6 +244,16 @@ impl ZarrFs {
         size: u32,
     ) -> FsResult<Bytes> {
         let mut ra = ra.lock().await;
+        // Store objects and ranges of them: overlapped, split windows (see readahead.rs).
+        if matches!(node.backing, Backing::Object { .. } | Backing::Slice { .. }) {
+            let (ns, p, n) = (self.ns.clone(), path.to_string(), node.clone());
+            let fetch: readahead::Fetcher = Arc::new(move |off, len| {
+                let (ns, p, n) = (ns.clone(), p.clone(), n.clone());
+                Box::pin(async move { ns.read(&p, &n, off, len as u32).await })
+            });
+            let r = ra.read(offset, size, node.size, &fetch).await;
+            return self.note_stale(ino, path, r);
+        }
         if let Some(data) = ra.take(offset, size, node.size) {
             return Ok(data);
         }

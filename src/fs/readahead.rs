@@ -6,11 +6,27 @@
 //! Every window is paid for from one `Budget` per mount, so the memory held in read-ahead stays
 //! bounded however many files are read at once: when the budget is spent, reads fetch only what
 //! they ask for until other files give their windows back.
+//!
+//! `read` (for files backed by store objects) also overlaps and splits: a sequential reader
+//! has a queue of parts (at most `PART_SIZE` each) fetched in the background ahead of it, kept
+//! topped up to the window (up to `MAX_WINDOW` ahead of the reader) as it reads, so several
+//! requests are in flight all the time instead of one window at a time. Each part is kept as
+//! fetched (never copied into a larger buffer) and gives its budget back once read.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+
+use super::error::FsResult;
+
+/// Fetch `len` bytes of the file at `offset` (fewer at its end).
+pub type Fetcher = Arc<dyn Fn(u64, u64) -> BoxFuture<'static, FsResult<Bytes>> + Send + Sync>;
+
+/// Windows larger than this are fetched as concurrent parts of this size.
+pub const PART_SIZE: u64 = 8 << 20;
 
 const MIN_WINDOW: u64 = 1 << 20;
 const MAX_WINDOW: u64 = 32 << 20;
@@ -61,6 +77,18 @@ pub struct ReadAhead {
     /// Bytes of `data` fetched ahead of the read that fetched them and not served since
     /// (for the used/wasted read-ahead series).
     unread: u64,
+    /// The parts after `data` (or after `next` when it is empty), in file order and contiguous,
+    /// fetched in the background.
+    pending: VecDeque<Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    start: u64,
+    len: u64,
+    /// Bytes reserved from the budget for it.
+    held: u64,
+    task: tokio::task::JoinHandle<FsResult<Bytes>>,
 }
 
 fn metrics() -> &'static crate::metrics::AheadMetrics {
@@ -78,12 +106,186 @@ impl Drop for ReadAhead {
     fn drop(&mut self) {
         self.budget.release(self.held);
         metrics().wasted.inc_by(self.unread);
+        self.cancel_pending();
     }
+}
+
+/// The end of a fetch of up to `len` bytes at `offset`: cut back to a whole MiB when that
+/// leaves something, so that fetches after the first start and end on MiB boundaries (a block
+/// cache below keeps them whole, and no block is fetched by two of them).
+fn aligned_end(offset: u64, len: u64, file_size: u64) -> u64 {
+    let end = (offset + len).min(file_size);
+    let cut = end / MIN_WINDOW * MIN_WINDOW;
+    if end < file_size && cut > offset {
+        cut
+    } else {
+        end
+    }
+}
+
+/// `len` bytes at `offset`, in concurrent parts of `PART_SIZE` when larger.
+async fn fetch_parts(fetch: &Fetcher, offset: u64, len: u64) -> FsResult<Bytes> {
+    if len <= PART_SIZE {
+        return fetch(offset, len).await;
+    }
+    let parts = (0..len.div_ceil(PART_SIZE)).map(|i| {
+        let at = offset + i * PART_SIZE;
+        fetch(at, PART_SIZE.min(offset + len - at))
+    });
+    let parts = futures::future::try_join_all(parts).await?;
+    let mut out = BytesMut::with_capacity(len as usize);
+    for p in parts {
+        let short = (p.len() as u64) < PART_SIZE;
+        out.extend_from_slice(&p);
+        if short {
+            break; // the end of the file
+        }
+    }
+    Ok(out.freeze())
 }
 
 impl ReadAhead {
     pub fn new(budget: Arc<Budget>) -> Self {
-        ReadAhead { start: 0, data: Bytes::new(), next: 0, window: 0, budget, held: 0, unread: 0 }
+        ReadAhead {
+            start: 0,
+            data: Bytes::new(),
+            next: 0,
+            window: 0,
+            budget,
+            held: 0,
+            unread: 0,
+            pending: VecDeque::new(),
+        }
+    }
+
+    fn cancel_pending(&mut self) {
+        for p in self.pending.drain(..) {
+            p.task.abort();
+            self.budget.release(p.held);
+        }
+    }
+
+    /// A read of `offset .. offset + size` of a file of `file_size` bytes: from the current
+    /// buffer and the parts fetched ahead (waiting for them), else fetched now; then, for a
+    /// sequential reader, the parts ahead are topped up in the background.
+    pub async fn read(
+        &mut self,
+        offset: u64,
+        size: u32,
+        file_size: u64,
+        fetch: &Fetcher,
+    ) -> FsResult<Bytes> {
+        let answer = match self.take(offset, size, file_size) {
+            Some(data) => Some(data),
+            None => self.read_parts(offset, size, file_size).await,
+        };
+        let answer = match answer {
+            Some(a) => a,
+            None => {
+                // Not ahead of us (a jump, or a part failed): the parts ahead are useless.
+                self.cancel_pending();
+                let (from, len) = self.plan(offset, size, file_size);
+                let fetched = fetch_parts(fetch, from, len.max(size as u64)).await?;
+                self.fill(offset, size, fetched)
+            }
+        };
+        self.top_up(file_size, fetch);
+        Ok(answer)
+    }
+
+    /// Serve a read that runs past the current buffer from the parts after it, each awaited in
+    /// turn and then made the current buffer. `None` when the read does not continue into the
+    /// parts, they do not reach its end, or one failed (the caller reads it directly).
+    async fn read_parts(&mut self, offset: u64, size: u32, file_size: u64) -> Option<Bytes> {
+        let end = (offset + size as u64).min(file_size);
+        let buf_end = self.start + self.data.len() as u64;
+        let in_buffer = !self.data.is_empty() && offset >= self.start && offset < buf_end;
+        let at_parts = self.data.is_empty() && offset == self.next;
+        let tail = self.pending.back().map(|p| p.start + p.len)?;
+        if !(in_buffer || at_parts) || tail < end {
+            return None;
+        }
+        let mut pieces = Vec::new();
+        let mut pos = offset;
+        if in_buffer {
+            let piece = self.data.slice((offset - self.start) as usize..);
+            pos = buf_end;
+            self.consumed(piece.len() as u64);
+            pieces.push(piece);
+        }
+        while pos < end {
+            let p = self.pending.pop_front().expect("the parts reach the end of the read");
+            match p.task.await {
+                Ok(Ok(data)) => {
+                    self.clear();
+                    self.start = p.start;
+                    let keep = (data.len() as u64).min(p.held);
+                    self.budget.release(p.held - keep);
+                    self.held = keep;
+                    self.unread = data.len() as u64;
+                    metrics().fetched.inc_by(self.unread);
+                    let n = (end - pos).min(data.len() as u64);
+                    pieces.push(data.slice(..n as usize));
+                    self.consumed(n);
+                    let short = (data.len() as u64) < p.len;
+                    self.data = data;
+                    pos += n;
+                    if short {
+                        break; // the object ended early: a short read, as from the store
+                    }
+                }
+                _ => {
+                    // Retried as an ordinary read by the caller. (Bytes of the old buffer
+                    // counted as used above are read again: the series may be off by one read.)
+                    self.budget.release(p.held);
+                    return None;
+                }
+            }
+        }
+        self.next = pos;
+        if pos >= self.start + self.data.len() as u64 {
+            self.clear();
+        }
+        Some(if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            let mut out = BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            for p in &pieces {
+                out.extend_from_slice(p);
+            }
+            out.freeze()
+        })
+    }
+
+    /// `n` bytes of the buffer were served.
+    fn consumed(&mut self, n: u64) {
+        let used = n.min(self.unread);
+        self.unread -= used;
+        metrics().used.inc_by(used);
+    }
+
+    /// A sequential reader: keep parts in flight up to the window ahead of it, the window
+    /// growing fourfold with each part started (up to `MAX_WINDOW`), from the budget.
+    fn top_up(&mut self, file_size: u64, fetch: &Fetcher) {
+        if self.window == 0 {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let buf_end =
+            if self.data.is_empty() { self.next } else { self.start + self.data.len() as u64 };
+        let mut tail = self.pending.back().map_or(buf_end, |p| p.start + p.len);
+        while tail.saturating_sub(self.next) < self.window && tail < file_size {
+            let window = (self.window * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+            let len = aligned_end(tail, PART_SIZE.min(window), file_size) - tail;
+            if !self.budget.try_reserve(len) {
+                return;
+            }
+            self.window = window;
+            let (fetch, start) = (fetch.clone(), tail);
+            let task = rt.spawn(async move { fetch(start, len).await });
+            self.pending.push_back(Pending { start, len, held: len, task });
+            tail += len;
+        }
     }
 
     /// Drop the buffer and give its bytes back to the budget.
@@ -119,6 +321,11 @@ impl ReadAhead {
         self.window = if sequential { (self.window * 4).clamp(MIN_WINDOW, MAX_WINDOW) } else { 0 };
         let remaining = file_size.saturating_sub(offset);
         let want = (size as u64).max(self.window).min(remaining);
+        let want = if want > size as u64 {
+            (aligned_end(offset, want, file_size) - offset).max(size as u64)
+        } else {
+            want
+        };
         if want > size as u64 {
             if self.budget.try_reserve(want) {
                 self.held = want;
@@ -154,6 +361,7 @@ impl ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::error::FsError;
 
     fn file(len: usize) -> Bytes {
         Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>())
@@ -222,6 +430,127 @@ mod tests {
         }
         drop(a);
         drop(b);
+        assert_eq!(budget.used(), 0);
+    }
+
+    /// A fetcher over `file` that records (offset, len) and the most requests in flight.
+    struct Remote {
+        file: Bytes,
+        calls: std::sync::Mutex<Vec<(u64, u64)>>,
+        in_flight: AtomicU64,
+        most: AtomicU64,
+    }
+
+    fn remote(file: Bytes, delay: std::time::Duration) -> (Arc<Remote>, Fetcher) {
+        let r = Arc::new(Remote {
+            file,
+            calls: Default::default(),
+            in_flight: AtomicU64::new(0),
+            most: AtomicU64::new(0),
+        });
+        let rr = r.clone();
+        let fetch: Fetcher = Arc::new(move |off, len| {
+            let r = rr.clone();
+            Box::pin(async move {
+                r.calls.lock().unwrap().push((off, len));
+                let now = r.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                r.most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                r.in_flight.fetch_sub(1, Ordering::SeqCst);
+                let total = r.file.len() as u64;
+                Ok(r.file.slice(off.min(total) as usize..(off + len).min(total) as usize))
+            })
+        });
+        (r, fetch)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sequential_reads_overlap_and_split_large_windows() {
+        let f = file(48 << 20);
+        let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(20));
+        let budget = Budget::new(DEFAULT_BUDGET);
+        let mut ra = ReadAhead::new(budget.clone());
+        let size = 128u32 << 10;
+        for i in 0..(f.len() as u64 / size as u64) + 1 {
+            let off = i * size as u64;
+            let got = ra.read(off, size, f.len() as u64, &fetch).await.unwrap();
+            let end = (off + size as u64).min(f.len() as u64) as usize;
+            assert_eq!(got, f.slice(off as usize..end), "read at {off}");
+            assert!(budget.used() <= DEFAULT_BUDGET);
+            // Overlap: from the second read on, the window after the current one is always
+            // on its way while the current one is consumed (until the end of the file).
+            let covered =
+                if ra.data.is_empty() { ra.next } else { ra.start + ra.data.len() as u64 };
+            let next_end = ra.pending.back().map(|p| p.start + p.len).unwrap_or(covered);
+            if i >= 1 && next_end < f.len() as u64 {
+                assert!(!ra.pending.is_empty(), "nothing ahead after the read at {off}");
+            }
+        }
+        let calls = r.calls.lock().unwrap().clone();
+        assert!(calls.iter().all(|(_, len)| *len <= PART_SIZE), "{calls:?}");
+        assert!(r.most.load(Ordering::SeqCst) >= 4, "parts and the next window in flight together");
+        assert!(calls.len() >= 8, "48 MiB in parts of at most 8 MiB: {calls:?}");
+        // Nothing was fetched twice.
+        let fetched: u64 = calls.iter().map(|(_, l)| *l).sum();
+        assert!(fetched <= f.len() as u64 + (size as u64), "{fetched} bytes fetched");
+        drop(ra);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_jump_cancels_the_next_window_and_random_reads_fetch_only_what_is_asked() {
+        let f = file(12 << 20);
+        let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(5));
+        let budget = Budget::new(DEFAULT_BUDGET);
+        let mut ra = ReadAhead::new(budget.clone());
+        for off in [0u64, 4096, 8192] {
+            ra.read(off, 4096, f.len() as u64, &fetch).await.unwrap();
+        }
+        assert!(!ra.pending.is_empty(), "a sequential reader gets the next window started");
+        let got = ra.read(10 << 20, 4096, f.len() as u64, &fetch).await.unwrap();
+        assert_eq!(got, f.slice(10 << 20..(10 << 20) + 4096));
+        assert!(ra.pending.is_empty());
+        r.calls.lock().unwrap().clear();
+        for off in [3u64 << 20, 1 << 20, 11 << 20] {
+            let got = ra.read(off, 4096, f.len() as u64, &fetch).await.unwrap();
+            assert_eq!(got, f.slice(off as usize..off as usize + 4096));
+        }
+        assert_eq!(
+            r.calls.lock().unwrap().clone(),
+            vec![(3 << 20, 4096), (1 << 20, 4096), (11 << 20, 4096)]
+        );
+        assert_eq!(budget.used(), 0, "random reads hold nothing");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parts_are_kept_topped_up_and_a_failed_part_is_read_again() {
+        let f = file(24 << 20);
+        let (r, good) = remote(f.clone(), std::time::Duration::from_millis(2));
+        // The part over 12 MiB fails once (a background fetch that errors).
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fl = failed.clone();
+        let fetch: Fetcher = Arc::new(move |off, len| {
+            if off <= 12 << 20 && off + len > 12 << 20 && !fl.swap(true, Ordering::SeqCst) {
+                return Box::pin(async { Err(FsError::NotFound) });
+            }
+            good(off, len)
+        });
+        let budget = Budget::new(DEFAULT_BUDGET);
+        let mut ra = ReadAhead::new(budget.clone());
+        // Odd-sized reads straddle part boundaries.
+        let size = 300_000u32;
+        let mut off = 0;
+        while off < f.len() as u64 {
+            let got = ra.read(off, size, f.len() as u64, &fetch).await.unwrap();
+            let end = (off + size as u64).min(f.len() as u64) as usize;
+            assert_eq!(got, f.slice(off as usize..end), "read at {off}");
+            // Never more than the window ahead, plus the part being read and one more part.
+            assert!(budget.used() <= MAX_WINDOW + 2 * PART_SIZE, "{} held", budget.used());
+            off = end as u64;
+        }
+        assert!(failed.load(Ordering::SeqCst), "the failing part was asked for");
+        assert!(r.most.load(Ordering::SeqCst) >= 3, "several parts in flight at once");
+        drop(ra);
         assert_eq!(budget.used(), 0);
     }
 
