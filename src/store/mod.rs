@@ -234,11 +234,7 @@ pub trait Store: StoreHints {
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(meta) = self.head(key).await? else { return Ok(None) };
-        match self.get_range(key, range.clip(meta.size)).await {
-            Ok(data) => Ok(Some((data, meta))),
-            Err(StoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        absent_if_not_found(self.get_range(key, range.clip(meta.size)).await.map(|d| (d, meta)))
     }
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
@@ -304,6 +300,16 @@ pub trait Store: StoreHints {
     /// Rename a directory with everything below it.
     async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
         Err(StoreError::Unsupported("renaming a directory"))
+    }
+}
+
+/// A read answered as `get_ranged` answers: an object gone by the time it was read (after
+/// its `head`, or during a local read) is `None`, not an error.
+pub fn absent_if_not_found<T>(read: StoreResult<T>) -> StoreResult<Option<T>> {
+    match read {
+        Ok(found) => Ok(Some(found)),
+        Err(StoreError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

@@ -35,7 +35,9 @@ use crate::source::{Cloud, Location};
 use crate::store::backends::object::RemoteOptions;
 use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
-use crate::store::{ByteRange, Listing, Lookup, ObjectMeta, StoreError, StoreResult};
+use crate::store::{
+    absent_if_not_found, ByteRange, Listing, Lookup, ObjectMeta, StoreError, StoreResult,
+};
 
 /// Chunk directories along an axis of at most this many chunks are listed from the chunk grid
 /// (see `IcechunkStore::list_chunks`).
@@ -748,11 +750,8 @@ impl ReadBackend for IcechunkStore {
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let cur = self.current().await;
         let Some(meta) = self.head_in(&cur, key).await? else { return Ok(None) };
-        match self.range_in(&cur, key, range.clip(meta.size)).await {
-            Ok(data) => Ok(Some((data, meta))),
-            Err(StoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let read = self.range_in(&cur, key, range.clip(meta.size)).await;
+        absent_if_not_found(read.map(|data| (data, meta)))
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {

@@ -590,11 +590,7 @@ impl Store for LocalStore {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        match self.read(key, range).await {
-            Ok(found) => Ok(Some(found)),
-            Err(StoreError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        crate::store::absent_if_not_found(self.read(key, range).await)
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
