@@ -303,6 +303,31 @@ pub trait Store: StoreHints {
     }
 }
 
+/// An error and its sources on one line, each rendered by `render`; a cause whose text is
+/// already there is left out. Client libraries keep the useful part in the source chain
+/// (reqwest: "connection refused"; icechunk: the URL of a failed virtual chunk).
+pub fn error_chain_with(
+    e: &dyn std::error::Error,
+    render: impl Fn(&dyn std::error::Error) -> String,
+) -> String {
+    let mut text = render(e);
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = render(c);
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// `error_chain_with` each error's own text.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    error_chain_with(e, |c| c.to_string())
+}
+
 /// A read answered as `get_ranged` answers: an object gone by the time it was read (after
 /// its `head`, or during a local read) is `None`, not an error.
 pub fn absent_if_not_found<T>(read: StoreResult<T>) -> StoreResult<Option<T>> {

@@ -25,7 +25,8 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{CONTENT_LENGTH, ETAG, LAST_MODIFIED, LOCATION};
 
 use crate::store::{
-    join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
+    error_chain, join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError,
+    StoreResult,
 };
 
 /// A directory tree known without listing the server (consolidated metadata).
@@ -319,18 +320,6 @@ impl HttpStore {
             .await?;
         Ok(found.clone())
     }
-}
-
-/// An error and its sources on one line (reqwest hides the cause, e.g. "connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        src = cause.source();
-    }
-    s
 }
 
 /// Messages never carry `user:password@` of a URL.

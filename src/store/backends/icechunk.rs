@@ -148,23 +148,11 @@ fn one_line(e: impl std::fmt::Display) -> String {
     text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-/// `e` and its causes on one line: the crate's errors often say only what failed ("error
-/// fetching virtual reference") and keep why (the URL, "connection refused") in their sources.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = one_line(e);
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = one_line(c);
-        if !more.is_empty() && !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        cause = c.source();
-    }
-    text
-}
-
 fn backend(key: &str, e: impl std::error::Error) -> StoreError {
-    StoreError::Backend { key: key.to_string(), message: with_causes(&e) }
+    // The crate's errors often say only what failed ("error fetching virtual reference") and
+    // keep why (the URL, "connection refused") in their sources.
+    let message = crate::store::error_chain_with(&e, |c| one_line(c));
+    StoreError::Backend { key: key.to_string(), message }
 }
 
 fn meta_of(data: &[u8], modified: SystemTime) -> ObjectMeta {

@@ -23,8 +23,8 @@ use object_store::{
 use crate::source::Cloud;
 use crate::store::StoreHints;
 use crate::store::{
-    join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup,
-    ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    error_chain, join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing,
+    Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
@@ -884,21 +884,6 @@ fn map_err_with(key: &str, e: object_store::Error, secrets: &[String]) -> StoreE
             }
         }
     }
-}
-
-/// The error and its sources on one line (reqwest hides the useful part in the source chain).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 impl StoreHints for ObjectStoreBackend {
