@@ -102,12 +102,9 @@ impl InodeTable {
     }
 
     fn index(&mut self, slot: u32) {
-        let slots = &self.slots;
-        let hasher = &self.hasher;
-        let path = slots[slot as usize].path.as_deref().expect("live slot");
-        self.by_path.insert_unique(hasher.hash_one(path), slot, |&s| {
-            hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
-        });
+        let path = self.slots[slot as usize].path.as_deref().expect("live slot");
+        let hash = self.hasher.hash_one(path);
+        self.by_path.insert_unique(hash, slot, rehash(&self.slots, &self.hasher));
     }
 
     /// A new inode for `path`, indexed under it.
@@ -216,11 +213,7 @@ impl InodeTable {
         const MIN_CAPACITY: usize = 4096;
         let len = self.by_path.len();
         if self.by_path.capacity() > MIN_CAPACITY && len * 4 < self.by_path.capacity() {
-            let slots = &self.slots;
-            let hasher = &self.hasher;
-            self.by_path.shrink_to(len * 2, |&s| {
-                hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
-            });
+            self.by_path.shrink_to(len * 2, rehash(&self.slots, &self.hasher));
         }
     }
 
@@ -251,6 +244,11 @@ impl InodeTable {
             self.index(slot);
         }
     }
+}
+
+/// The index's hash of an indexed slot, for the table to move its entries when it resizes.
+fn rehash<'a>(slots: &'a [Slot], hasher: &'a RandomState) -> impl Fn(&u32) -> u64 + 'a {
+    |&s| hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
 }
 
 #[cfg(test)]

@@ -306,6 +306,10 @@ fn authorized_containers(
     endpoint: Option<&str>,
 ) -> HashMap<String, Option<Credentials>> {
     use icechunk::config::{ObjectStoreConfig, S3Credentials};
+    // S3 and Tigris containers: anonymous where the container says so, else the environment's.
+    let s3_credentials = |anonymous: bool| {
+        Credentials::S3(if anonymous { S3Credentials::Anonymous } else { S3Credentials::FromEnv })
+    };
     let mut creds = HashMap::new();
     for c in repo.config().virtual_chunk_containers() {
         let prefix = c.url_prefix().to_string();
@@ -326,15 +330,9 @@ fn authorized_containers(
                         continue;
                     }
                 }
-                let s3 =
-                    if o.anonymous { S3Credentials::Anonymous } else { S3Credentials::FromEnv };
-                Some(Credentials::S3(s3))
+                Some(s3_credentials(o.anonymous))
             }
-            ObjectStoreConfig::Tigris(o) => Some(Credentials::S3(if o.anonymous {
-                S3Credentials::Anonymous
-            } else {
-                S3Credentials::FromEnv
-            })),
+            ObjectStoreConfig::Tigris(o) => Some(s3_credentials(o.anonymous)),
             ObjectStoreConfig::LocalFileSystem(_) if listed => {
                 Some(Credentials::LocalFileSystemAccess)
             }
