@@ -118,9 +118,12 @@ pub struct Args {
     #[arg(long = "ref", value_name = "REF")]
     pub icechunk_ref: Option<String>,
     /// Read virtual chunks from the repository's containers under this URL prefix that need
-    /// authorizing: local files (file:///data/) and S3 on an endpoint of the repository's own
-    /// choosing other than --endpoint-url (s3://bucket/); `all`: every container. Other remote
-    /// containers are always read, with credentials from the environment (repeatable).
+    /// authorizing: local files (file:///data/), S3 on an endpoint of the repository's own
+    /// choosing other than --endpoint-url (s3://bucket/), and http(s) on a loopback, private or
+    /// link-local host (http://10.0.0.5:8080/); `all`: every container. Other remote
+    /// containers are always read, with credentials from the environment. For reference
+    /// (kerchunk) sources: http(s) targets on such hosts, other than the reference file's
+    /// own origin (repeatable).
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
@@ -160,7 +163,7 @@ pub struct MountConfig {
     pub metadata_cache_entries: Option<usize>,
     /// `--ref` (Icechunk sources).
     pub icechunk_ref: crate::store::backends::icechunk::RefSpec,
-    /// `--authorize-virtual` (Icechunk sources).
+    /// `--authorize-virtual` (Icechunk and reference sources).
     pub authorize_virtual: Vec<String>,
 }
 
@@ -201,8 +204,16 @@ impl Args {
             }
         }
         let is_icechunk = matches!(source, Source::Icechunk(_));
-        if !is_icechunk && (self.icechunk_ref.is_some() || !self.authorize_virtual.is_empty()) {
-            return Err(usage("--ref and --authorize-virtual apply only to Icechunk sources"));
+        if !is_icechunk && self.icechunk_ref.is_some() {
+            return Err(usage("--ref applies only to Icechunk sources"));
+        }
+        if !is_icechunk
+            && !matches!(source, Source::Reference(_))
+            && !self.authorize_virtual.is_empty()
+        {
+            return Err(usage(
+                "--authorize-virtual applies only to Icechunk and reference (kerchunk) sources",
+            ));
         }
         let icechunk_ref =
             crate::store::backends::icechunk::RefSpec::parse(self.icechunk_ref.as_deref())

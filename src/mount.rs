@@ -8,7 +8,7 @@ use crate::daemon::Readiness;
 use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
-use crate::source::{Location, Source};
+use crate::source::{Cloud, Location, Source};
 use crate::store::backends::local::LocalStore;
 use crate::store::backends::object::ObjectStoreBackend;
 use crate::store::backends::zip::ZipStore;
@@ -50,8 +50,22 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
             target_cfg.cache_size = 0;
             // One disk cache per --cache-dir: it stays with the mount's own backend.
             target_cfg.disk_cache = None;
-            let opener: crate::store::backends::reference::TargetOpener =
-                Arc::new(move |loc| directory_store(loc, &target_cfg).map_err(|e| e.0));
+            // An http(s) target on an internal host needs authorizing, unless it is on the
+            // reference file's own origin (store/egress.rs).
+            let own = match location {
+                Location::Remote { url, .. } => Some(url.clone()),
+                Location::Local(_) => None,
+            };
+            let opener: crate::store::backends::reference::TargetOpener = Arc::new(move |loc| {
+                if let Location::Remote { cloud: Cloud::Http, url } = loc {
+                    crate::store::egress::check_http_target(
+                        url,
+                        &target_cfg.authorize_virtual,
+                        own.as_deref(),
+                    )?;
+                }
+                directory_store(loc, &target_cfg).map_err(|e| e.0)
+            });
             let refs = crate::store::backends::reference::ReferenceStore::open(location, opener)
                 .await
                 .map_err(|e| SessionError(e.to_string()))?;

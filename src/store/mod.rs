@@ -7,6 +7,7 @@
 pub mod backends;
 #[cfg(test)]
 mod conditional_tests;
+pub mod egress;
 pub mod layers;
 pub mod read_only;
 

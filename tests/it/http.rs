@@ -197,3 +197,62 @@ fn a_plain_zarr_tree_on_static_http_without_autoindex() {
 fn a_plain_zarr_tree_on_static_http_with_autoindex() {
     plain_tree(true);
 }
+
+/// A kerchunk reference file may not point the mount at an internal host (loopback here; the
+/// instance metadata address in the wild): such a target is EIO with a log line that says how
+/// to allow it, until `--authorize-virtual` names its prefix; a reference file served from the
+/// same origin as its targets needs nothing (store/egress.rs).
+#[test]
+fn reference_targets_on_internal_hosts_need_authorizing() {
+    let Some(nginx) = Nginx::start() else { return };
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(nginx.root().join("data.bin"), &data).unwrap();
+    let origin = format!("http://127.0.0.1:{}", nginx.port);
+    let refs = serde_json::json!({
+        "version": 1,
+        "refs": {
+            ".zgroup": "{\"zarr_format\":2}",
+            "a/.zarray": "{\"zarr_format\":2,\"shape\":[1000],\"chunks\":[1000],\"dtype\":\"|u1\",\
+                          \"compressor\":null,\"filters\":null,\"fill_value\":0,\"order\":\"C\"}",
+            "a/0": [format!("{origin}/data.bin"), 1234, 1000],
+        }
+    });
+    let text = serde_json::to_vec(&refs).unwrap();
+    std::fs::write(nginx.root().join("refs.json"), &text).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let local_refs = tmp.path().join("refs.json");
+    std::fs::write(&local_refs, &text).unwrap();
+    let want = &data[1234..2234];
+
+    // A local reference file: the loopback target is refused, the mount stays up.
+    let mut m = Mount::start(&local_refs, &tmp.path().join("m1"), &["--view", "raw"]);
+    let err = std::fs::read(m.path("a/0")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(std::fs::read(m.path("a/.zarray")).is_ok(), "inline keys still read");
+    m.stop();
+    let log = m.log_text();
+    assert!(
+        log.contains("loopback") && log.contains(&format!("--authorize-virtual {origin}/")),
+        "{log}"
+    );
+    drop(m);
+
+    // Authorized: exact bytes.
+    let allow = format!("{origin}/");
+    let m = Mount::start(
+        &local_refs,
+        &tmp.path().join("m2"),
+        &["--view", "raw", "--authorize-virtual", allow.as_str()],
+    );
+    assert!(std::fs::read(m.path("a/0")).unwrap() == want, "wrong bytes");
+    drop(m);
+
+    // The same reference file served from the targets' own origin: allowed as it is.
+    let m = Mount::start_with(
+        &format!("{origin}/refs.json"),
+        &tmp.path().join("m3"),
+        &["--view", "raw"],
+        &[],
+    );
+    assert!(std::fs::read(m.path("a/0")).unwrap() == want, "wrong bytes");
+}

@@ -297,9 +297,10 @@ fn mount_endpoint(remote: &RemoteOptions) -> Option<String> {
 /// make it fetch from a host of the repository's choosing (an S3 container whose endpoint is
 /// `http://169.254.169.254`, path-style, would show the instance's metadata as chunk files).
 /// So local-file containers, and S3-compatible containers with an endpoint of their own other
-/// than the mount's, are read only when a prefix in `authorize` covers them. S3 on its usual
-/// endpoints, GCS, Azure and HTTP(S) containers are read with credentials from the environment
-/// (anonymously where the container says so).
+/// than the mount's, are read only when a prefix in `authorize` covers them; so are HTTP(S)
+/// containers on a loopback, private or link-local host (store/egress.rs). S3 on its usual
+/// endpoints, GCS, Azure and other HTTP(S) containers are read with credentials from the
+/// environment (anonymously where the container says so).
 fn authorized_containers(
     repo: &Repository,
     authorize: &[String],
@@ -340,7 +341,15 @@ fn authorized_containers(
                 refused("in local files");
                 continue;
             }
-            ObjectStoreConfig::Http(_) => Some(Credentials::HttpAccess),
+            ObjectStoreConfig::Http(_) => {
+                if !listed {
+                    if let Err(e) = crate::store::egress::check_http_target(&prefix, &[], None) {
+                        tracing::warn!(container = %prefix, "virtual chunks not read (EIO): {e}");
+                        continue;
+                    }
+                }
+                Some(Credentials::HttpAccess)
+            }
             ObjectStoreConfig::Gcs(_) => {
                 Some(Credentials::Gcs(icechunk::config::GcsCredentials::FromEnv))
             }
@@ -809,6 +818,7 @@ mod tests {
             ("s3://other/", ObjectStoreConfig::S3Compatible(s3(Some("http://x:9000"), false))),
             ("file:///data/", ObjectStoreConfig::LocalFileSystem("/data".into())),
             ("https://h/", ObjectStoreConfig::Http(Default::default())),
+            ("http://169.254.169.254/", ObjectStoreConfig::Http(Default::default())),
         ] {
             config
                 .set_virtual_chunk_container(
@@ -825,7 +835,8 @@ mod tests {
         let got = authorized_containers(&repo, &[], Some("http://m:9000"));
         let mut keys: Vec<_> = got.keys().cloned().collect();
         keys.sort();
-        // Not `s3://other/` (an endpoint of the repository's choosing), not `file://`.
+        // Not `s3://other/` (an endpoint of the repository's choosing), not `file://`, not
+        // an HTTP host of the instance's metadata.
         assert_eq!(keys, ["https://h/", "s3://aws/", "s3://minio/", "s3://open/"]);
         assert!(from_env(&got["s3://aws/"]) && from_env(&got["s3://minio/"]));
         assert!(matches!(got["s3://open/"], Some(Credentials::S3(S3Credentials::Anonymous))));
@@ -833,12 +844,17 @@ mod tests {
         // Without the mount's own endpoint, `s3://minio/` needs authorizing too.
         assert!(!authorized_containers(&repo, &[], None).contains_key("s3://minio/"));
 
-        let asked = ["s3://other/".to_string(), "file:///data/".to_string()];
+        let asked = [
+            "s3://other/".to_string(),
+            "file:///data/".to_string(),
+            "http://169.254.169.254/".to_string(),
+        ];
         let got = authorized_containers(&repo, &asked, None);
         assert!(from_env(&got["s3://other/"]));
         assert!(matches!(got["file:///data/"], Some(Credentials::LocalFileSystemAccess)));
+        assert!(matches!(got["http://169.254.169.254/"], Some(Credentials::HttpAccess)));
         assert!(!got.contains_key("s3://minio/"));
-        assert_eq!(authorized_containers(&repo, &["all".into()], None).len(), 6);
+        assert_eq!(authorized_containers(&repo, &["all".into()], None).len(), 7);
         // The crate accepts what we hand it.
         repo.reopen(None, Some(got)).await.unwrap();
     }
