@@ -368,16 +368,6 @@ impl DiskCacheStore {
         }
     }
 
-    /// What a read (GET or HEAD) of `key` returned: known now, and written down for the next
-    /// daemon, which would otherwise have to ask again before it may use the blocks (the
-    /// unsharded view reads shards without a lookup, so no lookup record vouches for them).
-    fn observe_read(&self, key: &str, meta: Option<&ObjectMeta>) {
-        self.observe(key, meta);
-        if let Some(m) = meta {
-            self.journal.record_read(key, m);
-        }
-    }
-
     fn forget(&self, key: &str) {
         self.journal.forget(key, false);
         self.state().known.pop(key);
@@ -679,7 +669,7 @@ impl DiskCacheStore {
         if meta.is_none() && self.state().known.contains(key) {
             // Known but past the TTL: one HEAD confirms it (cheaper than a GET of the blocks).
             let now = self.inner.head(key).await?;
-            self.observe_read(key, now.as_ref());
+            self.observe(key, now.as_ref());
             match now {
                 Some(m) => meta = Some(m),
                 None => return Ok(None),
@@ -704,7 +694,7 @@ impl DiskCacheStore {
             other => (other.clone(), None),
         };
         let r = self.inner.get_ranged(key, fetch.clone()).await?;
-        self.observe_read(key, r.as_ref().map(|(_, m)| m));
+        self.observe(key, r.as_ref().map(|(_, m)| m));
         let Some((data, meta)) = r else { return Ok(None) };
         let start = match &fetch {
             ByteRange::Range(r) => r.start.min(meta.size),
@@ -823,7 +813,7 @@ impl crate::store::layers::Layer for DiskCache {
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         let m = self.0.inner.head(key).await?;
-        self.0.observe_read(key, m.as_ref());
+        self.0.observe(key, m.as_ref());
         Ok(m)
     }
 
@@ -1048,46 +1038,6 @@ mod tests {
         );
         assert_eq!(rec.take(), Vec::<String>::new());
         assert_eq!(c.stats.corrupt.load(Ordering::Relaxed), 0);
-    }
-
-    /// The unsharded view reads a shard's index and chunks without looking the shard up: the
-    /// version those reads returned must still vouch for the blocks after a restart, or every
-    /// fresh daemon on a warm cache GETs each shard again.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_version_seen_by_reads_serves_the_next_daemon_without_a_lookup() {
-        let tmp = tempfile::tempdir().unwrap();
-        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
-        let obj = data(3500, 4);
-        rec.put("arr/c/0/0", obj.clone()).await.unwrap();
-        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
-        let store = DiskCache(c.clone());
-        // The index (a suffix), then the chunks, in many ranges: no lookup, no listing.
-        store.get_ranged("arr/c/0/0", ByteRange::Suffix(100)).await.unwrap().unwrap();
-        for r in [0..900u64, 900..2000, 2000..3500] {
-            let want = obj.slice(r.start as usize..r.end as usize);
-            assert_eq!(store.get_range("arr/c/0/0", r).await.unwrap(), want);
-        }
-        c.settle().await;
-        drop(store);
-        drop(c);
-
-        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
-        let store = DiskCache(c.clone());
-        rec.take();
-        let (tail, meta) =
-            store.get_ranged("arr/c/0/0", ByteRange::Suffix(100)).await.unwrap().unwrap();
-        assert_eq!((tail, meta.size), (obj.slice(3400..), 3500));
-        assert_eq!(store.get_range("arr/c/0/0", 100..3000).await.unwrap(), obj.slice(100..3000));
-        assert_eq!(rec.take(), Vec::<String>::new(), "served from disk without any request");
-        drop(store);
-        drop(c);
-
-        // Past the TTL the recorded version no longer vouches: the store is asked again.
-        let c = open(&rec, tmp.path(), 1 << 20, Duration::ZERO);
-        let store = DiskCache(c.clone());
-        rec.take();
-        assert_eq!(store.get_range("arr/c/0/0", 0..10).await.unwrap(), obj.slice(0..10));
-        assert!(!rec.take().is_empty(), "a TTL of zero trusts no earlier answer");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

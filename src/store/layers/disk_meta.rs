@@ -76,10 +76,6 @@ enum Record {
     List { prefix: String, at: u64, files: Vec<(String, Meta)>, dirs: Vec<String> },
     /// The store answered a lookup of `key`.
     Lookup { key: String, at: u64, file: Option<Meta>, dir: bool },
-    /// A read of `key` returned this version (a GET, ranged or not, or a HEAD): it vouches
-    /// for the object's version, not for a listing or for whether `key` is also a directory,
-    /// so it only lets the next daemon use its cached blocks.
-    Read { key: String, at: u64, meta: Meta },
     /// A write changed `key` (and, with `subtree`, everything below it).
     Forget { key: String, subtree: bool },
 }
@@ -88,7 +84,6 @@ enum Record {
 enum Subject {
     List(String),
     Lookup(String),
-    Read(String),
 }
 
 struct State {
@@ -102,9 +97,6 @@ struct State {
     /// again in this run).
     lists: HashMap<String, (u64, Listing)>,
     lookups: HashMap<String, (u64, Lookup)>,
-    /// Versions returned by reads: an earlier daemon's, and this run's (kept up to date so
-    /// that reading one object in many parts writes one record, not one a part).
-    reads: HashMap<String, (u64, ObjectMeta)>,
 }
 
 pub struct MetaJournal {
@@ -180,7 +172,6 @@ impl MetaJournal {
                 live_bytes: 0,
                 lists: HashMap::new(),
                 lookups: HashMap::new(),
-                reads: HashMap::new(),
             }),
         };
         {
@@ -192,7 +183,6 @@ impl MetaJournal {
                 st.lists.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
             let fresh_lookups: HashMap<_, _> =
                 st.lookups.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
-            st.reads.retain(|_, (at, _)| j.fresh(*at));
             st.lists = fresh_lists;
             st.lookups = fresh_lookups;
             j.rewrite(&mut st)?;
@@ -244,10 +234,6 @@ impl MetaJournal {
                 st.lookups.insert(key.clone(), (*at, lookup));
                 self.keep(st, Subject::Lookup(key.clone()), *at, frame(&rec));
             }
-            Record::Read { key, at, meta } => {
-                st.reads.insert(key.clone(), (*at, meta.into()));
-                self.keep(st, Subject::Read(key.clone()), *at, frame(&rec));
-            }
             Record::Forget { key, subtree } => Self::drop_affected(st, key, *subtree),
         }
     }
@@ -269,15 +255,12 @@ impl MetaJournal {
     fn drop_affected(st: &mut State, key: &str, subtree: bool) {
         st.lists.retain(|p, _| !affected(p, key, subtree));
         st.lookups.retain(|k, _| !affected(k, key, subtree));
-        st.reads.retain(|k, _| !affected(k, key, subtree));
         let gone: Vec<Subject> = if subtree {
             st.live
                 .iter()
                 .map(|(s, _)| s.clone())
                 .filter(|s| match s {
-                    Subject::List(p) | Subject::Lookup(p) | Subject::Read(p) => {
-                        affected(p, key, true)
-                    }
+                    Subject::List(p) | Subject::Lookup(p) => affected(p, key, true),
                 })
                 .collect()
         } else {
@@ -288,11 +271,7 @@ impl MetaJournal {
                 k = split_key(k).0;
                 keys.push(k.to_string());
             }
-            keys.into_iter()
-                .flat_map(|k| {
-                    [Subject::List(k.clone()), Subject::Lookup(k.clone()), Subject::Read(k)]
-                })
-                .collect()
+            keys.into_iter().flat_map(|k| [Subject::List(k.clone()), Subject::Lookup(k)]).collect()
         };
         for s in gone {
             if let Some((_, e)) = st.live.pop(&s) {
@@ -385,9 +364,6 @@ impl MetaJournal {
                 out.push((key.clone(), m.clone(), time(*at)));
             }
         }
-        for (key, (at, m)) in &st.reads {
-            out.push((key.clone(), m.clone(), time(*at)));
-        }
         // Older first, so that a newer record of the same key wins when they are applied.
         out.sort_by_key(|(_, _, t)| *t);
         out
@@ -423,24 +399,6 @@ impl MetaJournal {
         self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
     }
 
-    /// A read of `key` returned `meta`. Written down unless this version was recorded less
-    /// than half a TTL ago (so a large object read in many ranges costs one record, and the
-    /// next daemon still gets a record at most half a TTL old).
-    pub fn record_read(&self, key: &str, meta: &ObjectMeta) {
-        let at = now_ms();
-        let mut st = self.lock();
-        if let Some((then, m)) = st.reads.get(key) {
-            let young = at >= *then && Duration::from_millis(at - then) < self.ttl / 2;
-            if young && m.version == meta.version && m.size == meta.size {
-                return;
-            }
-        }
-        let encoded = frame(&Record::Read { key: key.to_string(), at, meta: meta.into() });
-        st.reads.insert(key.to_string(), (at, meta.clone()));
-        self.append(&mut st, &encoded);
-        self.keep(&mut st, Subject::Read(key.to_string()), at, encoded);
-    }
-
     /// A write to `key` (with `subtree`, a directory rename): what it may have changed is
     /// neither served nor carried to the next daemon.
     pub fn forget(&self, key: &str, subtree: bool) {
@@ -461,54 +419,6 @@ mod tests {
 
     fn listing() -> Listing {
         Listing { files: vec![("f".into(), meta("v1"))], dirs: vec!["d".into()] }
-    }
-
-    fn records_in(dir: &Path) -> Vec<Record> {
-        let f = std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .find(|e| e.file_name().to_string_lossy().ends_with(".journal"));
-        parse(&std::fs::read(f.unwrap().path()).unwrap())
-    }
-
-    #[test]
-    fn versions_seen_by_reads_seed_the_next_daemon_once_each_until_a_write() {
-        let tmp = tempfile::tempdir().unwrap();
-        let ttl = Duration::from_secs(60);
-        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        for _ in 0..5 {
-            j.record_read("a/c/0", &meta("v1"));
-        }
-        j.record_read("a/c/1", &meta("v1"));
-        // The same version read again is one record; a new version is another.
-        j.record_read("a/c/1", &meta("v2"));
-        let reads =
-            records_in(tmp.path()).into_iter().filter(|r| matches!(r, Record::Read { .. })).count();
-        assert_eq!(reads, 3);
-        // A read vouches for nothing but the version: no lookup, no listing.
-        drop(j);
-        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        assert!(j.replayed_lookup("a/c/0").is_none());
-        let mut seen: Vec<(String, String)> =
-            j.replayed_objects().into_iter().map(|(k, m, _)| (k, m.version)).collect();
-        seen.sort();
-        assert_eq!(seen, [("a/c/0".into(), "v1".into()), ("a/c/1".into(), "v2".into())]);
-        // A write to one key drops its record; the other stays.
-        j.forget("a/c/1", false);
-        drop(j);
-        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        let keys: Vec<String> = j.replayed_objects().into_iter().map(|(k, _, _)| k).collect();
-        assert_eq!(keys, ["a/c/0"]);
-        // A rename of the directory drops everything below it.
-        j.forget("a", true);
-        drop(j);
-        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        assert!(j.replayed_objects().is_empty());
-        // And none is younger than a TTL of zero.
-        j.record_read("a/c/0", &meta("v3"));
-        drop(j);
-        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::ZERO).unwrap();
-        assert!(j.replayed_objects().is_empty());
     }
 
     #[test]
