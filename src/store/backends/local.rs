@@ -31,8 +31,8 @@ use bytes::Bytes;
 
 use crate::store::StoreHints;
 use crate::store::{
-    split_key, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup, ObjectMeta,
-    PutMode, Store, StoreError, StoreResult,
+    split_key, validate_key, ByteRange, EntryListing, EntryPages, HiddenKeys, ListPages, Listing,
+    Lookup, MetaWanted, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Names of our own in-flight temp files; hidden from listings.
@@ -112,6 +112,58 @@ impl LocalStore {
     }
 }
 
+impl LocalStore {
+    /// Pages of `LIST_PAGE` entries of the directory at `prefix`, each read on the blocking
+    /// pool when asked for; with metadata for every file unless `wanted` says it is not
+    /// needed when the page is read.
+    fn pages<'a>(&'a self, prefix: &'a str, wanted: Option<MetaWanted>) -> EntryPages<'a> {
+        use futures::stream::{self, StreamExt};
+        enum State {
+            Start,
+            Reading(std::fs::ReadDir),
+            Done,
+        }
+        let prefix = prefix.to_string();
+        Box::pin(
+            stream::unfold(State::Start, move |state| {
+                let prefix = prefix.clone();
+                let meta = wanted.as_ref().is_none_or(MetaWanted::get);
+                async move {
+                    let dir = match state {
+                        State::Done => return None,
+                        State::Start => None,
+                        State::Reading(dir) => Some(dir),
+                    };
+                    let page = self
+                        .blocking(move |s| {
+                            let mut dir = match dir {
+                                Some(dir) => dir,
+                                None => s.open_dir(&prefix)?,
+                            };
+                            let mut page = EntryListing::default();
+                            let more =
+                                s.read_page(&prefix, &mut dir, LIST_PAGE, meta, &mut page)?;
+                            Ok((page, more.then_some(dir)))
+                        })
+                        .await;
+                    Some(match page {
+                        Ok((page, Some(dir))) => (Ok(page), State::Reading(dir)),
+                        Ok((page, None)) => (Ok(page), State::Done),
+                        Err(e) => (Err(e), State::Done),
+                    })
+                }
+            })
+            .boxed(),
+        )
+    }
+}
+
+/// A page read with metadata as a `Listing` (every file has its metadata then).
+fn with_meta(page: EntryListing) -> Listing {
+    let files = page.files.into_iter().filter_map(|(name, meta)| Some((name, meta?))).collect();
+    Listing { files, dirs: page.dirs }
+}
+
 impl Inner {
     /// The directory at `prefix`, opened for reading its entries.
     fn open_dir(&self, prefix: &str) -> StoreResult<std::fs::ReadDir> {
@@ -125,13 +177,17 @@ impl Inner {
     }
 
     /// Up to `max` more entries of `dir` (the directory at `prefix`) into `out`, each part
-    /// sorted by name. Returns whether the directory may have more.
+    /// sorted by name. Returns whether the directory may have more. Without `meta`, files
+    /// come without their metadata and no entry is `lstat`ed: the kind comes from the
+    /// directory entry's `d_type` (std falls back to an `lstat` only where the filesystem
+    /// leaves it unknown).
     fn read_page(
         &self,
         prefix: &str,
         dir: &mut std::fs::ReadDir,
         max: usize,
-        out: &mut Listing,
+        meta: bool,
+        out: &mut EntryListing,
     ) -> StoreResult<bool> {
         let mut seen = 0;
         let more = loop {
@@ -153,15 +209,21 @@ impl Inner {
             if name.starts_with(TEMP_MARKER) {
                 continue;
             }
-            // lstat: a symlink is reported as itself, never followed.
-            let Ok(md) = entry.metadata() else { continue }; // raced with a delete
-            if md.is_dir() {
+            // lstat (or d_type): a symlink is reported as itself, never followed.
+            let Ok(kind) = entry.file_type() else { continue }; // raced with a delete
+            let (kind, md) = if meta && kind.is_file() {
+                let Ok(md) = entry.metadata() else { continue };
+                (md.file_type(), Some(md))
+            } else {
+                (kind, None)
+            };
+            if kind.is_dir() {
                 out.dirs.push(name);
-            } else if md.is_file() {
-                out.files.push((name, to_meta(&md)));
+            } else if kind.is_file() {
+                out.files.push((name, md.as_ref().map(to_meta)));
             } else {
                 // Not part of a store, and never opened (see open_file).
-                let what = if md.file_type().is_symlink() {
+                let what = if kind.is_symlink() {
                     "a symlink (symlinks are never followed)"
                 } else {
                     "a FIFO, socket or device node, not a regular file"
@@ -644,52 +706,23 @@ impl Store for LocalStore {
         let prefix = prefix.to_string();
         self.blocking(move |s| {
             let mut dir = s.open_dir(&prefix)?;
-            let mut listing = Listing::default();
-            while s.read_page(&prefix, &mut dir, usize::MAX, &mut listing)? {}
-            Ok(listing)
+            let mut listing = EntryListing::default();
+            while s.read_page(&prefix, &mut dir, usize::MAX, true, &mut listing)? {}
+            Ok(with_meta(listing))
         })
         .await
     }
 
-    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per entry) on the
+    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per file) on the
     /// blocking pool when asked for: no thread waits between pages for a slow reader.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        use futures::stream::{self, StreamExt};
-        enum State {
-            Start,
-            Reading(std::fs::ReadDir),
-            Done,
-        }
-        let prefix = prefix.to_string();
-        Box::pin(
-            stream::unfold(State::Start, move |state| {
-                let prefix = prefix.clone();
-                async move {
-                    let dir = match state {
-                        State::Done => return None,
-                        State::Start => None,
-                        State::Reading(dir) => Some(dir),
-                    };
-                    let page = self
-                        .blocking(move |s| {
-                            let mut dir = match dir {
-                                Some(dir) => dir,
-                                None => s.open_dir(&prefix)?,
-                            };
-                            let mut page = Listing::default();
-                            let more = s.read_page(&prefix, &mut dir, LIST_PAGE, &mut page)?;
-                            Ok((page, more.then_some(dir)))
-                        })
-                        .await;
-                    Some(match page {
-                        Ok((page, Some(dir))) => (Ok(page), State::Reading(dir)),
-                        Ok((page, None)) => (Ok(page), State::Done),
-                        Err(e) => (Err(e), State::Done),
-                    })
-                }
-            })
-            .boxed(),
-        )
+        use futures::StreamExt;
+        Box::pin(self.pages(prefix, None).map(|page| page.map(with_meta)))
+    }
+
+    /// As `list_pages`, but a page read while no metadata is wanted costs no `lstat`.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        self.pages(prefix, Some(wanted))
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
