@@ -741,4 +741,82 @@ mod tests {
         assert_eq!(size("f00120"), 6, "the buffer, not the store");
         fs.releasedir(fh);
     }
+
+    /// On the local backend a plain READDIR lists names and kinds only: entries of pages
+    /// read for it have no attributes and are not cached, so a later lookup asks the store
+    /// (and sees a change on disk that a cached entry would hide). A READDIRPLUS that comes
+    /// back to such a batch looks its files up first: right sizes, and a file gone since is
+    /// left without attributes, so never sent.
+    #[tokio::test]
+    async fn plain_readdir_lists_names_only_and_readdirplus_fills_them_in() {
+        use crate::store::backends::local::LocalStore;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let n = 6 * 1024; // six pages of the local backend
+        for i in 0..n {
+            std::fs::write(dir.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
+        }
+        let size_of = |name: &str| (name[1..].parse::<usize>().unwrap() % 7) as u64;
+        let ns = Arc::new(RawNamespace::new(Arc::new(LocalStore::open(tmp.path()).unwrap())));
+        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let fs = ZarrFs::new(ns, cfg);
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let fh = fs.opendir_lazy(d.ino).unwrap().fh;
+
+        // The kernel opens with READDIRPLUS, then (`find`) sends plain READDIRs.
+        let plus = fs.readdir_at(fh, 0, true).await.unwrap();
+        let first: Vec<DirEntry> = plus.iter().map(|(_, e)| e.clone()).take(100).collect();
+        for e in &first[2..] {
+            assert_eq!(e.attr.map(|a| a.size), Some(size_of(&e.name)), "{}", e.name);
+        }
+        let mut all: Vec<(u64, DirEntry)> = Vec::new();
+        let mut offset = first.len() as u64;
+        loop {
+            let page = fs.readdir_at(fh, offset, false).await.unwrap();
+            let page: Vec<(u64, DirEntry)> = page.iter().map(|(o, e)| (o, e.clone())).collect();
+            let Some(&(last, _)) = page.last() else { break };
+            offset = last;
+            all.extend(page);
+        }
+        assert_eq!(all.len() + first.len(), n + 2, "every name once");
+        let bare: Vec<&(u64, DirEntry)> = all.iter().filter(|(_, e)| e.attr.is_none()).collect();
+        // Pages read ahead while READDIRPLUS was the last request keep attributes; the rest
+        // (at least the last two pages) have none.
+        assert!(bare.len() >= 2048, "{} entries listed without attributes", bare.len());
+        assert!(bare.iter().all(|(_, e)| e.kind == FileKind::File));
+
+        // Not cached: a lookup asks the store. A file of the first page was cached.
+        let (changed, gone) = (&bare[0].1.name, &bare[1].1.name);
+        let cached = &first[2].name;
+        for name in [changed, cached] {
+            std::fs::write(dir.join(name), vec![b'y'; 100]).unwrap();
+        }
+        std::fs::remove_file(dir.join(gone)).unwrap();
+        assert_eq!(fs.lookup(d.ino, changed).await.unwrap().size, 100);
+        assert_eq!(fs.lookup(d.ino, cached).await.unwrap().size, size_of(cached), "cached");
+
+        // READDIRPLUS from the first bare entry on: its batch is looked up first.
+        let from = bare[0].0 - 1;
+        assert!(fs.readdir_ready(fh, from, true).unwrap().is_none(), "needs lookups first");
+        let filled = fs.readdir_at(fh, from, true).await.unwrap();
+        let filled: Vec<DirEntry> = filled.iter().map(|(_, e)| e.clone()).collect();
+        assert_eq!(&filled[0].name, changed);
+        assert!(filled.len() > 2);
+        for e in &filled {
+            let want = if &e.name == changed {
+                Some(100)
+            } else if &e.name == gone {
+                None
+            } else {
+                Some(size_of(&e.name))
+            };
+            assert_eq!(e.attr.map(|a| a.size), want, "{}", e.name);
+        }
+        let gone_entry = filled.iter().find(|e| &e.name == gone).expect("still listed");
+        assert!(fs.readdirplus_entry("d", gone_entry).is_none(), "a gone file is not sent");
+        // Filled once: the same request is now answered from memory.
+        assert!(fs.readdir_ready(fh, from, true).unwrap().is_some());
+        fs.releasedir(fh);
+    }
 }
