@@ -13,6 +13,12 @@
 //!
 //! The kernel may cache a listing (FOPEN_CACHE_DIR); only a complete one is recorded as
 //! listed (`dirs_listed`), so only a complete one is kept across opens.
+//!
+//! A plain READDIR needs names and kinds only (`find` sends nothing else), READDIRPLUS also
+//! attributes. Each request says which it is (`MetaWanted`), and the pages read after it are
+//! read accordingly: on the local backend a page for READDIR costs no `lstat` per entry. Its
+//! files then have no attributes and go uncached; a READDIRPLUS that reaches such a batch
+//! (the kernel switched modes, or rewound) first looks its files up.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -25,11 +31,13 @@ use super::inode::ROOT_INO;
 use super::write_buf::SharedBuf;
 use super::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
-use crate::store::{join_key, split_key};
+use crate::store::{join_key, split_key, MetaWanted};
 use crate::view::node::Node;
 
 /// Pages read ahead of the reader, besides the one being read.
 const PAGES_AHEAD: usize = 1;
+/// Lookups in flight while a batch listed without attributes is filled for READDIRPLUS.
+const FILL_LOOKUPS: usize = 16;
 
 /// An open directory and its listing so far.
 pub(super) struct DirListing {
@@ -38,10 +46,19 @@ pub(super) struct DirListing {
     state: Mutex<State>,
     /// Pages still to come; one reader takes them at a time.
     source: tokio::sync::Mutex<Option<Source>>,
+    /// Whether the last request was a READDIRPLUS: pages read next carry attributes then.
+    wanted: MetaWanted,
 }
 
 /// A page of the namespace's listing, with the watch taken before it was asked for.
-type WatchedPage = (Watch, FsResult<Vec<(String, Node)>>);
+type WatchedPage = (Watch, FsResult<Vec<(String, Option<Node>)>>);
+
+/// Entries handed out together (a page of the listing).
+struct Batch {
+    entries: Arc<Vec<DirEntry>>,
+    /// Every entry has its attributes, or was found gone when they were asked for.
+    filled: bool,
+}
 
 /// A listing in progress.
 struct Source {
@@ -54,7 +71,7 @@ struct Source {
 #[derive(Default)]
 struct State {
     /// The entries handed out, in batches (a page each; `.` and `..` lead the first).
-    batches: Vec<Arc<Vec<DirEntry>>>,
+    batches: Vec<Batch>,
     /// Entries in `batches`.
     len: usize,
     complete: bool,
@@ -67,21 +84,29 @@ struct State {
 }
 
 impl State {
-    /// The entries from offset `from`, if they are known (or the listing is complete).
-    fn entries_from(&self, from: usize) -> Option<DirEntries> {
+    /// The entries from offset `from`, if they are known (or the listing is complete);
+    /// `Err(batch)` when READDIRPLUS (`plus`) needs the attributes of that batch first. For
+    /// READDIRPLUS the entries end before the next batch without them.
+    fn entries_from(&self, from: usize, plus: bool) -> Option<Result<DirEntries, usize>> {
         if from >= self.len && !self.complete {
             return None;
         }
         let mut start = 0;
         let mut batches = Vec::new();
-        for b in &self.batches {
-            let end = start + b.len();
+        for (i, b) in self.batches.iter().enumerate() {
+            let end = start + b.entries.len();
             if end > from {
-                batches.push((start, b.clone()));
+                if plus && !b.filled {
+                    if batches.is_empty() {
+                        return Some(Err(i));
+                    }
+                    break;
+                }
+                batches.push((start, b.entries.clone()));
             }
             start = end;
         }
-        Some(DirEntries { batches, from })
+        Some(Ok(DirEntries { batches, from }))
     }
 }
 
@@ -122,6 +147,8 @@ impl DirListing {
             path,
             state: Mutex::new(State::default()),
             source: tokio::sync::Mutex::new(None),
+            // The kernel's first request of a listing is READDIRPLUS.
+            wanted: MetaWanted::new(true),
         }
     }
 
@@ -138,7 +165,7 @@ impl DirListing {
     /// Every entry handed out so far.
     fn all(&self) -> Vec<DirEntry> {
         let st = lock(&self.state);
-        st.batches.iter().flat_map(|b| b.iter().cloned()).collect()
+        st.batches.iter().flat_map(|b| b.entries.iter().cloned()).collect()
     }
 }
 
@@ -153,24 +180,30 @@ impl ZarrFs {
 
     /// The entries of an open directory from `offset` on, when they are in already (no
     /// I/O: the FUSE thread may answer from here); `None` when `readdir_at` must read on.
-    pub fn readdir_ready(&self, fh: u64, offset: u64) -> FsResult<Option<DirEntries>> {
+    /// `plus`: for READDIRPLUS, so with attributes.
+    pub fn readdir_ready(&self, fh: u64, offset: u64, plus: bool) -> FsResult<Option<DirEntries>> {
         let listing = self.dir_listing(fh)?;
+        listing.wanted.set(plus);
         let st = lock(&listing.state);
         listing.check(&st)?;
-        Ok(st.entries_from(offset as usize))
+        Ok(st.entries_from(offset as usize, plus).and_then(Result::ok))
     }
 
     /// The entries of an open directory from `offset` on: at least one, unless the listing
-    /// ends before it. Reads pages of the listing until then.
-    pub async fn readdir_at(&self, fh: u64, offset: u64) -> FsResult<DirEntries> {
+    /// ends before it. Reads pages of the listing until then; for READDIRPLUS (`plus`) the
+    /// entries have their attributes (a file gone since it was listed has none: skip it).
+    pub async fn readdir_at(&self, fh: u64, offset: u64, plus: bool) -> FsResult<DirEntries> {
         let listing = self.dir_listing(fh)?;
-        self.listed_to(&listing, offset as usize).await
+        listing.wanted.set(plus);
+        self.listed_to(&listing, offset as usize, plus).await
     }
 
-    /// The whole listing of an open directory (read to its end now if it was not yet).
+    /// The whole listing of an open directory (read to its end now if it was not yet, with
+    /// attributes; entries read earlier by a plain READDIR may lack them).
     pub async fn list_dir(&self, fh: u64) -> FsResult<Arc<Vec<DirEntry>>> {
         let listing = self.dir_listing(fh)?;
-        self.listed_to(&listing, usize::MAX).await?;
+        listing.wanted.set(true);
+        self.listed_to(&listing, usize::MAX, false).await?;
         Ok(Arc::new(listing.all()))
     }
 
@@ -197,20 +230,32 @@ impl ZarrFs {
             std::mem::take(&mut st.batches)
         };
         for batch in batches {
-            self.unpin_listing(&batch);
+            self.unpin_listing(&batch.entries);
         }
     }
 
-    /// Read pages until the entry at `offset` is listed or the listing ends.
-    async fn listed_to(&self, listing: &DirListing, offset: usize) -> FsResult<DirEntries> {
+    /// Read pages until the entry at `offset` is listed or the listing ends (and for
+    /// READDIRPLUS, `plus`, until its batch has attributes).
+    async fn listed_to(
+        &self,
+        listing: &DirListing,
+        offset: usize,
+        plus: bool,
+    ) -> FsResult<DirEntries> {
         let mut source = listing.source.lock().await;
         loop {
-            {
+            let unfilled = {
                 let st = lock(&listing.state);
                 listing.check(&st)?;
-                if let Some(entries) = st.entries_from(offset) {
-                    return Ok(entries);
+                match st.entries_from(offset, plus) {
+                    Some(Ok(entries)) => return Ok(entries),
+                    Some(Err(batch)) => Some(batch),
+                    None => None,
                 }
+            };
+            if let Some(batch) = unfilled {
+                self.fill_batch(listing, batch).await?;
+                continue;
             }
             let src = match source.as_mut() {
                 Some(src) => src,
@@ -219,7 +264,8 @@ impl ZarrFs {
             match src.pages.recv().await {
                 Some((watch, Ok(page))) => {
                     let page = self.page_entries(&listing.path, &watch, page).await?;
-                    src.files.extend(page.iter().filter(|e| !e.1.is_dir()).map(|e| e.0.clone()));
+                    let files = page.iter().filter(|e| !e.1.as_ref().is_some_and(Node::is_dir));
+                    src.files.extend(files.map(|e| e.0.clone()));
                     // The watch lives until the page is cached: a write-back between
                     // `page_entries` and here must keep its old node out of the cache.
                     self.add_batch(listing, page, Some(&watch))?;
@@ -243,12 +289,51 @@ impl ZarrFs {
         }
     }
 
+    /// Look up the files of batch `i` that were listed without attributes (READDIRPLUS
+    /// asks for them). One found gone keeps none and is not sent; one that became a
+    /// directory is sent as one.
+    async fn fill_batch(&self, listing: &DirListing, i: usize) -> FsResult<()> {
+        use futures::stream::{FuturesUnordered, StreamExt};
+        let batch = {
+            let st = lock(&listing.state);
+            listing.check(&st)?;
+            st.batches[i].entries.clone()
+        };
+        let mut missing = batch.iter().enumerate().filter(|(_, e)| e.attr.is_none());
+        let mut found: Vec<(usize, Option<Node>)> = Vec::new();
+        let mut asking = FuturesUnordered::new();
+        loop {
+            while asking.len() < FILL_LOOKUPS {
+                let Some((j, e)) = missing.next() else { break };
+                let path = join_key(&listing.path, &e.name);
+                asking.push(async move { self.resolve(&path).await.map(|node| (j, node)) });
+            }
+            match asking.next().await {
+                Some(answer) => found.push(answer?),
+                None => break,
+            }
+        }
+        let mut filled = (*batch).clone();
+        for (j, node) in found {
+            if let Some(node) = node {
+                let e = &mut filled[j];
+                e.kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
+                e.attr = Some(self.attr_of(e.ino, &node));
+            }
+        }
+        let mut st = lock(&listing.state);
+        listing.check(&st)?;
+        st.batches[i] = Batch { entries: Arc::new(filled), filled: true };
+        Ok(())
+    }
+
     /// Start the task that reads the listing's pages.
     fn start_listing(&self, listing: &DirListing) -> Source {
         let (tx, rx) = mpsc::channel(PAGES_AHEAD);
         let (ns, changes, path) = (self.ns.clone(), self.cache.change_log(), listing.path.clone());
+        let wanted = listing.wanted.clone();
         let reader = tokio::spawn(async move {
-            let mut pages = ns.list_pages(&path);
+            let mut pages = ns.list_pages(&path, wanted);
             loop {
                 // Taken before the page is asked for: a change through the mount that the
                 // page may predate is then seen (see `changes`).
@@ -272,13 +357,13 @@ impl ZarrFs {
     /// A page as the kernel must see it: entries this mount changed while the store listed
     /// them asked for again (the kernel takes READDIRPLUS attributes as current, and cuts
     /// reads at their size), files open for writing shown as their buffers. Each entry says
-    /// whether it may be cached.
+    /// whether it may be cached (a file listed without attributes has no node to cache).
     async fn page_entries(
         &self,
         dir: &str,
         watch: &Watch,
-        mut page: Vec<(String, Node)>,
-    ) -> FsResult<Vec<(String, Node, bool)>> {
+        mut page: Vec<(String, Option<Node>)>,
+    ) -> FsResult<Vec<(String, Option<Node>, bool)>> {
         let mut asked_again = Vec::new();
         for (i, (name, _)) in page.iter().enumerate() {
             let child = join_key(dir, name);
@@ -291,7 +376,7 @@ impl ZarrFs {
         for (i, node) in asked_again {
             cacheable[i] = false;
             match node {
-                Some(node) => page[i].1 = node,
+                Some(node) => page[i].1 = Some(node),
                 None => gone.push(i),
             }
         }
@@ -309,11 +394,11 @@ impl ZarrFs {
         for (i, buf) in buffered {
             let b = buf.lock().await;
             if !b.is_unlinked() {
-                page[i].1 = buf_node(&b);
+                page[i].1 = Some(buf_node(&b));
                 cacheable[i] = false;
             }
         }
-        let mut out: Vec<(String, Node, bool)> =
+        let mut out: Vec<(String, Option<Node>, bool)> =
             page.into_iter().zip(cacheable).map(|((n, node), c)| (n, node, c)).collect();
         for i in gone.into_iter().rev() {
             out.remove(i);
@@ -326,7 +411,7 @@ impl ZarrFs {
     fn add_batch(
         &self,
         listing: &DirListing,
-        page: Vec<(String, Node, bool)>,
+        page: Vec<(String, Option<Node>, bool)>,
         watch: Option<&Watch>,
     ) -> FsResult<()> {
         let mut st = lock(&listing.state);
@@ -349,33 +434,38 @@ impl ZarrFs {
                 ino,
                 name: ".".into(),
                 kind: FileKind::Dir,
-                attr: dir_attr(ino),
+                attr: Some(dir_attr(ino)),
             });
             let parent = dir_attr(parent_ino);
             batch.push(DirEntry {
                 ino: parent_ino,
                 name: "..".into(),
                 kind: FileKind::Dir,
-                attr: parent,
+                attr: Some(parent),
             });
         }
         let now = Instant::now();
         let mut nodes = self.cache.lock_entries();
+        let mut filled = true;
         for (name, node, cacheable) in page {
             let child = join_key(&listing.path, &name);
-            let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
+            let is_dir = node.as_ref().is_some_and(Node::is_dir);
+            let kind = if is_dir { FileKind::Dir } else { FileKind::File };
             let child_ino = inodes.pin(&child);
-            let attr = self.attr_of(child_ino, &node);
+            let attr = node.as_ref().map(|node| self.attr_of(child_ino, node));
+            filled &= attr.is_some();
             // One listing answers the lookups that `ls -l` sends next. As in `cache_node`, a
             // change noted since the watch (checked under the cache lock, which `invalidate`
             // takes after noting) keeps the listed node out.
-            if cacheable && watch.is_some_and(|w| !w.changed(&child)) {
+            if let Some(node) =
+                node.filter(|_| cacheable && watch.is_some_and(|w| !w.changed(&child)))
+            {
                 nodes.put(child, (Some(node), now));
             }
             batch.push(DirEntry { ino: child_ino, name, kind, attr });
         }
         st.len += batch.len();
-        st.batches.push(Arc::new(batch));
+        st.batches.push(Batch { entries: Arc::new(batch), filled });
         Ok(())
     }
 
@@ -401,7 +491,7 @@ impl ZarrFs {
                 }
                 let b = buf.lock().await;
                 if !b.is_unlinked() {
-                    extra.push((name, buf_node(&b), false));
+                    extra.push((name, Some(buf_node(&b)), false));
                 }
             }
         }
@@ -549,9 +639,9 @@ mod tests {
         let (fs, gate, served) = gated(250, 100).await;
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();
         let fh = fs.opendir_lazy(d.ino).unwrap().fh;
-        assert!(fs.readdir_ready(fh, 0).unwrap().is_none(), "nothing listed at opendir");
+        assert!(fs.readdir_ready(fh, 0, true).unwrap().is_none(), "nothing listed at opendir");
 
-        let first = tokio::time::timeout(Duration::from_secs(10), fs.readdir_at(fh, 0))
+        let first = tokio::time::timeout(Duration::from_secs(10), fs.readdir_at(fh, 0, true))
             .await
             .expect("the first page is answered while the backend holds the second")
             .unwrap();
@@ -559,7 +649,7 @@ mod tests {
         assert_eq!(first.len(), 102, "`.`, `..` and the first page: {first:?}");
         assert_eq!(&first[..3], [".", "..", "f00000"]);
         // The next page is read ahead but still held by the backend: the reader waits.
-        let mut next = Box::pin(fs.readdir_at(fh, 102));
+        let mut next = Box::pin(fs.readdir_at(fh, 102, true));
         assert!(
             tokio::time::timeout(NOT_YET, &mut next).await.is_err(),
             "answered past the backend"
@@ -567,7 +657,7 @@ mod tests {
         assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert!(fs.readdir_listed(fh).unwrap().is_none(), "not complete yet");
         // A rewind within what was listed is answered at once, without the backend.
-        let again = fs.readdir_ready(fh, 50).unwrap().expect("listed already");
+        let again = fs.readdir_ready(fh, 50, true).unwrap().expect("listed already");
         assert_eq!(names(&again)[0], "f00048");
 
         gate.add_permits(1);
@@ -578,7 +668,7 @@ mod tests {
         let mut offset = 0;
         loop {
             let page: Vec<(u64, String)> = fs
-                .readdir_at(fh, offset)
+                .readdir_at(fh, offset, true)
                 .await
                 .unwrap()
                 .iter()
@@ -606,17 +696,17 @@ mod tests {
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();
         let before = fs.gauges().known_inodes;
         let fh = fs.opendir_lazy(d.ino).unwrap().fh;
-        let first = fs.readdir_at(fh, 0).await.unwrap();
+        let first = fs.readdir_at(fh, 0, true).await.unwrap();
         assert_eq!(names(&first).len(), 102);
         assert_eq!(fs.gauges().known_inodes, before + 100, "held while the listing is open");
         // One entry handed to the kernel by READDIRPLUS is a lookup: it outlives the listing.
         let (_, e) = first.iter().nth(5).unwrap();
-        let plus = fs.readdirplus_entry("d", e);
+        let plus = fs.readdirplus_entry("d", e).unwrap();
         // A reader waits for the held page when the directory is closed.
         let fs = Arc::new(fs);
         let waiting = tokio::spawn({
             let fs = fs.clone();
-            async move { fs.readdir_at(fh, 102).await.map(|e| names(&e)) }
+            async move { fs.readdir_at(fh, 102, true).await.map(|e| names(&e)) }
         });
         tokio::time::sleep(NOT_YET).await;
         fs.releasedir(fh);
@@ -646,9 +736,87 @@ mod tests {
         let seen: HashSet<&str> = all.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(seen.len(), all.len(), "a name twice");
         assert_eq!(all.len(), 2 + 150 + 1 + 1);
-        let size = |n: &str| all.iter().find(|e| e.name == n).unwrap().attr.size;
+        let size = |n: &str| all.iter().find(|e| e.name == n).unwrap().attr.unwrap().size;
         assert_eq!(size("new"), 3);
         assert_eq!(size("f00120"), 6, "the buffer, not the store");
+        fs.releasedir(fh);
+    }
+
+    /// On the local backend a plain READDIR lists names and kinds only: entries of pages
+    /// read for it have no attributes and are not cached, so a later lookup asks the store
+    /// (and sees a change on disk that a cached entry would hide). A READDIRPLUS that comes
+    /// back to such a batch looks its files up first: right sizes, and a file gone since is
+    /// left without attributes, so never sent.
+    #[tokio::test]
+    async fn plain_readdir_lists_names_only_and_readdirplus_fills_them_in() {
+        use crate::store::backends::local::LocalStore;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let n = 6 * 1024; // six pages of the local backend
+        for i in 0..n {
+            std::fs::write(dir.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
+        }
+        let size_of = |name: &str| (name[1..].parse::<usize>().unwrap() % 7) as u64;
+        let ns = Arc::new(RawNamespace::new(Arc::new(LocalStore::open(tmp.path()).unwrap())));
+        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let fs = ZarrFs::new(ns, cfg);
+        let d = fs.lookup(ROOT_INO, "d").await.unwrap();
+        let fh = fs.opendir_lazy(d.ino).unwrap().fh;
+
+        // The kernel opens with READDIRPLUS, then (`find`) sends plain READDIRs.
+        let plus = fs.readdir_at(fh, 0, true).await.unwrap();
+        let first: Vec<DirEntry> = plus.iter().map(|(_, e)| e.clone()).take(100).collect();
+        for e in &first[2..] {
+            assert_eq!(e.attr.map(|a| a.size), Some(size_of(&e.name)), "{}", e.name);
+        }
+        let mut all: Vec<(u64, DirEntry)> = Vec::new();
+        let mut offset = first.len() as u64;
+        loop {
+            let page = fs.readdir_at(fh, offset, false).await.unwrap();
+            let page: Vec<(u64, DirEntry)> = page.iter().map(|(o, e)| (o, e.clone())).collect();
+            let Some(&(last, _)) = page.last() else { break };
+            offset = last;
+            all.extend(page);
+        }
+        assert_eq!(all.len() + first.len(), n + 2, "every name once");
+        let bare: Vec<&(u64, DirEntry)> = all.iter().filter(|(_, e)| e.attr.is_none()).collect();
+        // Pages read ahead while READDIRPLUS was the last request keep attributes; the rest
+        // (at least the last two pages) have none.
+        assert!(bare.len() >= 2048, "{} entries listed without attributes", bare.len());
+        assert!(bare.iter().all(|(_, e)| e.kind == FileKind::File));
+
+        // Not cached: a lookup asks the store. A file of the first page was cached.
+        let (changed, gone) = (&bare[0].1.name, &bare[1].1.name);
+        let cached = &first[2].name;
+        for name in [changed, cached] {
+            std::fs::write(dir.join(name), vec![b'y'; 100]).unwrap();
+        }
+        std::fs::remove_file(dir.join(gone)).unwrap();
+        assert_eq!(fs.lookup(d.ino, changed).await.unwrap().size, 100);
+        assert_eq!(fs.lookup(d.ino, cached).await.unwrap().size, size_of(cached), "cached");
+
+        // READDIRPLUS from the first bare entry on: its batch is looked up first.
+        let from = bare[0].0 - 1;
+        assert!(fs.readdir_ready(fh, from, true).unwrap().is_none(), "needs lookups first");
+        let filled = fs.readdir_at(fh, from, true).await.unwrap();
+        let filled: Vec<DirEntry> = filled.iter().map(|(_, e)| e.clone()).collect();
+        assert_eq!(&filled[0].name, changed);
+        assert!(filled.len() > 2);
+        for e in &filled {
+            let want = if &e.name == changed {
+                Some(100)
+            } else if &e.name == gone {
+                None
+            } else {
+                Some(size_of(&e.name))
+            };
+            assert_eq!(e.attr.map(|a| a.size), want, "{}", e.name);
+        }
+        let gone_entry = filled.iter().find(|e| &e.name == gone).expect("still listed");
+        assert!(fs.readdirplus_entry("d", gone_entry).is_none(), "a gone file is not sent");
+        // Filled once: the same request is now answered from memory.
+        assert!(fs.readdir_ready(fh, from, true).unwrap().is_some());
         fs.releasedir(fh);
     }
 }

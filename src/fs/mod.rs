@@ -82,8 +82,9 @@ pub struct DirEntry {
     pub ino: u64,
     pub name: String,
     pub kind: FileKind,
-    /// The attributes at opendir, for READDIRPLUS (ignored by the kernel for `.` and `..`).
-    pub attr: Attr,
+    /// The attributes when listed, for READDIRPLUS (ignored by the kernel for `.` and `..`);
+    /// `None` for a file listed for a plain READDIR, which needs none (see `listing`).
+    pub attr: Option<Attr>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -338,13 +339,16 @@ impl ZarrFs {
     /// READDIRPLUS hands the kernel an entry, which counts as a lookup of it: take the
     /// reference and return the attributes to send (the inode may have been renumbered since
     /// opendir). If the reply has no room for it after all, `forget(attr.ino, 1)` undoes this.
-    pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Attr {
+    /// `None` (and no reference) for an entry without attributes: a file found gone when
+    /// READDIRPLUS asked for them, not to be sent.
+    pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Option<Attr> {
+        let attr = e.attr?;
         let path = join_key(dir, &e.name);
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         if let Some(Some(node)) = self.cached_node(&path) {
             self.note_version(ino, &node);
         }
-        Attr { ino, ..e.attr }
+        Some(Attr { ino, ..attr })
     }
 
     pub fn releasedir(&self, fh: u64) {
@@ -495,7 +499,7 @@ mod tests {
         }
         let fh = fs.opendir(d.ino).await.unwrap();
         let entries = fs.readdir(fh).unwrap();
-        let plus = fs.readdirplus_entry("d", &entries[2]); // handed to the kernel: a lookup
+        let plus = fs.readdirplus_entry("d", &entries[2]).unwrap(); // handed to the kernel: a lookup
         let looked_up = fs.lookup(d.ino, "f7").await.unwrap();
         fs.releasedir(fh);
         assert_eq!(fs.gauges().known_inodes, before + 2);
@@ -614,7 +618,7 @@ mod tests {
         let fh = fs.opendir(ROOT_INO).await.unwrap();
         let entries = fs.readdir(fh).unwrap();
         let f = entries.iter().find(|e| e.name == "f").unwrap();
-        let attr = fs.readdirplus_entry(&fs.dir_path(fh).unwrap(), f);
+        let attr = fs.readdirplus_entry(&fs.dir_path(fh).unwrap(), f).unwrap();
         assert_eq!((attr.ino, attr.size, attr.kind), (f.ino, 5, FileKind::File));
         assert_eq!(fs.path_of(attr.ino).unwrap(), "f");
         fs.forget(attr.ino, 1);

@@ -10,11 +10,12 @@ use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
 use super::spill::Body;
-use crate::store::{join_key, ByteRange, PutMode, Store, StoreError};
+use crate::store::{join_key, ByteRange, EntryListing, MetaWanted, PutMode, Store, StoreError};
 use crate::view::node::{Backing, Node};
 
-/// A listing read page by page (see `Namespace::list_pages`).
-pub type NodePages<'a> = futures::stream::BoxStream<'a, FsResult<Vec<(String, Node)>>>;
+/// A listing read page by page (see `Namespace::list_pages`): each name with its node, or
+/// `None` for a regular file whose attributes the page was read without.
+pub type NodePages<'a> = futures::stream::BoxStream<'a, FsResult<Vec<(String, Option<Node>)>>>;
 
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
 #[async_trait]
@@ -24,10 +25,16 @@ pub trait Namespace: Send + Sync + 'static {
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>>;
     /// The children of a directory page by page, each page sorted by name, no name twice over
     /// all pages, an error ending the listing: a directory can then be shown before it has
-    /// been read whole. By default the whole `list` as one page (views that must see every
-    /// key of a directory before they know their own entries keep it that way).
-    fn list_pages<'a>(&'a self, dir: &'a str) -> NodePages<'a> {
-        Box::pin(futures::stream::once(self.list(dir)))
+    /// been read whole. A page read while `wanted` is false may leave out the attributes of
+    /// files (`None`) where they would cost a request per file (see
+    /// `Store::list_entry_pages`). By default the whole `list` as one page, every node known
+    /// (views that must see every key of a directory before they know their own entries keep
+    /// it that way).
+    fn list_pages<'a>(&'a self, dir: &'a str, _wanted: MetaWanted) -> NodePages<'a> {
+        use futures::FutureExt;
+        Box::pin(futures::stream::once(self.list(dir).map(|page| {
+            page.map(|nodes| nodes.into_iter().map(|(name, node)| (name, Some(node))).collect())
+        })))
     }
     /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
@@ -145,15 +152,15 @@ impl Namespace for RawNamespace {
 
     /// The store's pages as they come; then, as a last page, the virtual directories (made
     /// by mkdir, see `RawNamespace`) that no page showed.
-    fn list_pages<'a>(&'a self, dir: &'a str) -> NodePages<'a> {
+    fn list_pages<'a>(&'a self, dir: &'a str, wanted: MetaWanted) -> NodePages<'a> {
         use futures::stream::{self, StreamExt};
         let virtuals: HashSet<String> = self.virtual_dirs_in(dir).collect();
-        let state = (self.store.list_pages(dir), Some(virtuals));
+        let state = (self.store.list_entry_pages(dir, wanted), Some(virtuals));
         stream::unfold(state, move |(mut pages, mut virtuals)| async move {
             let unseen = virtuals.as_mut()?;
             match pages.next().await {
                 Some(Ok(listing)) => {
-                    let mut out = self.nodes_of(dir, listing);
+                    let mut out = self.entries_of(dir, listing);
                     out.sort_by(|a, b| a.0.cmp(&b.0));
                     if !unseen.is_empty() {
                         out.iter().for_each(|(name, _)| {
@@ -164,8 +171,8 @@ impl Namespace for RawNamespace {
                 }
                 Some(Err(e)) => Some((Err(e.into()), (pages, None))),
                 None => {
-                    let mut last: Vec<(String, Node)> =
-                        virtuals.take()?.into_iter().map(|n| (n, self.dir_node())).collect();
+                    let mut last: Vec<(String, Option<Node>)> =
+                        virtuals.take()?.into_iter().map(|n| (n, Some(self.dir_node()))).collect();
                     last.sort_by(|a, b| a.0.cmp(&b.0));
                     (!last.is_empty()).then_some((Ok(last), (pages, None)))
                 }
@@ -308,29 +315,33 @@ impl Namespace for RawNamespace {
 }
 
 impl RawNamespace {
-    /// The entries of (a page of) a store listing of `dir`, unsorted. A name that is both a
-    /// file and a directory is shown as the directory (see `lookup`).
+    /// The entries of a whole store listing of `dir`, unsorted (see `entries_of`).
     fn nodes_of(&self, dir: &str, listing: crate::store::Listing) -> Vec<(String, Node)> {
-        let mut out: Vec<(String, Node)> =
-            Vec::with_capacity(listing.files.len() + listing.dirs.len());
+        // Every file of a `Listing` has its metadata, so every entry has its node.
+        let entries = self.entries_of(dir, listing.into());
+        entries.into_iter().filter_map(|(name, node)| Some((name, node?))).collect()
+    }
+
+    /// The entries of (a page of) a store listing of `dir`, unsorted; a file listed without
+    /// its metadata has no node. A name that is both a file and a directory is shown as the
+    /// directory (see `lookup`).
+    fn entries_of(&self, dir: &str, listing: EntryListing) -> Vec<(String, Option<Node>)> {
+        let mut out = Vec::with_capacity(listing.files.len() + listing.dirs.len());
         let dirs: HashSet<&str> = listing.dirs.iter().map(String::as_str).collect();
         for (name, meta) in listing.files {
             if dirs.contains(name.as_str()) {
                 continue; // shown as the directory (see lookup)
             }
-            let key = join_key(dir, &name);
-            out.push((
-                name,
-                Node {
-                    size: meta.size,
-                    modified: meta.modified,
-                    backing: Backing::Object { key, version: meta.version },
-                },
-            ));
+            let node = meta.map(|meta| Node {
+                size: meta.size,
+                modified: meta.modified,
+                backing: Backing::Object { key: join_key(dir, &name), version: meta.version },
+            });
+            out.push((name, node));
         }
         drop(dirs);
         for name in listing.dirs {
-            out.push((name, self.dir_node()));
+            out.push((name, Some(self.dir_node())));
         }
         out
     }

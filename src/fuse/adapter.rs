@@ -609,11 +609,11 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         let req = Req::new(Op::Readdir, self::fh(fh));
-        match self.fs.readdir_ready(fh.0, offset) {
+        match self.fs.readdir_ready(fh.0, offset, false) {
             Ok(Some(entries)) => fill_dir(&entries, reply),
             Ok(None) => self.spawn(
                 req,
-                move |fs| async move { fs.readdir_at(fh.0, offset).await },
+                move |fs| async move { fs.readdir_at(fh.0, offset, false).await },
                 move |r, _| match r {
                     Ok(entries) => fill_dir(&entries, reply),
                     Err(e) => reply.error(errno(&e)),
@@ -635,11 +635,11 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyDirectoryPlus,
     ) {
         let req = Req::new(Op::Readdirplus, self::fh(fh));
-        match self.fs.readdir_ready(fh.0, offset) {
+        match self.fs.readdir_ready(fh.0, offset, true) {
             Ok(Some(entries)) => fill_dir_plus(&self.fs, fh, &entries, self.maker, reply),
             Ok(None) => self.spawn(
                 req,
-                move |fs| async move { Ok((fs.readdir_at(fh.0, offset).await?, fs)) },
+                move |fs| async move { Ok((fs.readdir_at(fh.0, offset, true).await?, fs)) },
                 move |r, m| match r {
                     Ok((entries, fs)) => fill_dir_plus(&fs, fh, &entries, m, reply),
                     Err(e) => reply.error(errno(&e)),
@@ -777,6 +777,9 @@ fn fill_dir_plus(
     for (next, e) in entries.iter() {
         let dot = e.name == "." || e.name == "..";
         let attr = if dot { e.attr } else { fs.readdirplus_entry(&dir, e) };
+        // No attributes: gone since it was listed. Left out; the entries after it keep their
+        // offsets, so the kernel resumes correctly.
+        let Some(attr) = attr else { continue };
         if reply.add(
             INodeNo(attr.ino),
             next,

@@ -38,6 +38,46 @@ pub struct Listing {
 /// A listing read page by page (see `Store::list_pages`).
 pub type ListPages<'a> = futures::stream::BoxStream<'a, StoreResult<Listing>>;
 
+/// A page of a listing whose files may come without their metadata (see
+/// `Store::list_entry_pages`).
+#[derive(Debug, Default, Clone)]
+pub struct EntryListing {
+    /// Objects directly below the prefix, with their metadata, or `None` where the page was
+    /// read without it (the local backend would have had to `lstat` each file for it).
+    pub files: Vec<(String, Option<ObjectMeta>)>,
+    /// Sub-prefixes ("directories") directly below the prefix.
+    pub dirs: Vec<String>,
+}
+
+impl From<Listing> for EntryListing {
+    fn from(l: Listing) -> Self {
+        EntryListing {
+            files: l.files.into_iter().map(|(name, meta)| (name, Some(meta))).collect(),
+            dirs: l.dirs,
+        }
+    }
+}
+
+/// A listing read page by page, files' metadata where wanted (see `Store::list_entry_pages`).
+pub type EntryPages<'a> = futures::stream::BoxStream<'a, StoreResult<EntryListing>>;
+
+/// Whether the next pages of a listing in progress need the metadata of their files; the
+/// reader of the listing may change it between pages (see `Store::list_entry_pages`).
+#[derive(Debug, Clone)]
+pub struct MetaWanted(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl MetaWanted {
+    pub fn new(wanted: bool) -> Self {
+        MetaWanted(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(wanted)))
+    }
+    pub fn set(&self, wanted: bool) {
+        self.0.store(wanted, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A byte range to fetch: `Range(a..b)` or the last `Suffix(n)` bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ByteRange {
@@ -278,6 +318,16 @@ pub trait Store: StoreHints {
     /// layers that only watch listings) hand out pages as the backend reads them.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         Box::pin(futures::stream::once(self.list(prefix)))
+    }
+
+    /// `list_pages` for a reader that may not need the files' metadata (a plain READDIR wants
+    /// names and kinds only): a page read while `wanted` is false may leave it out (`None`)
+    /// where the backend pays for it per file (the local backend's `lstat`); a page read
+    /// while it is true has it for every file. Hidden entries stay hidden either way. By
+    /// default `list_pages` with every file's metadata (an object store's LIST page has it).
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.list_pages(prefix).map(|page| page.map(EntryListing::from)))
     }
 
     /// Is `key` an object, a directory, both or neither?

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreHints,
-    StoreResult,
+    ByteRange, EntryListing, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
+    PutMode, Store, StoreError, StoreHints, StoreResult,
 };
 
 /// The read operations of a store; each means what the `Store` method of the same name does.
@@ -94,6 +94,11 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
     }
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         self.0.list_pages(prefix)
+    }
+    /// Read-only backends (zip, references, Icechunk) know every size from their index.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.0.list_pages(prefix).map(|page| page.map(EntryListing::from)))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.0.lookup(key).await

@@ -285,15 +285,21 @@ fn rss_now(pid: u32) -> u64 {
 
 /// `zarr_mount_known_inodes` from the metrics endpoint.
 fn known_inodes(port: u16) -> u64 {
+    metric(port, "zarr_mount_known_inodes").expect("known_inodes gauge")
+}
+
+/// The value of the series `name` (with its labels) from the metrics endpoint.
+fn metric(port: u16, name: &str) -> Option<u64> {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
+    let prefix = format!("{name} ");
     raw.lines()
-        .find_map(|l| l.strip_prefix("zarr_mount_known_inodes "))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .expect("known_inodes gauge") as u64
+        .map(|v| v as u64)
 }
 
 /// The kernel drops its dentries and inodes (so FORGETs reach the daemon); false if not allowed.
@@ -359,6 +365,52 @@ fn walking_many_keys_twice_does_not_grow_memory() {
     // and 7 MiB at this size (the metadata cache holds every path at this size either way).
     // A leak of what a walk holds per key (about 1 KiB at 100,000 keys: ~100 MiB) fails it by far.
     assert!(rss[1] < rss[0] + (16 << 20), "RSS grew from {} to {} bytes", rss[0], rss[1]);
+}
+
+/// `find` gets plain READDIR from the kernel after the first page, which the daemon answers
+/// from names and kinds alone (no `lstat` per entry on a local directory): every file and
+/// directory is found, symlinks and FIFOs stay hidden, and a `stat` of each file afterwards
+/// still gets its right size (nothing listed without attributes is cached as if it had them).
+#[test]
+fn find_lists_names_and_stat_still_gets_sizes() {
+    let (_tmp, src, mnt) = dirs();
+    let n = 5000; // five pages of the local backend
+    let d = src.join("d");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    std::fs::write(d.join("sub/k"), b"kk").unwrap();
+    for i in 0..n {
+        std::fs::write(d.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
+    }
+    std::os::unix::fs::symlink("f00001", d.join("link")).unwrap();
+    std::os::unix::fs::symlink("sub", d.join("dir_link")).unwrap();
+    let fifo = std::ffi::CString::new(d.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo of a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let port = common::s3::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--metrics-addr", &addr]);
+
+    let out = std::process::Command::new("find").arg(m.path("d")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut found: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.strip_prefix(m.mnt.to_str().unwrap()).unwrap().to_string())
+        .collect();
+    found.sort();
+    let mut expected: Vec<String> = (0..n).map(|i| format!("/d/f{i:05}")).collect();
+    expected.extend(["/d", "/d/sub", "/d/sub/k"].map(String::from));
+    expected.sort();
+    assert_eq!(found, expected, "every file and directory once; no symlink, no FIFO");
+    let plain = metric(port, "zarr_mount_fuse_requests_total{op=\"readdir\"}").unwrap_or(0);
+    assert!(plain > 0, "find got no plain READDIR: the names-only path was not taken");
+
+    for i in 0..n {
+        let path = m.path(&format!("d/f{i:05}"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), (i % 7) as u64, "{path:?}");
+    }
+    assert_eq!(std::fs::read(m.path("d/sub/k")).unwrap(), b"kk");
+    eprintln!("find over {n} keys: {plain} plain READDIR requests");
 }
 
 /// A spill directory where no file can be made fails the mount at once, with one line that

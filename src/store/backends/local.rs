@@ -31,8 +31,8 @@ use bytes::Bytes;
 
 use crate::store::StoreHints;
 use crate::store::{
-    split_key, validate_key, ByteRange, HiddenKeys, ListPages, Listing, Lookup, ObjectMeta,
-    PutMode, Store, StoreError, StoreResult,
+    split_key, validate_key, ByteRange, EntryListing, EntryPages, HiddenKeys, ListPages, Listing,
+    Lookup, MetaWanted, ObjectMeta, PutMode, Store, StoreError, StoreResult,
 };
 
 /// Names of our own in-flight temp files; hidden from listings.
@@ -112,6 +112,58 @@ impl LocalStore {
     }
 }
 
+impl LocalStore {
+    /// Pages of `LIST_PAGE` entries of the directory at `prefix`, each read on the blocking
+    /// pool when asked for; with metadata for every file unless `wanted` says it is not
+    /// needed when the page is read.
+    fn pages<'a>(&'a self, prefix: &'a str, wanted: Option<MetaWanted>) -> EntryPages<'a> {
+        use futures::stream::{self, StreamExt};
+        enum State {
+            Start,
+            Reading(std::fs::ReadDir),
+            Done,
+        }
+        let prefix = prefix.to_string();
+        Box::pin(
+            stream::unfold(State::Start, move |state| {
+                let prefix = prefix.clone();
+                let meta = wanted.as_ref().is_none_or(MetaWanted::get);
+                async move {
+                    let dir = match state {
+                        State::Done => return None,
+                        State::Start => None,
+                        State::Reading(dir) => Some(dir),
+                    };
+                    let page = self
+                        .blocking(move |s| {
+                            let mut dir = match dir {
+                                Some(dir) => dir,
+                                None => s.open_dir(&prefix)?,
+                            };
+                            let mut page = EntryListing::default();
+                            let more =
+                                s.read_page(&prefix, &mut dir, LIST_PAGE, meta, &mut page)?;
+                            Ok((page, more.then_some(dir)))
+                        })
+                        .await;
+                    Some(match page {
+                        Ok((page, Some(dir))) => (Ok(page), State::Reading(dir)),
+                        Ok((page, None)) => (Ok(page), State::Done),
+                        Err(e) => (Err(e), State::Done),
+                    })
+                }
+            })
+            .boxed(),
+        )
+    }
+}
+
+/// A page read with metadata as a `Listing` (every file has its metadata then).
+fn with_meta(page: EntryListing) -> Listing {
+    let files = page.files.into_iter().filter_map(|(name, meta)| Some((name, meta?))).collect();
+    Listing { files, dirs: page.dirs }
+}
+
 impl Inner {
     /// The directory at `prefix`, opened for reading its entries.
     fn open_dir(&self, prefix: &str) -> StoreResult<std::fs::ReadDir> {
@@ -125,13 +177,17 @@ impl Inner {
     }
 
     /// Up to `max` more entries of `dir` (the directory at `prefix`) into `out`, each part
-    /// sorted by name. Returns whether the directory may have more.
+    /// sorted by name. Returns whether the directory may have more. Without `meta`, files
+    /// come without their metadata and no entry is `lstat`ed: the kind comes from the
+    /// directory entry's `d_type` (std falls back to an `lstat` only where the filesystem
+    /// leaves it unknown).
     fn read_page(
         &self,
         prefix: &str,
         dir: &mut std::fs::ReadDir,
         max: usize,
-        out: &mut Listing,
+        meta: bool,
+        out: &mut EntryListing,
     ) -> StoreResult<bool> {
         let mut seen = 0;
         let more = loop {
@@ -153,15 +209,21 @@ impl Inner {
             if name.starts_with(TEMP_MARKER) {
                 continue;
             }
-            // lstat: a symlink is reported as itself, never followed.
-            let Ok(md) = entry.metadata() else { continue }; // raced with a delete
-            if md.is_dir() {
+            // lstat (or d_type): a symlink is reported as itself, never followed.
+            let Ok(kind) = entry.file_type() else { continue }; // raced with a delete
+            let (kind, md) = if meta && kind.is_file() {
+                let Ok(md) = entry.metadata() else { continue };
+                (md.file_type(), Some(md))
+            } else {
+                (kind, None)
+            };
+            if kind.is_dir() {
                 out.dirs.push(name);
-            } else if md.is_file() {
-                out.files.push((name, to_meta(&md)));
+            } else if kind.is_file() {
+                out.files.push((name, md.as_ref().map(to_meta)));
             } else {
                 // Not part of a store, and never opened (see open_file).
-                let what = if md.file_type().is_symlink() {
+                let what = if kind.is_symlink() {
                     "a symlink (symlinks are never followed)"
                 } else {
                     "a FIFO, socket or device node, not a regular file"
@@ -644,52 +706,23 @@ impl Store for LocalStore {
         let prefix = prefix.to_string();
         self.blocking(move |s| {
             let mut dir = s.open_dir(&prefix)?;
-            let mut listing = Listing::default();
-            while s.read_page(&prefix, &mut dir, usize::MAX, &mut listing)? {}
-            Ok(listing)
+            let mut listing = EntryListing::default();
+            while s.read_page(&prefix, &mut dir, usize::MAX, true, &mut listing)? {}
+            Ok(with_meta(listing))
         })
         .await
     }
 
-    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per entry) on the
+    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per file) on the
     /// blocking pool when asked for: no thread waits between pages for a slow reader.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        use futures::stream::{self, StreamExt};
-        enum State {
-            Start,
-            Reading(std::fs::ReadDir),
-            Done,
-        }
-        let prefix = prefix.to_string();
-        Box::pin(
-            stream::unfold(State::Start, move |state| {
-                let prefix = prefix.clone();
-                async move {
-                    let dir = match state {
-                        State::Done => return None,
-                        State::Start => None,
-                        State::Reading(dir) => Some(dir),
-                    };
-                    let page = self
-                        .blocking(move |s| {
-                            let mut dir = match dir {
-                                Some(dir) => dir,
-                                None => s.open_dir(&prefix)?,
-                            };
-                            let mut page = Listing::default();
-                            let more = s.read_page(&prefix, &mut dir, LIST_PAGE, &mut page)?;
-                            Ok((page, more.then_some(dir)))
-                        })
-                        .await;
-                    Some(match page {
-                        Ok((page, Some(dir))) => (Ok(page), State::Reading(dir)),
-                        Ok((page, None)) => (Ok(page), State::Done),
-                        Err(e) => (Err(e), State::Done),
-                    })
-                }
-            })
-            .boxed(),
-        )
+        use futures::StreamExt;
+        Box::pin(self.pages(prefix, None).map(|page| page.map(with_meta)))
+    }
+
+    /// As `list_pages`, but a page read while no metadata is wanted costs no `lstat`.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        self.pages(prefix, Some(wanted))
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
@@ -859,6 +892,160 @@ mod tests {
         // A missing directory: one error, then the end.
         let missing: Vec<_> = s.list_pages("nothing").collect().await;
         assert!(matches!(missing[..], [Err(StoreError::NotFound(_))]), "{missing:?}");
+    }
+
+    /// Run `f` on a new thread whose `lstat`s fail: a seccomp filter (inherited by the
+    /// threads it starts, such as tokio's blocking pool) refuses `statx`/`newfstatat` of a
+    /// name without following symlinks, which is what `lstat` and `DirEntry::metadata` are.
+    /// Stats of an open fd (`AT_EMPTY_PATH`, glibc's `fstat`) still work.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn without_lstat<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        #[cfg(target_arch = "x86_64")]
+        const AUDIT_ARCH: u32 = 0xc000_003e;
+        #[cfg(target_arch = "aarch64")]
+        const AUDIT_ARCH: u32 = 0xc000_00b7;
+        // Offsets in `struct seccomp_data`: nr, arch, then args[i] at 16 + 8 i (the low half
+        // first on these little-endian machines).
+        const NR: u32 = 0;
+        const ARCH: u32 = 4;
+        const STATX_FLAGS: u32 = 16 + 8 * 2;
+        const FSTATAT_FLAGS: u32 = 16 + 8 * 3;
+        let ld = |k: u32| libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k,
+        };
+        let jump = |op: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
+            code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
+            jt,
+            jf,
+            k,
+        };
+        let ret = |k: u32| libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k,
+        };
+        // Jumps skip that many instructions; 11 is "allow".
+        let program = [
+            ld(ARCH),                                                     // 0
+            jump(libc::BPF_JEQ, AUDIT_ARCH, 0, 9),                        // 1
+            ld(NR),                                                       // 2
+            jump(libc::BPF_JEQ, libc::SYS_statx as u32, 0, 2),            // 3
+            ld(STATX_FLAGS),                                              // 4
+            jump(libc::BPF_JA, 2, 0, 0),                                  // 5 -> 8
+            jump(libc::BPF_JEQ, libc::SYS_newfstatat as u32, 0, 4),       // 6
+            ld(FSTATAT_FLAGS),                                            // 7
+            jump(libc::BPF_JSET, libc::AT_SYMLINK_NOFOLLOW as u32, 0, 2), // 8
+            jump(libc::BPF_JSET, libc::AT_EMPTY_PATH as u32, 1, 0),       // 9
+            ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),            // 10
+            ret(libc::SECCOMP_RET_ALLOW),                                 // 11
+        ];
+        std::thread::spawn(move || {
+            let prog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_ptr() as *mut libc::sock_filter,
+            };
+            // SAFETY: prctl with the documented arguments; `prog` outlives the call (the
+            // kernel copies the program).
+            unsafe {
+                assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+                assert_eq!(
+                    libc::prctl(
+                        libc::PR_SET_SECCOMP,
+                        libc::SECCOMP_MODE_FILTER,
+                        &prog as *const libc::sock_fprog
+                    ),
+                    0,
+                    "seccomp filter: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            f()
+        })
+        .join()
+        .expect("the filtered thread")
+    }
+
+    /// A listing for a reader that wants no metadata (a plain READDIR) reads names and kinds
+    /// from the directory entries alone: it works where every `lstat` fails (and a listing
+    /// with metadata, on the same thread, shows that they do fail), and symlinks, FIFOs and
+    /// sockets stay hidden, known from `d_type`.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_listing_without_metadata_does_no_lstat() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let n = LIST_PAGE + 5;
+        for i in 0..n {
+            std::fs::write(root.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
+        }
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink("f00001", root.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("dir_link")).unwrap();
+        let fifo = CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo of a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        let files: Vec<String> = (0..n).map(|i| format!("f{i:05}")).collect();
+
+        let s = Arc::new(LocalStore::open(&root).unwrap());
+        let filtered = s.clone();
+        let (names_only, with_meta) = without_lstat(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let pages = filtered.list_entry_pages("", MetaWanted::new(false));
+                let names_only: Vec<EntryListing> = pages.map(|p| p.unwrap()).collect().await;
+                let with_meta = filtered.list("").await.unwrap();
+                (names_only, with_meta)
+            })
+        });
+        assert_eq!(names_only.len(), 2, "pages of {LIST_PAGE}");
+        let mut listed: Vec<String> = Vec::new();
+        for page in &names_only {
+            for (name, meta) in &page.files {
+                assert!(meta.is_none(), "{name} came with metadata");
+                listed.push(name.clone());
+            }
+        }
+        listed.sort();
+        assert_eq!(listed, files, "every file, and nothing else");
+        let dirs: Vec<&String> = names_only.iter().flat_map(|p| &p.dirs).collect();
+        assert_eq!(dirs, [&"sub".to_string()]);
+        for name in ["link", "dir_link", "fifo", "sock"] {
+            assert!(s.inner.hidden.was_reported(name), "{name:?} not reported hidden");
+        }
+        // The filter does refuse lstat: a listing that needs it loses every file.
+        assert!(with_meta.files.is_empty(), "lstat worked under the filter");
+        assert_eq!(with_meta.dirs, ["sub"]);
+    }
+
+    /// The reader's wish is read before each page: a page read while metadata is wanted has
+    /// it for every file (the right sizes), the next one, read after the wish changed, none.
+    #[tokio::test]
+    async fn metadata_is_read_for_the_pages_that_want_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = LIST_PAGE + 5;
+        for i in 0..n {
+            std::fs::write(tmp.path().join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
+        }
+        let s = LocalStore::open(tmp.path()).unwrap();
+        let wanted = MetaWanted::new(true);
+        let mut pages = s.list_entry_pages("", wanted.clone());
+        let first = pages.next().await.unwrap().unwrap();
+        assert_eq!(first.files.len(), LIST_PAGE);
+        for (name, meta) in &first.files {
+            let i: usize = name[1..].parse().unwrap();
+            assert_eq!(meta.as_ref().map(|m| m.size), Some((i % 7) as u64), "{name}");
+        }
+        wanted.set(false);
+        let second = pages.next().await.unwrap().unwrap();
+        assert_eq!(second.files.len(), 5);
+        assert!(second.files.iter().all(|(_, meta)| meta.is_none()), "{second:?}");
+        assert!(pages.next().await.is_none());
     }
 
     #[tokio::test]

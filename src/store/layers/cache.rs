@@ -24,7 +24,8 @@ use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreError, StoreResult,
 };
 
 /// Default largest object that is cached whole.
@@ -322,6 +323,18 @@ impl crate::store::layers::Layer for CachingStore {
         Box::pin(self.inner.list_pages(prefix).inspect(move |page| {
             for (name, meta) in page.iter().flat_map(|l| &l.files) {
                 self.observe(&crate::store::join_key(prefix, name), Some(meta));
+            }
+        }))
+    }
+
+    /// A file listed without its metadata tells the cache nothing.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.inner.list_entry_pages(prefix, wanted).inspect(move |page| {
+            for (name, meta) in page.iter().flat_map(|l| &l.files) {
+                if let Some(meta) = meta {
+                    self.observe(&crate::store::join_key(prefix, name), Some(meta));
+                }
             }
         }))
     }

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreError, StoreResult,
 };
 
 /// The kinds of store requests a rule can target.
@@ -231,6 +232,16 @@ impl crate::store::layers::Layer for FaultStore {
         Box::pin(once(self.gate(Op::List, prefix)).flat_map(move |gate| -> ListPages<'a> {
             match gate {
                 Ok(()) => self.inner.list_pages(prefix),
+                Err(e) => Box::pin(once(async { Err(e) })),
+            }
+        }))
+    }
+    /// As `list_pages`.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        use futures::stream::{once, StreamExt};
+        Box::pin(once(self.gate(Op::List, prefix)).flat_map(move |gate| -> EntryPages<'a> {
+            match gate {
+                Ok(()) => self.inner.list_entry_pages(prefix, wanted.clone()),
                 Err(e) => Box::pin(once(async { Err(e) })),
             }
         }))

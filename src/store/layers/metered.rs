@@ -13,7 +13,8 @@ use futures::StreamExt;
 
 use crate::metrics::{self, Kind};
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreError, StoreResult,
 };
 
 pub struct MeteredStore {
@@ -140,6 +141,16 @@ impl crate::store::layers::Layer for MeteredStore {
     /// listing, which asks the backend nothing, does not.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         Box::pin(futures::stream::unfold(self.inner.list_pages(prefix), |mut pages| async move {
+            let started = Instant::now();
+            let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
+            metrics::global().backend.requests(Kind::List).inc();
+            Some((account(Kind::List, 0, nothing, started, first_byte, page?), pages))
+        }))
+    }
+    /// Counted as `list_pages` is.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        let pages = self.inner.list_entry_pages(prefix, wanted);
+        Box::pin(futures::stream::unfold(pages, |mut pages| async move {
             let started = Instant::now();
             let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
             metrics::global().backend.requests(Kind::List).inc();

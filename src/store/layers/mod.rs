@@ -26,7 +26,8 @@ use bytes::Bytes;
 
 use crate::store::StoreHints;
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult,
+    ByteRange, EntryListing, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
+    PutMode, Store, StoreResult,
 };
 
 /// A store over another store; each method defaults to the same call on `inner()`.
@@ -83,6 +84,12 @@ pub trait Layer: Send + Sync + 'static {
     /// the pages of the store below instead.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         Box::pin(futures::stream::once(Layer::list(self, prefix)))
+    }
+    /// By default the layer's own `list_pages` with every file's metadata, for the same
+    /// reason; a layer that only watches listings forwards the store below's instead.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
+        use futures::StreamExt;
+        Box::pin(Layer::list_pages(self, prefix).map(|page| page.map(EntryListing::from)))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.inner().lookup(key).await
@@ -186,6 +193,9 @@ impl<L: Layer> Store for L {
     }
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         Layer::list_pages(self, prefix)
+    }
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        Layer::list_entry_pages(self, prefix, wanted)
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         Layer::lookup(self, key).await

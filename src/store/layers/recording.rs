@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreResult,
 };
 
 pub struct RecordingStore {
@@ -136,6 +137,10 @@ impl crate::store::layers::Layer for RecordingStore {
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
         self.record(format!("list {prefix}"));
         self.inner.list_pages(prefix)
+    }
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        self.record(format!("list {prefix}"));
+        self.inner.list_entry_pages(prefix, wanted)
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.record(format!("lookup {key}"));
