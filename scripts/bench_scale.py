@@ -7,6 +7,8 @@
      listing with boto3.
   11. walk (only with --only walk): `find` and `ls -lR` of 1,000,000 keys in a local tree, twice;
      the daemon's RSS after each walk and the inodes it holds.
+  4b. listing-s3s (only with --only listing-s3s): time to the first entry, `ls -l` and `find` of
+     100,000 keys on s3s-fs (objects are files: the keys are made in its data directory).
   5. memory: peak RSS (VmHWM) of the daemon while reading 4 GiB through the mount, local and
      S3, against the limit --cache-size + a small constant.
 
@@ -214,6 +216,55 @@ def bench_listing_s3(binary, work, s3, count):
               flush=True)
 
 
+def bench_listing_s3s(binary, work, count):
+    """Time to the first entry on S3 with `count` keys in one prefix, on s3s-fs (objects are
+    files, so the keys are made directly in its data directory; moto answers every LIST page
+    of a large bucket in time proportional to the bucket, see BENCHMARKS.md 11)."""
+    import boto3
+
+    root = Path(__file__).resolve().parent.parent
+    script = root / "scripts" / "s3-server.sh"
+    sdir = work / "s3s"
+    flat = sdir / "data" / "bench" / "list" / "flat"
+    flat.mkdir(parents=True)
+    for i in range(count):
+        (flat / str(i)).write_bytes(b"0123456789abcdef")
+    port = free_port()
+    env = dict(os.environ, S3S_LOG="s3s=warn")
+    subprocess.run([str(script), "start", str(sdir), str(port), "s3s-fs"], check=True, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=url, aws_access_key_id="test",
+                              aws_secret_access_key="test", region_name="us-east-1")
+        t = time.perf_counter()
+        page = client.list_objects_v2(Bucket="bench", Prefix="list/flat/", Delimiter="/", MaxKeys=1000)
+        one_page = time.perf_counter() - t
+        assert len(page["Contents"]) == 1000, len(page["Contents"])
+        menv = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
+        menv.pop("AWS_CA_BUNDLE", None)
+        mnt = work / "mnt"
+        mnt.mkdir(exist_ok=True)
+        log = work / "daemon.log"
+        for run_no in range(3):
+            with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--endpoint-url", url,
+                         log=log, env=menv):
+                took = first_entry(mnt / "flat")
+            print(f"{'first entry of ' + format(count, ',') + ' keys, s3s-fs':40s} mount {took * 1000:6.1f} ms  boto3, one page of 1,000"
+                  f" {one_page * 1000:6.1f} ms", flush=True)
+        if os.environ.get("BENCH_SCALE_FIRST_ONLY"):
+            return
+        for name, cmd in LIST_COMMANDS.items():
+            with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--stats-interval", "3600",
+                         "--endpoint-url", url, log=log, env=menv):
+                took = run([*cmd, str(mnt / "flat")])
+            total, ops = fuse_counts(log)
+            print(f"{name + ' over ' + format(count, ',') + ' keys, s3s-fs':40s} mount {took:6.2f} s"
+                  f"   FUSE requests {total} ({ops})", flush=True)
+    finally:
+        subprocess.run([str(script), "stop", str(sdir)], check=False)
+        subprocess.run(["rm", "-rf", str(sdir)])
+
+
 # ---- 11. walking many keys ----
 
 def rss_bytes(pid):
@@ -336,7 +387,8 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
     ap.add_argument("--only", default="listing,rss",
-                    help="comma-separated parts: listing (= listing-local,listing-s3), rss, walk (not in the default)")
+                    help="comma-separated parts: listing (= listing-local,listing-s3), rss, walk and listing-s3s "
+                         "(these two not in the default)")
     ap.add_argument("--walk-keys", type=int, default=1_000_000, help="keys of the `walk` part")
     ap.add_argument("--walk-option", action="append", default=[],
                     help="an option for the walk's mount, e.g. --walk-option=--metadata-cache-entries=1000")
@@ -353,6 +405,8 @@ def main():
             bench_walk(args.bin, work, args.walk_keys, args.walk_option)
         if "listing-local" in parts:
             bench_listing_local(args.bin, work, keys)
+        if "listing-s3s" in parts:
+            bench_listing_s3s(args.bin, work, keys)
         if not parts & {"listing-s3", "rss"}:
             return
         s3 = S3Server()
