@@ -19,9 +19,16 @@
 //! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
 //! a hit refreshes the file's mtime). Space is reserved before a block is written and the least
 //! recently used blocks are deleted first, so the directory stays within `max_bytes` (plus the
-//! lock file and directory entries). Writes run in the background, on one writer thread (no
-//! copy of the data, no fsync: see above), and are skipped, never queued, when more than
-//! `WRITE_BACKLOG` bytes are already waiting to be written.
+//! lock file and directory entries). Writes run on one writer thread (no copy of the data, no
+//! fsync: see above), and are skipped, never queued, when more than `WRITE_BACKLOG` bytes are
+//! already waiting to be written.
+//!
+//! Memory: a read that fetched blocks returns only once the writer has them on disk. The
+//! fetched buffer is then never held by the write queue after its reader let go of it, so the
+//! memory the cache adds is inside what the reader already accounts for (the read-ahead's
+//! budget pays for a part until its fetch, write included, is done). Peak memory with the cache
+//! is that of the same reads without it; the price is the write's time on a cold read (disk
+//! is much faster than the network it saves, and read-ahead parts wait in the background).
 //!
 //! One daemon per cache directory: an exclusive `flock` on `DIR/lock`, taken when the command
 //! line is checked; a second daemon on the same directory is refused with a usage error.
@@ -205,6 +212,8 @@ struct WriteJob {
     size: u64,
     blocks: Vec<(BlockId, Bytes)>,
     bytes: u64,
+    /// Told once the blocks are written (or given up); the reader waits for it.
+    done: tokio::sync::oneshot::Sender<()>,
 }
 
 /// One thread writes every block, in the order fetched: off the async runtime and its
@@ -219,6 +228,9 @@ fn spawn_writer() -> std::io::Result<std::sync::mpsc::Sender<WriteJob>> {
             }
             job.store.backlog.fetch_sub(job.bytes, Ordering::AcqRel);
             QUEUED.fetch_sub(job.bytes, Ordering::AcqRel);
+            // Release the data before telling the reader, so nothing of it outlives the read.
+            drop(job.blocks);
+            let _ = job.done.send(());
         }
     })?;
     Ok(tx)
@@ -466,9 +478,15 @@ impl DiskCacheStore {
         }
     }
 
-    /// Keep every whole block inside `fetched` (bytes `start..` of the object), in the
-    /// background. Skipped when the write backlog is full.
-    fn store_blocks(self: &Arc<Self>, key: &str, meta: &ObjectMeta, f: &Fetched) {
+    /// Keep every whole block inside `fetched` (bytes `start..` of the object): queued for the
+    /// writer thread; the answer says when they are written (`None`: nothing queued). Skipped
+    /// when the write backlog is full.
+    fn store_blocks(
+        self: &Arc<Self>,
+        key: &str,
+        meta: &ObjectMeta,
+        f: &Fetched,
+    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
         let bs = self.cfg.block_size;
         let end = f.start + f.data.len() as u64;
         let object = self.object_id(key, meta);
@@ -491,7 +509,7 @@ impl DiskCacheStore {
             }
         }
         if todo.is_empty() {
-            return;
+            return None;
         }
         let bytes: u64 = todo.iter().map(|(_, d)| d.len() as u64).sum();
         if self
@@ -501,8 +519,9 @@ impl DiskCacheStore {
             })
             .is_err()
         {
-            return;
+            return None;
         }
+        let (done, written) = tokio::sync::oneshot::channel();
         let job = WriteJob {
             store: self.clone(),
             key: key.to_string(),
@@ -510,13 +529,16 @@ impl DiskCacheStore {
             size: meta.size,
             blocks: todo,
             bytes,
+            done,
         };
         QUEUED.fetch_add(bytes, Ordering::AcqRel);
         let sent = crate::locks::lock(&self.writer).send(job);
         if let Err(unsent) = sent {
             self.backlog.fetch_sub(unsent.0.bytes, Ordering::AcqRel);
             QUEUED.fetch_sub(unsent.0.bytes, Ordering::AcqRel);
+            return None;
         }
+        Some(written)
     }
 
     fn write_block(&self, key: &str, version: &str, size: u64, id: &BlockId, data: &[u8]) {
@@ -619,11 +641,12 @@ impl DiskCacheStore {
             async move { (range.start, self.inner.get_ranged(key, ByteRange::Range(range)).await) }
         });
         let mut fetched: HashMap<u64, Bytes> = HashMap::new();
+        let mut writes = Vec::new();
         for (start, r) in futures::future::join_all(fetches).await {
             match r? {
                 Some((data, m)) if m.version == meta.version && m.size == meta.size => {
                     let f = Fetched { start, data };
-                    self.store_blocks(key, meta, &f);
+                    writes.extend(self.store_blocks(key, meta, &f));
                     fetched.insert(start, f.data);
                 }
                 other => {
@@ -648,6 +671,11 @@ impl DiskCacheStore {
             let to = (want.end.min(piece_start + piece.len() as u64) - piece_start).max(from);
             pieces.push(piece.slice(from as usize..to as usize));
             index = next;
+        }
+        drop(fetched);
+        // See the module comment (Memory): the blocks are on disk before the answer goes up.
+        for w in writes {
+            let _ = w.await;
         }
         Ok(Some(if pieces.len() == 1 {
             pieces.pop().expect("one piece")
@@ -700,7 +728,7 @@ impl DiskCacheStore {
             ByteRange::Range(r) => r.start.min(meta.size),
             ByteRange::Suffix(_) => meta.size - data.len() as u64,
         };
-        self.store_blocks(key, &meta, &Fetched { start, data: data.clone() });
+        let written = self.store_blocks(key, &meta, &Fetched { start, data: data.clone() });
         let data = match asked {
             Some(r) => {
                 let a = r.start.min(meta.size).max(start) - start;
@@ -709,6 +737,9 @@ impl DiskCacheStore {
             }
             None => data,
         };
+        if let Some(w) = written {
+            let _ = w.await;
+        }
         Ok(Some((data, meta)))
     }
 }
@@ -1149,6 +1180,54 @@ mod tests {
         rec.take();
         assert_eq!(store.get("k").await.unwrap(), obj);
         assert!(rec.take().is_empty(), "the fetched blocks were written again");
+    }
+
+    /// Answers every read with a buffer of its own, as a network backend does (the memory
+    /// store hands out slices of what it holds).
+    struct FreshBuffers(Arc<dyn Store>);
+
+    #[async_trait]
+    impl crate::store::layers::Layer for FreshBuffers {
+        fn inner(&self) -> &dyn Store {
+            &*self.0
+        }
+        async fn get_ranged(
+            &self,
+            key: &str,
+            range: ByteRange,
+        ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+            let got = self.0.get_ranged(key, range).await?;
+            Ok(got.map(|(b, m)| (Bytes::copy_from_slice(&b), m)))
+        }
+    }
+
+    /// The memory the cache adds stays inside the reader's own: when a cold read returns, its
+    /// blocks are on disk and nothing but the answer holds the fetched buffer (so the
+    /// read-ahead budget that paid for the fetch covers the write queue too).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_returns_once_its_blocks_are_written_and_holds_nothing_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = Arc::new(MemoryStore::new());
+        let obj = data(64_000, 5);
+        for key in ["seen", "unseen"] {
+            mem.put(key, obj.clone()).await.unwrap();
+        }
+        let lock = Arc::new(DirLock::acquire(tmp.path()).unwrap());
+        let cfg =
+            DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, ttl: Duration::from_secs(60) };
+        let c = Arc::new(DiskCacheStore::open(Arc::new(FreshBuffers(mem)), lock, cfg).unwrap());
+        let store = DiskCache(c.clone());
+        // A known version (blocks path) and an unknown one (one widened GET), 64 blocks each.
+        store.lookup("seen").await.unwrap();
+        let reads = [("seen", 0..64_000, 64), ("unseen", 500..30_500, 31), ("seen", 0..64_000, 64)];
+        for (key, range, blocks) in reads {
+            let got = store.get_range(key, range.clone()).await.unwrap();
+            assert_eq!(got, obj.slice(range.start as usize..range.end as usize));
+            assert_eq!(c.backlog.load(Ordering::Acquire), 0, "{key}: blocks still queued");
+            assert!(got.is_unique(), "{key}: the fetched buffer is still held elsewhere");
+            assert!(c.block_count() >= blocks, "{key}: {} blocks on disk", c.block_count());
+        }
+        assert_eq!(c.block_count(), 64 + 31);
     }
 
     #[test]
