@@ -223,14 +223,17 @@ fn spawn_writer() -> std::io::Result<std::sync::mpsc::Sender<WriteJob>> {
     let (tx, rx) = std::sync::mpsc::channel::<WriteJob>();
     std::thread::Builder::new().name("disk-cache-writer".into()).spawn(move || {
         for job in rx {
-            for (id, data) in &job.blocks {
-                job.store.write_block(&job.key, &job.version, job.size, id, data);
+            let WriteJob { store, key, version, size, blocks, bytes, done } = job;
+            for (id, data) in &blocks {
+                store.write_block(&key, &version, size, id, data);
             }
-            job.store.backlog.fetch_sub(job.bytes, Ordering::AcqRel);
-            QUEUED.fetch_sub(job.bytes, Ordering::AcqRel);
-            // Release the data before telling the reader, so nothing of it outlives the read.
-            drop(job.blocks);
-            let _ = job.done.send(());
+            store.backlog.fetch_sub(bytes, Ordering::AcqRel);
+            QUEUED.fetch_sub(bytes, Ordering::AcqRel);
+            // Let go of the data (and the store) before telling the reader, so that nothing
+            // of it outlives the read.
+            drop(blocks);
+            drop(store);
+            let _ = done.send(());
         }
     })?;
     Ok(tx)
@@ -377,6 +380,16 @@ impl DiskCacheStore {
             None => {
                 st.known.pop(key);
             }
+        }
+    }
+
+    /// A read learned `key`'s version: also kept for the next daemon (disk_meta.rs,
+    /// `Record::Object`), so that it can serve the blocks of objects that nothing looks up or
+    /// lists (shards behind the unsharded view, metadata documents) without asking again.
+    fn observe_read(&self, key: &str, meta: Option<&ObjectMeta>) {
+        self.observe(key, meta);
+        if let Some(m) = meta {
+            self.journal.record_object(key, m);
         }
     }
 
@@ -697,7 +710,7 @@ impl DiskCacheStore {
         if meta.is_none() && self.state().known.contains(key) {
             // Known but past the TTL: one HEAD confirms it (cheaper than a GET of the blocks).
             let now = self.inner.head(key).await?;
-            self.observe(key, now.as_ref());
+            self.observe_read(key, now.as_ref());
             match now {
                 Some(m) => meta = Some(m),
                 None => return Ok(None),
@@ -722,7 +735,7 @@ impl DiskCacheStore {
             other => (other.clone(), None),
         };
         let r = self.inner.get_ranged(key, fetch.clone()).await?;
-        self.observe(key, r.as_ref().map(|(_, m)| m));
+        self.observe_read(key, r.as_ref().map(|(_, m)| m));
         let Some((data, meta)) = r else { return Ok(None) };
         let start = match &fetch {
             ByteRange::Range(r) => r.start.min(meta.size),
@@ -1180,6 +1193,52 @@ mod tests {
         rec.take();
         assert_eq!(store.get("k").await.unwrap(), obj);
         assert!(rec.take().is_empty(), "the fetched blocks were written again");
+    }
+
+    /// Objects read without a lookup or listing (the shards behind the unsharded view) are
+    /// served by the next daemon from its blocks without a request, within the TTL; a write
+    /// through the mount takes that back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn versions_learned_by_reads_survive_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let (shard, doc) = (data(4500, 6), data(300, 7));
+        rec.put("a/shard", shard.clone()).await.unwrap();
+        rec.put("a/zarr.json", doc.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        // A suffix read (a shard index) of an unknown version, then ranges of it.
+        let (tail, _) = store.get_ranged("a/shard", ByteRange::Suffix(200)).await.unwrap().unwrap();
+        assert_eq!(tail, shard.slice(4300..));
+        assert_eq!(store.get_range("a/shard", 100..4500).await.unwrap(), shard.slice(100..));
+        assert_eq!(store.get("a/zarr.json").await.unwrap(), doc);
+        drop(store);
+        drop(c);
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.get("a/zarr.json").await.unwrap(), doc);
+        assert_eq!(store.get_range("a/shard", 0..4500).await.unwrap(), shard);
+        let (tail, _) = store.get_ranged("a/shard", ByteRange::Suffix(200)).await.unwrap().unwrap();
+        assert_eq!(tail, shard.slice(4300..));
+        assert_eq!(rec.take(), Vec::<String>::new(), "served from disk without any request");
+        // A write through the mount: the next daemon asks the store again.
+        store.put("a/zarr.json", data(300, 8)).await.unwrap();
+        drop(store);
+        drop(c);
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.get("a/zarr.json").await.unwrap(), data(300, 8));
+        assert_eq!(rec.count(&READS), 1, "the written object is fetched");
+        // With a TTL of zero nothing recorded is trusted: a HEAD confirms the version.
+        drop(store);
+        drop(c);
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::ZERO);
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.get_range("a/shard", 0..4500).await.unwrap(), shard);
+        assert!(!rec.take().is_empty(), "past the TTL the store is asked");
     }
 
     /// Answers every read with a buffer of its own, as a network backend does (the memory
