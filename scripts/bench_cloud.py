@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parent.parent
 class Proxy:
     """scripts/latency_proxy.py in front of `target`, stopped on exit."""
 
-    def __init__(self, target: int, delay_ms: float):
+    def __init__(self, target: int, delay_ms: float, conn_mbps: float = 0.0):
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO / "scripts" / "latency_proxy.py"), "--target", str(target),
-             "--delay-ms", str(delay_ms)], stdout=subprocess.PIPE, text=True)
+             "--delay-ms", str(delay_ms), "--conn-mbps", str(conn_mbps)], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         self.port = int(line[1])
         self.url = f"http://127.0.0.1:{self.port}"
@@ -130,10 +130,11 @@ def mount_args(proxy, *extra):
 
 
 def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref, parts,
-                big_server):
-    print(f"## added latency {delay:g} ms", flush=True)
+                big_server, conn_mbps=0.0):
+    cap = f", each connection capped at {conn_mbps:g} MB/s" if conn_mbps else ""
+    print(f"## added latency {delay:g} ms{cap}", flush=True)
     (work / "mnt").mkdir(exist_ok=True)
-    with Proxy(s3.port, delay) as proxy:
+    with Proxy(s3.port, delay, conn_mbps) as proxy:
         if "files" in parts:
             bench_files(binary, work, proxy, delay, nfiles, local_files)
         if "zarr" in parts:
@@ -141,7 +142,7 @@ def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, loca
         if "big" in parts and big_server == "moto":
             bench_big(binary, work, proxy, delay, big_mib, "moto", single_stream_get)
     if "big" in parts and big_server != "moto":
-        with Proxy(big_server.port, delay) as proxy:
+        with Proxy(big_server.port, delay, conn_mbps) as proxy:
             bench_big(binary, work, proxy, delay, big_mib, "s3s-fs", signed_single_stream_get)
 
 
@@ -256,6 +257,8 @@ def main():
     ap.add_argument("--parts", default="files,zarr,big", help="which parts to run (files, zarr, big)")
     ap.add_argument("--big-server", default="moto", choices=["moto", "s3s-fs"],
                     help="the server of the large object (3.)")
+    ap.add_argument("--conn-mbps", type=float, default=0.0,
+                    help="cap each proxied connection at this many MB/s (a real link's per-connection limit; 0: none)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="zarr-mount-bench-cloud.") as tmp:
         work = Path(tmp)
@@ -292,7 +295,8 @@ def main():
                 ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
                 a[:] = ref
             for d in [float(x) for x in args.delays.split(",")]:
-                bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server)
+                bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server,
+                            args.conn_mbps)
 
 
 if __name__ == "__main__":

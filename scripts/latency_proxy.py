@@ -1,89 +1,135 @@
 #!/usr/bin/env python3
 """A TCP proxy on 127.0.0.1 that adds latency, for cloud-like benchmarks against local servers.
 
-    latency_proxy.py --target PORT [--listen PORT] [--delay-ms 20]
+    latency_proxy.py --target PORT [--listen PORT] [--delay-ms 20] [--conn-mbps MB/s]
 
 Bytes are forwarded both ways unchanged; the first bytes of each answer (the first data from the
 server after the client has sent something) are held back for --delay-ms, so every request on a
 connection (HTTP keep-alive included) pays one round trip, as it would against a real store.
-New connections pay it too (on their first answer). Prints "listening PORT" once ready; stops on
-SIGTERM or SIGINT.
+New connections pay it too (on their first answer). --conn-mbps caps what each connection
+carries towards the client (MB/s, 0: no cap), as a real link's per-connection throughput (TCP
+window over the round trip) is capped: that is what parallel ranged GETs overcome and what a
+loopback set-up otherwise lacks. Prints "listening PORT" once ready; stops on SIGTERM or SIGINT.
+
+Every connection has two threads of its own (one per direction), and the bytes move with
+splice(2) through a pipe, never through Python: connections do not wait for each other (the
+delays of concurrent requests overlap, as they would on a network), and the proxy costs little
+CPU beside the servers and the client it sits between.
 """
 
 import argparse
-import asyncio
+import os
 import signal
+import socket
 import sys
+import threading
+import time
+
+CHUNK = 1 << 20
+# With a cap, data goes out in slices this small, so that the rate holds within a request.
+PACED_CHUNK = 64 << 10
 
 
-async def pump_requests(reader, writer, state):
-    try:
-        while data := await reader.read(1 << 16):
-            state["awaiting"] = True
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.CancelledError):
-        pass
-    finally:
+class Link:
+    """One client connection and its connection to the server."""
+
+    def __init__(self, client: socket.socket, server: socket.socket, delay: float, rate: float):
+        self.client, self.server = client, server
+        self.delay, self.rate = delay, rate
+        self.awaiting = False  # a request went up and its answer has not started
+        self.lock = threading.Lock()
+        self.left = 2  # directions still running
+
+    def requests(self):
+        self._pump(self.client, self.server, upward=True)
+
+    def answers(self):
+        self._pump(self.server, self.client, upward=False)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, upward: bool):
+        pipe_r, pipe_w = os.pipe()
         try:
-            writer.write_eof()
-        except (OSError, RuntimeError):
-            pass
-
-
-async def pump_answers(reader, writer, state, delay):
-    try:
-        while data := await reader.read(1 << 16):
-            if state["awaiting"]:
-                state["awaiting"] = False
-                await asyncio.sleep(delay)
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, asyncio.CancelledError):
-        pass
-    finally:
-        writer.close()
-
-
-async def handle(client_r, client_w, target, delay):
-    try:
-        server_r, server_w = await asyncio.open_connection("127.0.0.1", target)
-    except OSError:
-        client_w.close()
-        return
-    state = {"awaiting": False}
-    up = asyncio.create_task(pump_requests(client_r, server_w, state))
-    down = asyncio.create_task(pump_answers(server_r, client_w, state, delay))
-    await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
-    await asyncio.sleep(0)
-    for t in (up, down):
-        if not t.done():
-            # The other side is finished: let the rest drain, then stop.
             try:
-                await asyncio.wait_for(t, 30)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                t.cancel()
-    for w in (server_w, client_w):
-        w.close()
+                import fcntl
+                fcntl.fcntl(pipe_w, fcntl.F_SETPIPE_SZ, CHUNK)
+            except (OSError, AttributeError):
+                pass
+            chunk = PACED_CHUNK if (self.rate and not upward) else CHUNK
+            ready_at = 0.0  # pacing: when the next slice may go out
+            while True:
+                n = os.splice(src.fileno(), pipe_w, chunk)
+                if n == 0:
+                    break
+                if upward:
+                    self.awaiting = True
+                else:
+                    if self.awaiting:
+                        self.awaiting = False
+                        time.sleep(self.delay)
+                    if self.rate:
+                        now = time.monotonic()
+                        ready_at = max(ready_at, now) + n / self.rate
+                        if ready_at > now:
+                            time.sleep(ready_at - now)
+                while n:
+                    n -= os.splice(pipe_r, dst.fileno(), n)
+        except OSError:
+            pass
+        finally:
+            os.close(pipe_r)
+            os.close(pipe_w)
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            with self.lock:
+                self.left -= 1
+                last = self.left == 0
+            if last:
+                self.client.close()
+                self.server.close()
+            elif not upward:
+                # The server is done: the client gets nothing more, stop reading from it too.
+                try:
+                    self.client.shutdown(socket.SHUT_RD)
+                except OSError:
+                    pass
 
 
-async def main():
+def serve(listener: socket.socket, target: int, delay: float, rate: float):
+    while True:
+        client, _ = listener.accept()
+        try:
+            server = socket.create_connection(("127.0.0.1", target))
+        except OSError:
+            client.close()
+            continue
+        for s in (client, server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        link = Link(client, server, delay, rate)
+        for fn in (link.requests, link.answers):
+            threading.Thread(target=fn, daemon=True).start()
+
+
+def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", type=int, required=True, help="port of the server on 127.0.0.1")
     ap.add_argument("--listen", type=int, default=0, help="port to listen on (0: any free one)")
     ap.add_argument("--delay-ms", type=float, default=20.0)
+    ap.add_argument("--conn-mbps", type=float, default=0.0,
+                    help="cap on each connection's answers in MB/s (0: none)")
     args = ap.parse_args()
-    delay = args.delay_ms / 1000.0
-    server = await asyncio.start_server(
-        lambda r, w: handle(r, w, args.target, delay), "127.0.0.1", args.listen, backlog=512
-    )
-    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
-    stop = asyncio.Event()
+    listener = socket.create_server(("127.0.0.1", args.listen), backlog=512)
+    print(f"listening {listener.getsockname()[1]}", flush=True)
+    # Threads are daemons: the process ends with the main thread, on a signal.
     for s in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(s, stop.set)
-    async with server:
-        await stop.wait()
+        signal.signal(s, lambda *_: os._exit(0))
+    threading.Thread(
+        target=serve, args=(listener, args.target, args.delay_ms / 1000.0, args.conn_mbps * 1e6),
+        daemon=True).start()
+    while True:
+        signal.pause()
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(main())

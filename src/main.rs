@@ -65,7 +65,29 @@ fn load_env_file(path: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
+/// glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps what is freed
+/// in each; the read buffers of a mount (parts of up to 8 MiB, allocated on one thread, freed on
+/// another) then pile up in several arenas, and the peak RSS depends on which threads happened
+/// to run what (measured, BENCHMARKS.md 10d: +10 to +30 MiB with the disk cache's extra threads).
+/// One arena, and buffers of 1 MiB or more mapped on their own (given back to the system as soon
+/// as freed), keep the RSS at what is live. A `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` set
+/// in the environment is left to rule. Runs before any thread exists.
+fn tune_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            // SAFETY: mallopt before any other thread exists.
+            unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+        }
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            // SAFETY: as above.
+            unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+        }
+    }
+}
+
 fn main() {
+    tune_malloc();
     // A terminal hangup or `systemctl reload` must not kill a mount; the session logs it.
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };

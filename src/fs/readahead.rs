@@ -29,6 +29,11 @@ pub type Fetcher = Arc<dyn Fn(u64, u64) -> BoxFuture<'static, FsResult<Bytes>> +
 pub const PART_SIZE: u64 = 8 << 20;
 
 const MIN_WINDOW: u64 = 1 << 20;
+/// A read that ends at most this far behind the reader is a straggler: the kernel sends its
+/// read-ahead requests concurrently and they can reach us out of order, so such a read is
+/// served on its own and the parts in flight are kept (treating it as a jump cancelled them
+/// and fetched them again).
+const STRAGGLER: u64 = 4 << 20;
 const MAX_WINDOW: u64 = 32 << 20;
 /// Default read-ahead memory of one mount.
 pub const DEFAULT_BUDGET: u64 = 128 << 20;
@@ -181,6 +186,10 @@ impl ReadAhead {
         };
         let answer = match answer {
             Some(a) => a,
+            None if self.is_straggler(offset, size) => {
+                let len = (size as u64).min(file_size.saturating_sub(offset));
+                return fetch(offset, len).await;
+            }
             None => {
                 // Not ahead of us (a jump, or a part failed): the parts ahead are useless.
                 self.cancel_pending();
@@ -193,14 +202,26 @@ impl ReadAhead {
         Ok(answer)
     }
 
+    /// Just behind a reader with parts in flight (see `STRAGGLER`).
+    fn is_straggler(&self, offset: u64, size: u32) -> bool {
+        !self.pending.is_empty()
+            && offset < self.next
+            && self.next - (offset + size as u64).min(self.next) <= STRAGGLER
+    }
+
     /// Serve a read that runs past the current buffer from the parts after it, each awaited in
     /// turn and then made the current buffer. `None` when the read does not continue into the
-    /// parts, they do not reach its end, or one failed (the caller reads it directly).
+    /// parts, they do not reach its end, or one failed (the caller reads it directly). A read
+    /// a little ahead of the reader (inside the first part: the kernel's concurrent reads
+    /// arriving out of order) is served too; the bytes it skipped stay in the buffer for the
+    /// read that comes late.
     async fn read_parts(&mut self, offset: u64, size: u32, file_size: u64) -> Option<Bytes> {
         let end = (offset + size as u64).min(file_size);
         let buf_end = self.start + self.data.len() as u64;
         let in_buffer = !self.data.is_empty() && offset >= self.start && offset < buf_end;
-        let at_parts = self.data.is_empty() && offset == self.next;
+        let first = self.pending.front().map(|p| p.start..p.start + p.len)?;
+        let covered = if self.data.is_empty() { self.next } else { buf_end };
+        let at_parts = offset >= covered && first.start == covered && offset < first.end;
         let tail = self.pending.back().map(|p| p.start + p.len)?;
         if !(in_buffer || at_parts) || tail < end {
             return None;
@@ -224,8 +245,9 @@ impl ReadAhead {
                     self.held = keep;
                     self.unread = data.len() as u64;
                     metrics().fetched.inc_by(self.unread);
-                    let n = (end - pos).min(data.len() as u64);
-                    pieces.push(data.slice(..n as usize));
+                    let skip = pos - p.start; // 0 but for a read ahead of the reader
+                    let n = (end - pos).min((data.len() as u64).saturating_sub(skip));
+                    pieces.push(data.slice(skip as usize..(skip + n) as usize));
                     self.consumed(n);
                     let short = (data.len() as u64) < p.len;
                     self.data = data;
@@ -300,7 +322,8 @@ impl ReadAhead {
         let end = (offset + size as u64).min(file_size);
         let buf_end = self.start + self.data.len() as u64;
         if offset >= self.start && end <= buf_end && offset <= end {
-            self.next = end;
+            // A straggler served from the buffer does not move the reader back.
+            self.next = if self.pending.is_empty() { end } else { self.next.max(end) };
             let from = (offset - self.start) as usize;
             let answer = self.data.slice(from..from + (end - offset) as usize);
             let used = (answer.len() as u64).min(self.unread);
@@ -550,6 +573,36 @@ mod tests {
         }
         assert!(failed.load(Ordering::SeqCst), "the failing part was asked for");
         assert!(r.most.load(Ordering::SeqCst) >= 3, "several parts in flight at once");
+        drop(ra);
+        assert_eq!(budget.used(), 0);
+    }
+
+    /// The kernel's concurrent read-ahead requests can arrive swapped: the parts in flight are
+    /// kept (a swap used to look like a jump, cancelling them all and fetching them again).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_arriving_out_of_order_keep_the_parts_in_flight() {
+        let f = file(48 << 20);
+        let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(5));
+        let budget = Budget::new(DEFAULT_BUDGET);
+        let mut ra = ReadAhead::new(budget.clone());
+        let size = 128u32 << 10;
+        let n = f.len() as u64 / size as u64;
+        // In order at first, then every pair swapped: 15, 17, 16, 19, 18, ... (pairs
+        // straddle part boundaries too).
+        let order: Vec<u64> =
+            (0..n).map(|i| if i < 16 { i } else { ((i - 16) ^ 1) + 16 }).collect();
+        for i in order {
+            let off = i * size as u64;
+            let got = ra.read(off, size, f.len() as u64, &fetch).await.unwrap();
+            assert_eq!(got, f.slice(off as usize..off as usize + size as usize), "read at {off}");
+            assert!(budget.used() <= MAX_WINDOW + 2 * PART_SIZE, "{} held", budget.used());
+        }
+        let calls = r.calls.lock().unwrap().clone();
+        let fetched: u64 = calls.iter().map(|(_, l)| *l).sum();
+        // Stragglers fetched on their own are the only bytes asked twice.
+        let twice = calls.iter().filter(|(_, l)| *l == size as u64).count() as u64;
+        assert!(twice <= 12, "{twice} reads fetched on their own: {calls:?}");
+        assert!(fetched <= f.len() as u64 + twice * size as u64, "{fetched} bytes: {calls:?}");
         drop(ra);
         assert_eq!(budget.used(), 0);
     }

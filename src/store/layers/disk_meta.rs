@@ -78,12 +78,18 @@ enum Record {
     Lookup { key: String, at: u64, file: Option<Meta>, dir: bool },
     /// A write changed `key` (and, with `subtree`, everything below it).
     Forget { key: String, subtree: bool },
+    /// A read of `key` saw this version: not a lookup answer (it says nothing of a directory
+    /// of the same name), only the version that names the object's cached blocks, so that the
+    /// next daemon can serve them within the TTL (objects read without a lookup or listing,
+    /// as the shards behind the unsharded view and the metadata documents it reads).
+    Object { key: String, at: u64, meta: Meta },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Subject {
     List(String),
     Lookup(String),
+    Object(String),
 }
 
 struct State {
@@ -97,6 +103,7 @@ struct State {
     /// again in this run).
     lists: HashMap<String, (u64, Listing)>,
     lookups: HashMap<String, (u64, Lookup)>,
+    objects: HashMap<String, (u64, ObjectMeta)>,
 }
 
 pub struct MetaJournal {
@@ -172,6 +179,7 @@ impl MetaJournal {
                 live_bytes: 0,
                 lists: HashMap::new(),
                 lookups: HashMap::new(),
+                objects: HashMap::new(),
             }),
         };
         {
@@ -185,6 +193,7 @@ impl MetaJournal {
                 st.lookups.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
             st.lists = fresh_lists;
             st.lookups = fresh_lookups;
+            st.objects.retain(|_, (at, _)| j.fresh(*at));
             j.rewrite(&mut st)?;
         }
         Ok(j)
@@ -234,6 +243,10 @@ impl MetaJournal {
                 st.lookups.insert(key.clone(), (*at, lookup));
                 self.keep(st, Subject::Lookup(key.clone()), *at, frame(&rec));
             }
+            Record::Object { key, at, meta } => {
+                st.objects.insert(key.clone(), (*at, meta.into()));
+                self.keep(st, Subject::Object(key.clone()), *at, frame(&rec));
+            }
             Record::Forget { key, subtree } => Self::drop_affected(st, key, *subtree),
         }
     }
@@ -255,12 +268,15 @@ impl MetaJournal {
     fn drop_affected(st: &mut State, key: &str, subtree: bool) {
         st.lists.retain(|p, _| !affected(p, key, subtree));
         st.lookups.retain(|k, _| !affected(k, key, subtree));
+        st.objects.retain(|k, _| !affected(k, key, subtree));
         let gone: Vec<Subject> = if subtree {
             st.live
                 .iter()
                 .map(|(s, _)| s.clone())
                 .filter(|s| match s {
-                    Subject::List(p) | Subject::Lookup(p) => affected(p, key, true),
+                    Subject::List(p) | Subject::Lookup(p) | Subject::Object(p) => {
+                        affected(p, key, true)
+                    }
                 })
                 .collect()
         } else {
@@ -271,7 +287,12 @@ impl MetaJournal {
                 k = split_key(k).0;
                 keys.push(k.to_string());
             }
-            keys.into_iter().flat_map(|k| [Subject::List(k.clone()), Subject::Lookup(k)]).collect()
+            let mut gone: Vec<Subject> = keys
+                .into_iter()
+                .flat_map(|k| [Subject::List(k.clone()), Subject::Lookup(k)])
+                .collect();
+            gone.push(Subject::Object(key.to_string()));
+            gone
         };
         for s in gone {
             if let Some((_, e)) = st.live.pop(&s) {
@@ -364,6 +385,9 @@ impl MetaJournal {
                 out.push((key.clone(), m.clone(), time(*at)));
             }
         }
+        for (key, (at, m)) in &st.objects {
+            out.push((key.clone(), m.clone(), time(*at)));
+        }
         // Older first, so that a newer record of the same key wins when they are applied.
         out.sort_by_key(|(_, _, t)| *t);
         out
@@ -397,6 +421,16 @@ impl MetaJournal {
         st.lookups.remove(key);
         self.append(&mut st, &encoded);
         self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
+    }
+
+    /// A read saw `key` at `meta` (see `Record::Object`).
+    pub fn record_object(&self, key: &str, meta: &ObjectMeta) {
+        let at = now_ms();
+        let encoded = frame(&Record::Object { key: key.to_string(), at, meta: meta.into() });
+        let mut st = self.lock();
+        st.objects.remove(key);
+        self.append(&mut st, &encoded);
+        self.keep(&mut st, Subject::Object(key.to_string()), at, encoded);
     }
 
     /// A write to `key` (with `subtree`, a directory rename): what it may have changed is
