@@ -61,6 +61,13 @@ impl From<Listing> for EntryListing {
 /// A listing read page by page, files' metadata where wanted (see `Store::list_entry_pages`).
 pub type EntryPages<'a> = futures::stream::BoxStream<'a, StoreResult<EntryListing>>;
 
+/// `pages` as entry pages, every file with its metadata: `list_entry_pages` of a store that
+/// gets the metadata with the listing anyway.
+pub fn with_all_metadata(pages: ListPages<'_>) -> EntryPages<'_> {
+    use futures::StreamExt;
+    Box::pin(pages.map(|page| page.map(EntryListing::from)))
+}
+
 /// Whether the next pages of a listing in progress need the metadata of their files; the
 /// reader of the listing may change it between pages (see `Store::list_entry_pages`).
 #[derive(Debug, Clone)]
@@ -326,8 +333,7 @@ pub trait Store: StoreHints {
     /// while it is true has it for every file. Hidden entries stay hidden either way. By
     /// default `list_pages` with every file's metadata (an object store's LIST page has it).
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
-        use futures::StreamExt;
-        Box::pin(self.list_pages(prefix).map(|page| page.map(EntryListing::from)))
+        with_all_metadata(self.list_pages(prefix))
     }
 
     /// Is `key` an object, a directory, both or neither?

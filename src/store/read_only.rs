@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, EntryListing, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
-    PutMode, Store, StoreError, StoreHints, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreError, StoreHints, StoreResult,
 };
 
 /// The read operations of a store; each means what the `Store` method of the same name does.
@@ -97,8 +97,7 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
     }
     /// Read-only backends (zip, references, Icechunk) know every size from their index.
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
-        use futures::StreamExt;
-        Box::pin(self.0.list_pages(prefix).map(|page| page.map(EntryListing::from)))
+        crate::store::with_all_metadata(self.0.list_pages(prefix))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.0.lookup(key).await

@@ -26,8 +26,8 @@ use bytes::Bytes;
 
 use crate::store::StoreHints;
 use crate::store::{
-    ByteRange, EntryListing, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
-    PutMode, Store, StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
+    StoreResult,
 };
 
 /// A store over another store; each method defaults to the same call on `inner()`.
@@ -88,8 +88,7 @@ pub trait Layer: Send + Sync + 'static {
     /// By default the layer's own `list_pages` with every file's metadata, for the same
     /// reason; a layer that only watches listings forwards the store below's instead.
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
-        use futures::StreamExt;
-        Box::pin(Layer::list_pages(self, prefix).map(|page| page.map(EntryListing::from)))
+        crate::store::with_all_metadata(Layer::list_pages(self, prefix))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.inner().lookup(key).await
