@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench import Mounted, drop_caches, free_port, read_tree  # same directory: shared helpers
+from bench import S3_ENV, Mounted, drop_caches, free_port, read_tree  # same directory: shared helpers
 
 MiB = 1 << 20
 # What a daemon may use beyond its object cache: binary, threads, read-ahead buffers, FUSE
@@ -240,14 +240,12 @@ def bench_listing_s3s(binary, work, count):
         page = client.list_objects_v2(Bucket="bench", Prefix="list/flat/", Delimiter="/", MaxKeys=1000)
         one_page = time.perf_counter() - t
         assert len(page["Contents"]) == 1000, len(page["Contents"])
-        menv = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_REGION="us-east-1")
-        menv.pop("AWS_CA_BUNDLE", None)
         mnt = work / "mnt"
         mnt.mkdir(exist_ok=True)
         log = work / "daemon.log"
         for run_no in range(3):
             with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--endpoint-url", url,
-                         log=log, env=menv):
+                         log=log, env=S3_ENV):
                 took = first_entry(mnt / "flat")
             print(f"{'first entry of ' + format(count, ',') + ' keys, s3s-fs':40s} mount {took * 1000:6.1f} ms  boto3, one page of 1,000"
                   f" {one_page * 1000:6.1f} ms", flush=True)
@@ -255,7 +253,7 @@ def bench_listing_s3s(binary, work, count):
             return
         for name, cmd in LIST_COMMANDS.items():
             with Mounted(binary, "s3://bench/list", mnt, "--view", "raw", "--read-only", "--stats-interval", "3600",
-                         "--endpoint-url", url, log=log, env=menv):
+                         "--endpoint-url", url, log=log, env=S3_ENV):
                 took = run([*cmd, str(mnt / "flat")])
             total, ops = fuse_counts(log)
             print(f"{name + ' over ' + format(count, ',') + ' keys, s3s-fs':40s} mount {took:6.2f} s"
