@@ -58,6 +58,12 @@ impl ChangeLog {
 }
 
 impl Watch {
+    /// Whether nothing at all changed through the mount since the watch began: then no path
+    /// did, and a listing can skip asking per entry.
+    pub fn quiet(&self) -> bool {
+        self.log.lock().seq == self.start
+    }
+
     /// Whether `path`, or a directory above it, changed since the watch began.
     pub fn changed(&self, path: &str) -> bool {
         let inner = self.log.lock();

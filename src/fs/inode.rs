@@ -10,10 +10,14 @@
 //! stored once, in the slot; the path index is a hash table of slot numbers (4 bytes each)
 //! whose keys are looked up through the slab. About 32 bytes a slot, 5 an index entry and the
 //! path's own allocation, against ~130 for two hash maps of shared paths.
+//!
+//! Listings pin every name they hand out, so hashing is on the path of every `find` entry:
+//! the index uses hashbrown's default hasher (foldhash, seeded per process), several times
+//! faster than SipHash on short paths and the resizes re-hash every path.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 pub const ROOT_INO: u64 = 1;
 
@@ -35,7 +39,7 @@ pub struct InodeTable {
     /// Slot numbers of the linked inodes, by their path (an unlinked or replaced inode keeps
     /// its slot for open handles but is not in here).
     by_path: HashTable<u32>,
-    hasher: RandomState,
+    hasher: DefaultHashBuilder,
     /// First free slot (0: none); the free slots are chained through `lookups`.
     free: u32,
     live: usize,
@@ -46,12 +50,12 @@ impl Default for InodeTable {
         let mut t = InodeTable {
             slots: Vec::new(),
             by_path: HashTable::new(),
-            hasher: RandomState::new(),
+            hasher: DefaultHashBuilder::default(),
             free: 0,
             live: 0,
         };
         t.slots.push(Slot { path: None, lookups: 0, pins: 0, generation: 0 });
-        let root = t.alloc("");
+        let root = t.alloc("".into());
         debug_assert_eq!(root, ROOT_INO);
         t.slots[ROOT_SLOT as usize].lookups = 1;
         t
@@ -108,7 +112,7 @@ impl InodeTable {
     }
 
     /// A new inode for `path`, indexed under it.
-    fn alloc(&mut self, path: &str) -> u64 {
+    fn alloc(&mut self, path: Box<str>) -> u64 {
         let slot = if self.free != 0 {
             let slot = self.free;
             self.free = self.slots[slot as usize].lookups as u32;
@@ -119,7 +123,7 @@ impl InodeTable {
             slot
         };
         let s = &mut self.slots[slot as usize];
-        s.path = Some(path.into());
+        s.path = Some(path);
         s.lookups = 0;
         s.pins = 0;
         self.live += 1;
@@ -146,7 +150,7 @@ impl InodeTable {
     pub fn get_or_insert(&mut self, path: &str, lookup: bool) -> u64 {
         let ino = match self.find(path) {
             Some(slot) => self.ino_of(slot),
-            None => self.alloc(path),
+            None => self.alloc(path.into()),
         };
         if lookup {
             if let Some(s) = self.slot_mut(ino) {
@@ -159,6 +163,16 @@ impl InodeTable {
     /// The inode for `path`, created if needed, held by an open listing until `unpin`.
     pub fn pin(&mut self, path: &str) -> u64 {
         let ino = self.get_or_insert(path, false);
+        self.pin_ino(ino);
+        ino
+    }
+
+    /// `pin` for a path the caller built: a new inode keeps its allocation (no copy).
+    pub fn pin_path(&mut self, path: String) -> u64 {
+        let ino = match self.find(&path) {
+            Some(slot) => self.ino_of(slot),
+            None => self.alloc(path.into_boxed_str()),
+        };
         self.pin_ino(ino);
         ino
     }
@@ -247,7 +261,7 @@ impl InodeTable {
 }
 
 /// The index's hash of an indexed slot, for the table to move its entries when it resizes.
-fn rehash<'a>(slots: &'a [Slot], hasher: &'a RandomState) -> impl Fn(&u32) -> u64 + 'a {
+fn rehash<'a>(slots: &'a [Slot], hasher: &'a DefaultHashBuilder) -> impl Fn(&u32) -> u64 + 'a {
     |&s| hasher.hash_one(slots[s as usize].path.as_deref().expect("indexed slots are live"))
 }
 

@@ -365,7 +365,9 @@ impl ZarrFs {
         mut page: Vec<(String, Option<Node>)>,
     ) -> FsResult<Vec<(String, Option<Node>, bool)>> {
         let mut asked_again = Vec::new();
-        for (i, (name, _)) in page.iter().enumerate() {
+        // Most pages are listed while nothing changes: one check instead of a path each.
+        let names = if watch.quiet() { &page[..0] } else { &page[..] };
+        for (i, (name, _)) in names.iter().enumerate() {
             let child = join_key(dir, name);
             if watch.changed(&child) {
                 asked_again.push((i, self.ns.lookup(&child).await?));
@@ -446,22 +448,39 @@ impl ZarrFs {
         }
         let now = Instant::now();
         let mut nodes = self.cache.lock_entries();
+        // One listing answers the lookups that `ls -l` sends next. As in `cache_node`, a
+        // change noted since the watch (checked under the cache lock, which `invalidate`
+        // takes after noting) keeps the listed node out. With nothing noted since the watch
+        // at this point, nothing noted later is missed: its `invalidate` waits for the lock.
+        let quiet = watch.map(Watch::quiet);
         let mut filled = true;
         for (name, node, cacheable) in page {
             let child = join_key(&listing.path, &name);
             let is_dir = node.as_ref().is_some_and(Node::is_dir);
             let kind = if is_dir { FileKind::Dir } else { FileKind::File };
-            let child_ino = inodes.pin(&child);
-            let attr = node.as_ref().map(|node| self.attr_of(child_ino, node));
+            let cache = cacheable
+                && node.is_some()
+                && match quiet {
+                    Some(true) => true,
+                    Some(false) => watch.is_some_and(|w| !w.changed(&child)),
+                    None => false,
+                };
+            let (child_ino, attr) = match node {
+                Some(node) if cache => {
+                    let ino = inodes.pin(&child);
+                    let attr = self.attr_of(ino, &node);
+                    nodes.put(child, (Some(node), now));
+                    (ino, Some(attr))
+                }
+                Some(node) => {
+                    let ino = inodes.pin_path(child);
+                    (ino, Some(self.attr_of(ino, &node)))
+                }
+                // A plain READDIR page: only the number is needed; the path the inode
+                // table keeps is this one, not a copy.
+                None => (inodes.pin_path(child), None),
+            };
             filled &= attr.is_some();
-            // One listing answers the lookups that `ls -l` sends next. As in `cache_node`, a
-            // change noted since the watch (checked under the cache lock, which `invalidate`
-            // takes after noting) keeps the listed node out.
-            if let Some(node) =
-                node.filter(|_| cacheable && watch.is_some_and(|w| !w.changed(&child)))
-            {
-                nodes.put(child, (Some(node), now));
-            }
             batch.push(DirEntry { ino: child_ino, name, kind, attr });
         }
         st.len += batch.len();
@@ -508,7 +527,6 @@ impl ZarrFs {
             st.complete = true;
             st.reader = None;
         }
-        files.sort();
         self.scans.listed(path, files);
         lock(&self.dirs_listed).insert(listing.ino, src.started);
         Ok(())

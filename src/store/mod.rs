@@ -406,7 +406,13 @@ pub fn join_key(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
     } else {
-        format!("{dir}/{name}")
+        // Not format!: this runs per listed entry, and the exact capacity lets the inode
+        // table keep the allocation (`into_boxed_str` without a copy).
+        let mut key = String::with_capacity(dir.len() + 1 + name.len());
+        key.push_str(dir);
+        key.push('/');
+        key.push_str(name);
+        key
     }
 }
 
