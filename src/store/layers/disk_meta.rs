@@ -199,20 +199,31 @@ impl MetaJournal {
         Ok(j)
     }
 
-    /// Did the store described by `identity` answer a lookup or listing of its root within
-    /// `ttl` (as recorded in `dir`, not forgotten since)? Then it was reachable with these
-    /// settings less than a TTL ago, and the mount skips its start-up request.
+    /// Did the store described by `identity` answer, within `ttl`, a lookup or listing of its
+    /// root, any listing, a lookup that found something, or a read (as recorded in `dir`,
+    /// with no write recorded since)? Then it was reachable with these settings (endpoint,
+    /// bucket, credentials) less than a TTL ago, and the mount skips its start-up request
+    /// (itself a one-key listing of the root). A lookup that found nothing does not count:
+    /// a missing bucket can answer a HEAD with "not found"; errors are never recorded.
     pub fn root_answered_within(dir: &Path, identity: &str, ttl: Duration) -> bool {
         let Ok(raw) = std::fs::read(journal_path(dir, identity)) else { return false };
-        let mut at = None;
+        let mut at: Option<u64> = None;
         for rec in parse(&raw) {
-            match rec {
-                Record::List { prefix, at: t, .. } if prefix.is_empty() => at = Some(t),
-                Record::Lookup { key, at: t, .. } if key.is_empty() => at = Some(t),
+            let t = match rec {
+                Record::List { at: t, .. } | Record::Object { at: t, .. } => t,
+                Record::Lookup { key, at: t, file, dir }
+                    if key.is_empty() || file.is_some() || dir =>
+                {
+                    t
+                }
                 // Every key is below the root: any write may change its listing.
-                Record::Forget { .. } => at = None,
-                _ => {}
-            }
+                Record::Forget { .. } => {
+                    at = None;
+                    continue;
+                }
+                Record::Lookup { .. } => continue,
+            };
+            at = Some(at.map_or(t, |a| a.max(t)));
         }
         let now = now_ms();
         at.is_some_and(|t| now >= t && Duration::from_millis(now - t) < ttl)
@@ -598,8 +609,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        j.record_lookup("a/missing", &Lookup { file: None, dir: false });
+        assert!(
+            !MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl),
+            "not found proves nothing (a missing bucket answers so too)"
+        );
         j.record_list("a", &listing());
-        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
         j.record_list("", &listing());
         drop(j);
         assert!(MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
@@ -611,6 +626,22 @@ mod tests {
         assert!(j.replayed_list("a").is_some());
         j.forget("x", false); // a write anywhere changes the root's listing
         assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
+        // Below the root: a listing, a lookup that found something or a read vouches too
+        // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
+        let records: Vec<Box<dyn Fn(&MetaJournal)>> = vec![
+            Box::new(|j| j.record_list("a", &listing())),
+            Box::new(|j| j.record_lookup("a/f", &Lookup { file: Some(meta("v")), dir: false })),
+            Box::new(|j| j.record_lookup("a/d", &Lookup { file: None, dir: true })),
+            Box::new(|j| j.record_object("a/o", &meta("v"))),
+        ];
+        for (i, record) in records.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let j = MetaJournal::open(dir.path(), "s3://b/p", ttl).unwrap();
+            record(&j);
+            drop(j);
+            assert!(MetaJournal::root_answered_within(dir.path(), "s3://b/p", ttl), "record {i}");
+            assert!(!MetaJournal::root_answered_within(dir.path(), "s3://b/p", Duration::ZERO));
+        }
     }
 
     #[test]
