@@ -628,11 +628,11 @@ mod tests {
         assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
         // Below the root: a listing, a lookup that found something or a read vouches too
         // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
-        let records: Vec<Box<dyn Fn(&MetaJournal)>> = vec![
-            Box::new(|j| j.record_list("a", &listing())),
-            Box::new(|j| j.record_lookup("a/f", &Lookup { file: Some(meta("v")), dir: false })),
-            Box::new(|j| j.record_lookup("a/d", &Lookup { file: None, dir: true })),
-            Box::new(|j| j.record_object("a/o", &meta("v"))),
+        let records: [fn(&MetaJournal); 4] = [
+            |j| j.record_list("a", &listing()),
+            |j| j.record_lookup("a/f", &Lookup { file: Some(meta("v")), dir: false }),
+            |j| j.record_lookup("a/d", &Lookup { file: None, dir: true }),
+            |j| j.record_object("a/o", &meta("v")),
         ];
         for (i, record) in records.iter().enumerate() {
             let dir = tempfile::tempdir().unwrap();
