@@ -5,7 +5,11 @@
 //! `view::present` for the keys it shows and the keys of the view below. How one key is
 //! spelled is `chunk_key`; this module adds the grid and the directory rules.
 
+use serde_json::Value;
+
 use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+use crate::zarr::json::u64_list;
+use crate::zarr::metadata::{parse_zarr_json, parse_zarray, NodeMetadata};
 
 /// The chunk grid of an array: chunks per dimension, `ceil(shape / chunk_shape)` (a chunk
 /// length of 0, which metadata parsing refuses, counts as 1 rather than dividing by zero).
@@ -53,6 +57,36 @@ pub struct DirChild {
 impl ChunkTree {
     pub fn new(encoding: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
         ChunkTree { encoding, grid }
+    }
+
+    /// The chunk tree of the array whose metadata document `name` (`zarr.json` or
+    /// `.zarray`) holds `bytes`; `None` for a group, a grid other than `regular`, or a
+    /// document that does not parse. Only the grid and the key encoding are read, so a v2
+    /// array whose dtype the views cannot decode still has its tree.
+    pub fn from_metadata(name: &str, bytes: &[u8]) -> Option<ChunkTree> {
+        match name {
+            "zarr.json" => match parse_zarr_json(bytes).ok()? {
+                NodeMetadata::Array(a) => {
+                    Some(ChunkTree::new(a.key_encoding, grid(&a.shape, a.chunk_shape.as_ref()?)))
+                }
+                NodeMetadata::Group(_) => None,
+            },
+            ".zarray" => {
+                let json = parse_zarray(bytes).ok()?;
+                let shape = u64_list(json.get("shape")?, "shape").ok()?;
+                let chunks = u64_list(json.get("chunks")?, "chunks").ok()?;
+                if chunks.len() != shape.len() || chunks.contains(&0) {
+                    return None;
+                }
+                let separator = match json.get("dimension_separator") {
+                    None | Some(Value::Null) => '.',
+                    Some(Value::String(s)) if s == "." || s == "/" => s.chars().next()?,
+                    Some(_) => return None,
+                };
+                Some(ChunkTree::new(ChunkKeyEncoding::V2 { separator }, grid(&shape, &chunks)))
+            }
+            _ => None,
+        }
     }
 
     pub fn encoding(&self) -> ChunkKeyEncoding {
@@ -307,6 +341,40 @@ mod tests {
         let zero = ChunkTree::new(D_SLASH, vec![]);
         assert!(zero.owns("c"));
         assert!(!zero.owns("c/x") && !zero.owns("0"));
+    }
+
+    #[test]
+    fn trees_from_metadata_documents() {
+        let v3 = crate::zarr::metadata::tests::FIXTURE.as_bytes();
+        assert_eq!(
+            ChunkTree::from_metadata("zarr.json", v3),
+            Some(ChunkTree::new(D_SLASH, vec![2, 2]))
+        );
+        let group = br#"{"zarr_format":3,"node_type":"group"}"#;
+        assert_eq!(ChunkTree::from_metadata("zarr.json", group), None);
+        let odd_grid =
+            String::from_utf8(v3.to_vec()).unwrap().replace("\"regular\"", "\"rectilinear\"");
+        assert_eq!(ChunkTree::from_metadata("zarr.json", odd_grid.as_bytes()), None);
+        // v2: only shape, chunks and the separator matter (an object dtype is fine here).
+        let zarray = br#"{"zarr_format":2,"shape":[10,7],"chunks":[5,5],"dtype":"|O","dimension_separator":"/"}"#;
+        assert_eq!(
+            ChunkTree::from_metadata(".zarray", zarray),
+            Some(ChunkTree::new(V2_SLASH, vec![2, 2]))
+        );
+        let dotted = br#"{"zarr_format":2,"shape":[10],"chunks":[3],"dtype":"<i4"}"#;
+        assert_eq!(
+            ChunkTree::from_metadata(".zarray", dotted),
+            Some(ChunkTree::new(V2_DOT, vec![4]))
+        );
+        for bad in [
+            &br#"{"zarr_format":2,"shape":[10],"chunks":[0]}"#[..],
+            b"{",
+            b"[]",
+            b"{\"zarr_format\":3}",
+        ] {
+            assert_eq!(ChunkTree::from_metadata(".zarray", bad), None);
+        }
+        assert_eq!(ChunkTree::from_metadata(".zattrs", dotted), None);
     }
 
     /// The tree's directories and chunks are exactly the prefixes and keys of the grid's
