@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+use crate::zarr::data_type::DataType;
 use crate::zarr::json::u64_list;
 use crate::zarr::metadata::{parse_zarr_json, parse_zarray, NodeMetadata};
 
@@ -218,6 +219,66 @@ impl ChunkTree {
     }
 }
 
+/// An upper estimate of the bytes one stored chunk (one shard, when sharded) of the array
+/// whose metadata document `name` holds `bytes` takes: its elements at their item size, plus
+/// a shard index, plus slack for a compressor's worst case (blosc, zstd and gzip add well
+/// under 1/64 to incompressible data). `None` when the document says too little to tell
+/// (a variable-size or unknown data type, an irregular grid). A guess for deciding how to
+/// fetch, never a limit on what is read.
+pub fn stored_chunk_bound(name: &str, bytes: &[u8]) -> Option<u64> {
+    let (chunk_shape, itemsize, inner_chunks) = match name {
+        "zarr.json" => match parse_zarr_json(bytes).ok()? {
+            NodeMetadata::Array(a) => {
+                let chunk_shape = a.chunk_shape.clone()?;
+                let itemsize = DataType::from_json(&a.data_type).ok()?.itemsize as u64;
+                let inner = match a.codecs.iter().find(|c| c.name == "sharding_indexed") {
+                    Some(c) => {
+                        let inner =
+                            u64_list(c.configuration.get("chunk_shape")?, "chunk_shape").ok()?;
+                        if inner.len() != chunk_shape.len() || inner.contains(&0) {
+                            return None;
+                        }
+                        chunk_shape
+                            .iter()
+                            .zip(&inner)
+                            .try_fold(1u64, |n, (&s, &i)| n.checked_mul(s.div_ceil(i)))?
+                    }
+                    None => 0,
+                };
+                (chunk_shape, itemsize, inner)
+            }
+            NodeMetadata::Group(_) => return None,
+        },
+        ".zarray" => {
+            let json = parse_zarray(bytes).ok()?;
+            let chunks = u64_list(json.get("chunks")?, "chunks").ok()?;
+            (chunks, v2_itemsize(json.get("dtype")?.as_str()?)?, 0)
+        }
+        _ => return None,
+    };
+    let elements = chunk_shape.iter().try_fold(1u64, |n, &c| n.checked_mul(c))?;
+    let raw = elements.checked_mul(itemsize)?;
+    // 16 bytes per inner chunk and a crc32c, when sharded.
+    let index = inner_chunks.checked_mul(16)?.checked_add(if inner_chunks > 0 { 4 } else { 0 })?;
+    raw.checked_add(raw / 64)?.checked_add(index)?.checked_add(4096)
+}
+
+/// Bytes per element of a simple numpy type string (`<f4`, `|u1`, `<U8`); `None` for
+/// structured, object and other types whose size the string does not give this way.
+fn v2_itemsize(dtype: &str) -> Option<u64> {
+    let mut chars = dtype.chars();
+    if !matches!(chars.next()?, '<' | '>' | '|') {
+        return None;
+    }
+    let kind = chars.next()?;
+    let n: u64 = chars.as_str().parse().ok()?;
+    match kind {
+        'b' | 'i' | 'u' | 'f' | 'c' | 'S' | 'V' | 'm' | 'M' => Some(n),
+        'U' => n.checked_mul(4),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,5 +467,29 @@ mod tests {
             }
             assert_eq!(prefixes.is_empty(), !t.is_nested());
         }
+    }
+
+    #[test]
+    fn stored_chunk_bounds_from_metadata_documents() {
+        // v3 sharded: a 50x50 int32 shard of 10x10 inner chunks: 10,000 bytes, a 25-entry
+        // index and its crc, plus slack.
+        let v3 = crate::zarr::metadata::tests::FIXTURE.as_bytes();
+        let raw = 50 * 50 * 4;
+        assert_eq!(stored_chunk_bound("zarr.json", v3), Some(raw + raw / 64 + 25 * 16 + 4 + 4096));
+        let v2 = br#"{"zarr_format":2,"shape":[10,10],"chunks":[5,5],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", v2), Some(200 + 3 + 4096));
+        let unicode = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<U3","compressor":null,"fill_value":"","order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", unicode), Some(48 + 4096));
+        // Structured and object dtypes, groups and other names say nothing.
+        let structured = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":[["a","<i4"]],"compressor":null,"fill_value":null,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", structured), None);
+        assert_eq!(
+            stored_chunk_bound("zarr.json", br#"{"zarr_format":3,"node_type":"group"}"#),
+            None
+        );
+        assert_eq!(stored_chunk_bound(".zattrs", v2), None);
+        // Absurd shapes do not overflow.
+        let huge = br#"{"zarr_format":2,"shape":[1],"chunks":[18446744073709551615,2],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", huge), None);
     }
 }
