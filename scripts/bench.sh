@@ -59,6 +59,8 @@ if [[ $cloud != 2 ]]; then
     .venv/bin/python -W ignore scripts/bench_scale.py --bin "$BIN" "${scale_args[@]}"
 fi
 if [[ $cloud != 0 ]]; then
+    # The rclone contender of bench_cloud.py (skipped there when rclone is missing).
+    command -v rclone >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone >/dev/null
     .venv/bin/python -W ignore scripts/bench_cloud.py --bin "$BIN" "${cloud_args[@]}"
 fi
 if [[ $peers == 1 ]]; then

@@ -15,6 +15,9 @@ measured at each delay, in one run, against a baseline measured the same way:
      from s3s-fs instead of moto: s3s-fs reads each range from a file, where moto answers every
      ranged GET from one in-memory copy of the whole object (which penalises many part GETs).
   4. peak RSS (VmHWM) of the daemon with and without the disk cache in 1. and 3.
+  5. `rclone mount` of the same S3 prefix through the same proxy (its defaults: no VFS cache,
+     chunked ranged reads), a fresh mount and a cold page cache, in 1. and 3., when `rclone` is
+     on PATH (scripts/bench.sh --cloud installs it); ratios vs rclone are printed in the same run.
 
 Ratios: baseline time / mount time (above 1.0 the mount is faster).
 """
@@ -34,6 +37,7 @@ import numpy as np
 import zarr
 
 from bench import S3_ENV, Mounted, MotoServer, drop_caches, free_port, read_tree, timed  # same directory
+from bench_peers import Proc  # same directory
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -129,6 +133,22 @@ def signed_single_stream_get(url, bucket, key):
     return n
 
 
+def rclone_time(proxy, prefix, mnt: Path, warm=lambda: None):
+    """A whole read of `rclone mount` of bench/`prefix` through `proxy` (an S3 remote given on the
+    command line, as bench_peers.py does), fresh mount, cold page cache; None without rclone."""
+    if shutil.which("rclone") is None:
+        return None
+    # The bucket is mounted and `prefix` read below it: given `bench/big`, rclone first HEADs
+    # `big` to see whether it names a file, which s3s-fs answers with a 500 that rclone retries
+    # for minutes.
+    remote = (f':s3,provider=Other,endpoint="{proxy.url}",access_key_id=test,secret_access_key=test,'
+              f'force_path_style=true:bench')
+    with Proc(["rclone", "mount", remote, str(mnt), "--read-only"], mnt, S3_ENV):
+        drop_caches()
+        warm()
+        return timed(lambda: read_tree(mnt / prefix))
+
+
 def mount_args(proxy, *extra):
     return ["--read-only", "--endpoint-url", proxy.url, "--metadata-ttl", "60", *extra]
 
@@ -172,6 +192,10 @@ def bench_files(binary, work: Path, proxy, delay, nfiles, local_files: Path):
                nbytes, 0.8)
     print(f"{'':58s} peak RSS MiB: no cache {runs['no cache'][1]:.0f}, cold cache {runs['cold cache'][1]:.0f},"
           f" warm cache {runs['warm cache'][1]:.0f}", flush=True)
+    rclone = rclone_time(proxy, "files", mnt)
+    if rclone is not None:
+        ratio_line(f"{nfiles} x 1 MiB files, 1st mount no cache vs rclone mount", rclone, runs["no cache"][0],
+                   nbytes, 1.5)
 
 
 def evict(root: Path):
@@ -185,6 +209,20 @@ def evict(root: Path):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
+
+
+def backend_requests(port):
+    """The daemon's backend requests so far, by kind (its --metrics-addr endpoint). A `lookup` is
+    a HEAD and a LIST sent together on object stores."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("zarr_mount_backend_requests_total{"):
+            kind = line.split('kind="')[1].split('"')[0]
+            n = int(float(line.split()[-1]))
+            if n:
+                counts[kind] = n
+    return counts
 
 
 def bench_zarr(binary, work: Path, proxy, delay, ref):
@@ -215,17 +253,24 @@ def bench_zarr(binary, work: Path, proxy, delay, ref):
         zcache = work / f"zcache-{delay:g}-{view}"
         shutil.rmtree(zcache, ignore_errors=True)
         args = mount_args(proxy, "--cache-dir", str(zcache), *(["--view", view] if view == "raw" else []))
-        with Mounted(binary, "s3://bench/arr.zarr", mnt, *args, env=S3_ENV):
+        port = free_port()
+        with Mounted(binary, "s3://bench/arr.zarr", mnt, *args, "--metrics-addr", f"127.0.0.1:{port}", env=S3_ENV):
             cold = timed(lambda: check(str(mnt)))
+            cold_requests = backend_requests(port)
         warm = None
-        for _ in range(3):
-            with Mounted(binary, "s3://bench/arr.zarr", mnt, *args, env=S3_ENV):
+        for i in range(3):
+            port = free_port()
+            with Mounted(binary, "s3://bench/arr.zarr", mnt, *args, "--metrics-addr", f"127.0.0.1:{port}",
+                         env=S3_ENV):
                 evict(zcache)
                 t = timed(lambda: check(str(mnt)))
                 warm = t if warm is None else min(warm, t)
+                if i == 0:
+                    warm_requests = backend_requests(port)
         ratio_line(f"zarr-python {ref.shape} {view} view, 1st mount cold cache vs obstore", base, cold, ref.nbytes)
         ratio_line(f"zarr-python {ref.shape} {view} view, 2nd mount warm cache vs obstore", base, warm, ref.nbytes,
                    2.0)
+        print(f"{'':58s} backend requests: 1st mount {cold_requests}, 2nd mount {warm_requests}", flush=True)
         shutil.rmtree(zcache, ignore_errors=True)
 
 
@@ -255,6 +300,10 @@ def bench_big(binary, work: Path, proxy, delay, big_mib, server, get_one, warm):
     ratio_line(f"{big_mib} MiB object ({server}) sequential, no cache vs 1 GET stream", single, seq, big, 2.0)
     ratio_line(f"{big_mib} MiB object ({server}) sequential, cold cache vs 1 GET stream", single, seq_cached, big)
     print(f"{'':58s} peak RSS MiB: no cache {rss:.0f}, cold cache {rss_cached:.0f}", flush=True)
+    rclone = rclone_time(proxy, "big", mnt, warm)
+    if rclone is not None:
+        ratio_line(f"{big_mib} MiB object ({server}) sequential, rclone mount vs 1 GET stream", single, rclone, big)
+        ratio_line(f"{big_mib} MiB object ({server}) sequential, no cache vs rclone mount", rclone, seq, big, 1.5)
     shutil.rmtree(work / f"bcache-{delay:g}", ignore_errors=True)
 
 

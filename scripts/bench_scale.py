@@ -6,7 +6,8 @@
      the server received, next to the same command on the directory itself / a plain paginated
      listing with boto3.
   11. walk (only with --only walk): `find` and `ls -lR` of 1,000,000 keys in a local tree, twice;
-     the daemon's RSS after each walk and the inodes it holds.
+     the daemon's RSS after each walk and the inodes it holds. walk-s3 (only with --only walk-s3):
+     the same over 200,000 keys in a moto bucket.
   4b. listing-s3s (only with --only listing-s3s): time to the first entry, `ls -l` and `find` of
      100,000 keys on s3s-fs (objects are files: the keys are made in its data directory).
   5. memory: peak RSS (VmHWM) of the daemon while reading 4 GiB through the mount, local and
@@ -286,40 +287,59 @@ def bench_walk(binary, work, keys, extra):
     twice, as tests/it/scale.rs does at CI size: the daemon's RSS after each walk, its peak,
     the inodes it holds and, once the kernel dropped its dentries, the inodes left."""
     src = work / "walk"
+    made = None
+    for d, k in walk_keys(keys):
+        if d != made:
+            (src / d).mkdir(parents=True)
+            made = d
+        (src / d / k).touch()
+    try:
+        walk_twice(binary, work, keys, extra, src)
+    finally:
+        subprocess.run(["rm", "-rf", str(src)])
+
+
+def bench_walk_s3(binary, work, s3, keys, extra):
+    """The walk of `bench_walk` over an S3 bucket (moto): the same tree of keys, put straight
+    into moto's backend, mounted read-only."""
+    for d, k in walk_keys(keys):
+        s3.put(f"walk/{d}/{k}", b"")
+    walk_twice(binary, work, keys, ["--read-only", "--endpoint-url", s3.url, *extra], "s3://bench/walk", env=s3.env)
+
+
+def walk_keys(keys):
+    """The walk's tree: (directory, file name) for `keys` files, 1,000 per directory."""
     per_dir = 1000
-    for d in range((keys + per_dir - 1) // per_dir):
-        sub = src / f"d{d}"
-        sub.mkdir(parents=True)
-        for k in range(min(per_dir, keys - d * per_dir)):
-            (sub / f"key{k}").touch()
+    for i in range(keys):
+        yield f"d{i // per_dir}", f"key{i % per_dir}"
+
+
+def walk_twice(binary, work, keys, extra, source, env=None):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     port = free_port()
-    try:
-        with Mounted(binary, src, mnt, "--view", "raw", "--metrics-addr", f"127.0.0.1:{port}", *extra) as m:
-            pid = m.proc.pid
-            print(f"walk of {keys:,} keys, options {' '.join(extra) or '(defaults)'}: idle RSS"
-                  f" {rss_bytes(pid) / MiB:.0f} MiB", flush=True)
-            for round in (1, 2):
-                t = time.perf_counter()
-                out = subprocess.run(["find", str(mnt), "-type", "f"], check=True, capture_output=True).stdout
-                assert out.count(b"\n") == keys, out.count(b"\n")
-                find_s = time.perf_counter() - t
-                run(["ls", "-lR", str(mnt)])
-                took = time.perf_counter() - t
-                rss, held = rss_bytes(pid), known_inodes(port)
-                # Dentries and inodes only (as tests/it/scale.rs): the kernel sends its FORGETs.
-                Path("/proc/sys/vm/drop_caches").write_text("2\n")
-                deadline = time.time() + 30
+    with Mounted(binary, source, mnt, "--view", "raw", "--metrics-addr", f"127.0.0.1:{port}", *extra, env=env) as m:
+        pid = m.proc.pid
+        print(f"walk of {keys:,} keys in {source}, options {' '.join(extra) or '(defaults)'}: idle RSS"
+              f" {rss_bytes(pid) / MiB:.0f} MiB", flush=True)
+        for round in (1, 2):
+            t = time.perf_counter()
+            out = subprocess.run(["find", str(mnt), "-type", "f"], check=True, capture_output=True).stdout
+            assert out.count(b"\n") == keys, out.count(b"\n")
+            find_s = time.perf_counter() - t
+            run(["ls", "-lR", str(mnt)])
+            took = time.perf_counter() - t
+            rss, held = rss_bytes(pid), known_inodes(port)
+            # Dentries and inodes only (as tests/it/scale.rs): the kernel sends its FORGETs.
+            Path("/proc/sys/vm/drop_caches").write_text("2\n")
+            deadline = time.time() + 30
+            after = known_inodes(port)
+            while after >= keys // 100 and time.time() < deadline:
+                time.sleep(0.2)
                 after = known_inodes(port)
-                while after >= keys // 100 and time.time() < deadline:
-                    time.sleep(0.2)
-                    after = known_inodes(port)
-                print(f"  walk {round}: {took:6.1f} s (find {find_s:5.1f} s)   RSS {rss / MiB:5.0f} MiB"
-                      f" (peak {hwm_bytes(pid) / MiB:.0f} MiB)   inodes {held:,}, after the kernel dropped"
-                      f" its caches {after:,} (RSS then {rss_bytes(pid) / MiB:.0f} MiB)", flush=True)
-    finally:
-        subprocess.run(["rm", "-rf", str(src)])
+            print(f"  walk {round}: {took:6.1f} s (find {find_s:5.1f} s)   RSS {rss / MiB:5.0f} MiB"
+                  f" (peak {hwm_bytes(pid) / MiB:.0f} MiB)   inodes {held:,}, after the kernel dropped"
+                  f" its caches {after:,} (RSS then {rss_bytes(pid) / MiB:.0f} MiB)", flush=True)
 
 
 # ---- 5. memory ----
@@ -385,9 +405,10 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true", help="smaller data, for a smoke run")
     ap.add_argument("--only", default="listing,rss",
-                    help="comma-separated parts: listing (= listing-local,listing-s3), rss, walk and listing-s3s "
-                         "(these two not in the default)")
+                    help="comma-separated parts: listing (= listing-local,listing-s3), rss, walk, walk-s3 and "
+                         "listing-s3s (these three not in the default)")
     ap.add_argument("--walk-keys", type=int, default=1_000_000, help="keys of the `walk` part")
+    ap.add_argument("--walk-s3-keys", type=int, default=200_000, help="keys of the `walk-s3` part (moto)")
     ap.add_argument("--walk-option", action="append", default=[],
                     help="an option for the walk's mount, e.g. --walk-option=--metadata-cache-entries=1000")
     args = ap.parse_args()
@@ -405,12 +426,14 @@ def main():
             bench_listing_local(args.bin, work, keys)
         if "listing-s3s" in parts:
             bench_listing_s3s(args.bin, work, keys)
-        if not parts & {"listing-s3", "rss"}:
+        if not parts & {"listing-s3", "rss", "walk-s3"}:
             return
         s3 = S3Server()
         try:
             if "listing-s3" in parts:
                 bench_listing_s3(args.bin, work, s3, keys)
+            if "walk-s3" in parts:
+                bench_walk_s3(args.bin, work, s3, args.walk_s3_keys, args.walk_option)
             if "rss" in parts:
                 bench_rss_local(args.bin, work, rss_total)
                 bench_rss_s3(args.bin, work, s3, rss_total, cache)

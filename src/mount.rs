@@ -265,10 +265,12 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
     use crate::fs::presented::PresentedNamespace;
     use crate::fs::unsharded::UnshardedNamespace;
     let ttl = cfg.metadata_ttl;
-    let raw = RawNamespace::new(store);
+    let raw = RawNamespace::new(store).with_chunk_trees(ttl);
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        let unsharded =
-            Arc::new(UnshardedNamespace::new(RawNamespace::new(raw.store().clone()), ttl));
+        let unsharded = Arc::new(UnshardedNamespace::new(
+            RawNamespace::new(raw.store().clone()).with_chunk_trees(ttl),
+            ttl,
+        ));
         let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
         Arc::new(PresentedNamespace::new(unsharded, presenter, ttl, cache))
     };

@@ -3,15 +3,20 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
 use super::spill::Body;
-use crate::store::{join_key, ByteRange, EntryListing, MetaWanted, PutMode, Store, StoreError};
+use crate::store::{
+    join_key, split_key, ByteRange, EntryListing, MetaWanted, PutMode, Store, StoreError,
+};
+use crate::ttl_cache::TtlCache;
+use crate::view::chunk_lookup::{ancestors, classify, TreeLookup};
 use crate::view::node::{Backing, Node};
+use crate::zarr::chunk_tree::{stored_chunk_bound, ChunkTree};
 
 /// A listing read page by page (see `Namespace::list_pages`): each name with its node, or
 /// `None` for a regular file whose attributes the page was read without.
@@ -95,11 +100,106 @@ pub struct RawNamespace {
     store: Arc<dyn Store>,
     virtual_dirs: Mutex<HashSet<String>>,
     started: SystemTime,
+    /// Array directory -> its chunk tree, learned from metadata documents read through the
+    /// mount and trusted for the metadata TTL (see `with_chunk_trees`).
+    trees: Option<TtlCache<KnownArray>>,
 }
+
+/// What a metadata document read through the mount says about its array's chunk files.
+#[derive(Clone)]
+struct KnownArray {
+    tree: ChunkTree,
+    /// An upper estimate of one chunk object's size (`zarr::chunk_tree::stored_chunk_bound`).
+    chunk_bound: Option<u64>,
+}
+
+/// Arrays whose chunk trees are kept at once.
+const CHUNK_TREES: usize = 4096;
+/// How far above a path an array directory is looked for: a chunk tree is at most the
+/// array's rank plus one (`c/`) deep, and ranks beyond 32 are not seen in practice.
+const MAX_TREE_DEPTH: usize = 33;
 
 impl RawNamespace {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        RawNamespace { store, virtual_dirs: Mutex::new(HashSet::new()), started: SystemTime::now() }
+        RawNamespace {
+            store,
+            virtual_dirs: Mutex::new(HashSet::new()),
+            started: SystemTime::now(),
+            trees: None,
+        }
+    }
+
+    /// Answer lookups inside the chunk tree of an array whose metadata document was read
+    /// through this namespace (within `ttl`) from that tree (see `view::chunk_lookup`):
+    /// directories of the tree with no request, chunk files with one request and no directory
+    /// probe: a GET of the whole chunk when the metadata bounds it within what the cache
+    /// below keeps whole (the read that follows a lookup is then served from memory: one
+    /// round trip per chunk instead of two), else a HEAD. Only on stores without real directories, where a directory is a prefix that
+    /// costs a LIST to confirm; on a filesystem a lookup is one cheap `stat` anyway.
+    pub fn with_chunk_trees(mut self, ttl: Duration) -> Self {
+        if !self.store.has_real_dirs() && !ttl.is_zero() {
+            self.trees = Some(TtlCache::new(CHUNK_TREES, ttl));
+        }
+        self
+    }
+
+    /// What the chunk tree of the nearest known array above `path` says it is.
+    fn tree_lookup(&self, path: &str) -> Option<(TreeLookup, Option<u64>)> {
+        let trees = self.trees.as_ref()?;
+        ancestors(path, MAX_TREE_DEPTH).find_map(|(dir, rel)| {
+            trees.get(dir).map(|known| (classify(&known.tree, rel), known.chunk_bound))
+        })
+    }
+
+    /// The metadata of a chunk object, found by the cheapest request that also serves the
+    /// read likely to follow (see `with_chunk_trees`).
+    async fn chunk_meta(
+        &self,
+        path: &str,
+        bound: Option<u64>,
+    ) -> Result<Option<crate::store::ObjectMeta>, StoreError> {
+        let whole = self.store.whole_object_limit();
+        match bound {
+            Some(bound) if bound <= whole => Ok(self
+                .store
+                .get_ranged(path, ByteRange::Range(0..bound))
+                .await?
+                .map(|(_, meta)| meta)),
+            _ => self.store.head(path).await,
+        }
+    }
+
+    /// A whole metadata document was read at `key`: learn (or forget) its directory's tree.
+    fn learn_tree(&self, key: &str, data: &[u8]) {
+        let Some(trees) = &self.trees else { return };
+        let (dir, name) = split_key(key);
+        if !is_array_doc(name) {
+            return;
+        }
+        match ChunkTree::from_metadata(name, data) {
+            Some(tree) => {
+                let chunk_bound = stored_chunk_bound(name, data);
+                trees.put(dir.to_string(), KnownArray { tree, chunk_bound })
+            }
+            None => trees.forget(dir),
+        }
+    }
+
+    /// `key` is written, removed or renamed through the mount: a tree it defined is gone.
+    fn forget_tree_of(&self, key: &str) {
+        if let Some(trees) = &self.trees {
+            let (dir, name) = split_key(key);
+            if is_array_doc(name) {
+                trees.forget(dir);
+            }
+        }
+    }
+
+    /// A directory moved or went away: every tree at or below it may be wrong now.
+    fn forget_all_trees(&self) {
+        if let Some(trees) = &self.trees {
+            trees.clear();
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -121,6 +221,17 @@ impl Namespace for RawNamespace {
         if path.is_empty() {
             return Ok(Some(self.dir_node()));
         }
+        match self.tree_lookup(path) {
+            Some((TreeLookup::Dir, _)) => return Ok(Some(self.dir_node())),
+            Some((TreeLookup::ChunkFile, bound)) if !self.is_virtual_dir(path) => {
+                return match self.chunk_meta(path, bound).await {
+                    Ok(meta) => Ok(meta.map(|meta| self.object_node(path, meta))),
+                    Err(StoreError::InvalidKey(..)) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            _ => {}
+        }
         let found = match self.store.lookup(path).await {
             Ok(found) => found,
             Err(StoreError::InvalidKey(..)) => return Ok(None),
@@ -131,11 +242,7 @@ impl Namespace for RawNamespace {
         if found.dir || self.is_virtual_dir(path) {
             return Ok(Some(self.dir_node()));
         }
-        Ok(found.file.map(|meta| Node {
-            size: meta.size,
-            modified: meta.modified,
-            backing: Backing::Object { key: path.to_string(), version: meta.version },
-        }))
+        Ok(found.file.map(|meta| self.object_node(path, meta)))
     }
 
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
@@ -193,8 +300,14 @@ impl Namespace for RawNamespace {
                 // The object may have been replaced since the file was opened: bytes of the new
                 // object cut to the old size would be neither the old content nor the new one.
                 // (Sizes, unlike version tags, compare reliably across every backend's answers.)
+                let whole = r.start == 0 && r.end == node.size;
                 match self.store.get_ranged(key, ByteRange::Range(r)).await? {
-                    Some((data, meta)) if meta.size == node.size => Ok(data),
+                    Some((data, meta)) if meta.size == node.size => {
+                        if whole {
+                            self.learn_tree(key, &data);
+                        }
+                        Ok(data)
+                    }
                     Some(_) => Err(FsError::Stale),
                     None => Err(FsError::NotFound),
                 }
@@ -218,27 +331,36 @@ impl Namespace for RawNamespace {
     }
 
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()> {
+        self.forget_tree_of(path);
         self.store.put(path, data).await?;
+        // Again after the write: a read of the old document meanwhile may have learned it.
+        self.forget_tree_of(path);
         self.forget_virtual_ancestors(path);
         Ok(())
     }
 
     async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
+        self.forget_tree_of(path);
         match body {
             Body::Bytes(data) => self.store.put(path, data).await?,
             Body::File(file, len) => {
                 self.store.put_file(path, file, len, PutMode::Overwrite).await?
             }
         }
+        // Again after the write: a read of the old document meanwhile may have learned it.
+        self.forget_tree_of(path);
         self.forget_virtual_ancestors(path);
         Ok(())
     }
 
     async fn create_file(&self, path: &str, data: Bytes) -> FsResult<()> {
+        self.forget_tree_of(path);
         match self.store.put_opts(path, data, PutMode::Create).await {
             Err(StoreError::AlreadyExists(_)) => return Err(FsError::Exists),
             r => r?,
         }
+        // Again after the write: a read of the old document meanwhile may have learned it.
+        self.forget_tree_of(path);
         self.forget_virtual_ancestors(path);
         Ok(())
     }
@@ -247,6 +369,7 @@ impl Namespace for RawNamespace {
     /// a filesystem: `rm -r` (and zarr-python's `LocalStore.clear`) unlinks the last file, then
     /// rmdirs the directory, which would otherwise have vanished with its last key.
     async fn remove_file(&self, path: &str) -> FsResult<()> {
+        self.forget_tree_of(path);
         self.store.delete(path).await?;
         if !self.store.has_real_dirs() {
             let mut v = crate::locks::lock(&self.virtual_dirs);
@@ -261,7 +384,10 @@ impl Namespace for RawNamespace {
 
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()> {
         self.store.check_key(to)?;
+        self.forget_tree_of(from);
+        self.forget_tree_of(to);
         if is_dir {
+            self.forget_all_trees();
             if self.is_virtual_dir(from) {
                 let mut v = crate::locks::lock(&self.virtual_dirs);
                 v.remove(from);
@@ -289,6 +415,7 @@ impl Namespace for RawNamespace {
     }
 
     async fn rmdir(&self, path: &str) -> FsResult<()> {
+        self.forget_all_trees();
         if self.store.has_real_dirs() {
             return Ok(self.store.remove_dir(path).await?);
         }
@@ -314,7 +441,20 @@ impl Namespace for RawNamespace {
     }
 }
 
+/// The metadata documents that make a directory an array.
+fn is_array_doc(name: &str) -> bool {
+    name == "zarr.json" || name == ".zarray"
+}
+
 impl RawNamespace {
+    fn object_node(&self, key: &str, meta: crate::store::ObjectMeta) -> Node {
+        Node {
+            size: meta.size,
+            modified: meta.modified,
+            backing: Backing::Object { key: key.to_string(), version: meta.version },
+        }
+    }
+
     /// The entries of a whole store listing of `dir`, unsorted (see `entries_of`).
     fn nodes_of(&self, dir: &str, listing: crate::store::Listing) -> Vec<(String, Node)> {
         // Every file of a `Listing` has its metadata, so every entry has its node.
@@ -369,5 +509,135 @@ impl RawNamespace {
             k = &k[..i];
             v.remove(k);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::RecordingStore;
+
+    const V3_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+    const V2_NESTED: &str = r#"{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}"#;
+
+    async fn namespace(keys: &[(&str, &str)]) -> (RawNamespace, Arc<RecordingStore>) {
+        let mem = Arc::new(MemoryStore::new());
+        for (k, v) in keys {
+            mem.put(k, Bytes::from(v.to_string())).await.unwrap();
+        }
+        let rec = Arc::new(RecordingStore::new(mem));
+        let ns = RawNamespace::new(rec.clone()).with_chunk_trees(Duration::from_secs(3600));
+        (ns, rec)
+    }
+
+    /// Read a whole file through the namespace, as zarr-python reads a metadata document.
+    async fn read_whole(ns: &RawNamespace, path: &str) -> Bytes {
+        let node = ns.lookup(path).await.unwrap().unwrap();
+        ns.read(path, &node, 0, 1 << 20).await.unwrap()
+    }
+
+    async fn kind(ns: &RawNamespace, path: &str) -> Option<bool> {
+        ns.lookup(path).await.unwrap().map(|n| n.is_dir())
+    }
+
+    #[tokio::test]
+    async fn chunk_tree_directories_need_no_request_once_the_metadata_was_read() {
+        let (ns, rec) = namespace(&[
+            ("g/zarr.json", r#"{"zarr_format":3,"node_type":"group"}"#),
+            ("g/a/zarr.json", V3_ARRAY),
+            ("g/a/c/0/0", "abcd"),
+            ("g/a/c/1/1", "efgh"),
+        ])
+        .await;
+        // Before the array's metadata is known, a lookup asks the store (HEAD and LIST).
+        assert_eq!(kind(&ns, "g/a/c").await, Some(true));
+        assert_eq!(rec.take(), ["lookup g/a/c"]);
+        read_whole(&ns, "g/a/zarr.json").await;
+        rec.take();
+
+        // Directories of the tree inside the grid: answered with no request at all, even one
+        // with no chunk below it (it lists empty).
+        for dir in ["g/a/c", "g/a/c/0", "g/a/c/1"] {
+            assert_eq!(kind(&ns, dir).await, Some(true), "{dir}");
+        }
+        assert_eq!(rec.calls(), Vec::<String>::new());
+        assert!(ns.list("g/a/c/1").await.unwrap().iter().any(|(n, _)| n == "1"));
+        rec.take();
+
+        // A chunk file: its HEAD only, no directory probe; a missing one is absent.
+        assert_eq!(kind(&ns, "g/a/c/0/0").await, Some(false));
+        assert_eq!(kind(&ns, "g/a/c/0/1").await, None);
+        assert_eq!(rec.take(), ["head g/a/c/0/0", "head g/a/c/0/1"]);
+        let node = ns.lookup("g/a/c/1/1").await.unwrap().unwrap();
+        assert_eq!(&ns.read("g/a/c/1/1", &node, 0, 10).await.unwrap()[..], b"efgh");
+    }
+
+    #[tokio::test]
+    async fn names_outside_the_chunk_tree_still_ask_the_store() {
+        let (ns, rec) =
+            namespace(&[("a/zarr.json", V3_ARRAY), ("a/c/2/0", "stray"), ("a/notes", "n")]).await;
+        read_whole(&ns, "a/zarr.json").await;
+        rec.take();
+        // Out of the grid (the grid is 2x2), stray names, too deep, and the group above.
+        assert_eq!(kind(&ns, "a/c/2").await, Some(true));
+        assert_eq!(kind(&ns, "a/c/2/0").await, Some(false));
+        assert_eq!(kind(&ns, "a/notes").await, Some(false));
+        assert_eq!(kind(&ns, "a/c/0/0/x").await, None);
+        assert_eq!(kind(&ns, "a/d").await, None);
+        assert_eq!(
+            rec.take(),
+            ["lookup a/c/2", "lookup a/c/2/0", "lookup a/notes", "lookup a/c/0/0/x", "lookup a/d"]
+        );
+    }
+
+    #[tokio::test]
+    async fn v2_nested_keys_and_rewritten_metadata() {
+        let (ns, rec) = namespace(&[("v/.zarray", V2_NESTED), ("v/1/0", "x")]).await;
+        read_whole(&ns, "v/.zarray").await;
+        rec.take();
+        assert_eq!(kind(&ns, "v/1").await, Some(true));
+        assert_eq!(kind(&ns, "v/0").await, Some(true));
+        assert_eq!(kind(&ns, "v/1/0").await, Some(false));
+        assert_eq!(rec.take(), ["head v/1/0"]);
+
+        // Metadata written through the mount: the tree it defined is no longer trusted.
+        let bigger = V2_NESTED.replace("[4,4]", "[8,8]");
+        ns.write_file("v/.zarray", Bytes::from(bigger)).await.unwrap();
+        rec.take();
+        assert_eq!(kind(&ns, "v/3").await, None);
+        assert_eq!(rec.take(), ["lookup v/3"]);
+        // Until it is read again.
+        read_whole(&ns, "v/.zarray").await;
+        rec.take();
+        assert_eq!(kind(&ns, "v/3").await, Some(true));
+        assert_eq!(rec.calls(), Vec::<String>::new());
+    }
+
+    /// Writing through the mount into a chunk directory that has no key yet (as zarr-python
+    /// does for a new chunk: makedirs, then the file) works the same with the tree known.
+    #[tokio::test]
+    async fn new_chunk_directories_through_the_mount() {
+        let (ns, _rec) = namespace(&[("a/zarr.json", V3_ARRAY)]).await;
+        read_whole(&ns, "a/zarr.json").await;
+        assert!(matches!(ns.mkdir("a/c").await, Err(FsError::Exists)));
+        assert_eq!(kind(&ns, "a/c/1/1").await, None);
+        ns.create_file("a/c/1/1", Bytes::from_static(b"new")).await.unwrap();
+        assert_eq!(kind(&ns, "a/c/1/1").await, Some(false));
+        let names: Vec<String> = ns.list("a/c").await.unwrap().into_iter().map(|e| e.0).collect();
+        assert_eq!(names, ["1"]);
+    }
+
+    /// Without the setting (and on stores with real directories) nothing changes.
+    #[tokio::test]
+    async fn trees_only_where_enabled() {
+        let mem = Arc::new(MemoryStore::new());
+        mem.put("a/zarr.json", Bytes::from_static(V3_ARRAY.as_bytes())).await.unwrap();
+        let rec = Arc::new(RecordingStore::new(mem));
+        let ns = RawNamespace::new(rec.clone());
+        read_whole(&ns, "a/zarr.json").await;
+        rec.take();
+        assert_eq!(kind(&ns, "a/c").await, None);
+        assert_eq!(rec.take(), ["lookup a/c"]);
     }
 }

@@ -1,6 +1,7 @@
 //! Views: pure logic that maps a path in the mount to what backs it. No I/O and no FUSE here;
 //! the `fs` layer fetches what a view asks for and hands it back.
 
+pub mod chunk_lookup;
 pub mod decoded;
 pub mod node;
 pub mod present;

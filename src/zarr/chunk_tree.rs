@@ -5,7 +5,12 @@
 //! `view::present` for the keys it shows and the keys of the view below. How one key is
 //! spelled is `chunk_key`; this module adds the grid and the directory rules.
 
+use serde_json::Value;
+
 use crate::zarr::chunk_key::{parse_coord, ChunkKeyEncoding};
+use crate::zarr::data_type::DataType;
+use crate::zarr::json::u64_list;
+use crate::zarr::metadata::{parse_zarr_json, parse_zarray, NodeMetadata};
 
 /// The chunk grid of an array: chunks per dimension, `ceil(shape / chunk_shape)` (a chunk
 /// length of 0, which metadata parsing refuses, counts as 1 rather than dividing by zero).
@@ -53,6 +58,36 @@ pub struct DirChild {
 impl ChunkTree {
     pub fn new(encoding: ChunkKeyEncoding, grid: Vec<u64>) -> Self {
         ChunkTree { encoding, grid }
+    }
+
+    /// The chunk tree of the array whose metadata document `name` (`zarr.json` or
+    /// `.zarray`) holds `bytes`; `None` for a group, a grid other than `regular`, or a
+    /// document that does not parse. Only the grid and the key encoding are read, so a v2
+    /// array whose dtype the views cannot decode still has its tree.
+    pub fn from_metadata(name: &str, bytes: &[u8]) -> Option<ChunkTree> {
+        match name {
+            "zarr.json" => match parse_zarr_json(bytes).ok()? {
+                NodeMetadata::Array(a) => {
+                    Some(ChunkTree::new(a.key_encoding, grid(&a.shape, a.chunk_shape.as_ref()?)))
+                }
+                NodeMetadata::Group(_) => None,
+            },
+            ".zarray" => {
+                let json = parse_zarray(bytes).ok()?;
+                let shape = u64_list(json.get("shape")?, "shape").ok()?;
+                let chunks = u64_list(json.get("chunks")?, "chunks").ok()?;
+                if chunks.len() != shape.len() || chunks.contains(&0) {
+                    return None;
+                }
+                let separator = match json.get("dimension_separator") {
+                    None | Some(Value::Null) => '.',
+                    Some(Value::String(s)) if s == "." || s == "/" => s.chars().next()?,
+                    Some(_) => return None,
+                };
+                Some(ChunkTree::new(ChunkKeyEncoding::V2 { separator }, grid(&shape, &chunks)))
+            }
+            _ => None,
+        }
     }
 
     pub fn encoding(&self) -> ChunkKeyEncoding {
@@ -184,6 +219,66 @@ impl ChunkTree {
     }
 }
 
+/// An upper estimate of the bytes one stored chunk (one shard, when sharded) of the array
+/// whose metadata document `name` holds `bytes` takes: its elements at their item size, plus
+/// a shard index, plus slack for a compressor's worst case (blosc, zstd and gzip add well
+/// under 1/64 to incompressible data). `None` when the document says too little to tell
+/// (a variable-size or unknown data type, an irregular grid). A guess for deciding how to
+/// fetch, never a limit on what is read.
+pub fn stored_chunk_bound(name: &str, bytes: &[u8]) -> Option<u64> {
+    let (chunk_shape, itemsize, inner_chunks) = match name {
+        "zarr.json" => match parse_zarr_json(bytes).ok()? {
+            NodeMetadata::Array(a) => {
+                let chunk_shape = a.chunk_shape.clone()?;
+                let itemsize = DataType::from_json(&a.data_type).ok()?.itemsize as u64;
+                let inner = match a.codecs.iter().find(|c| c.name == "sharding_indexed") {
+                    Some(c) => {
+                        let inner =
+                            u64_list(c.configuration.get("chunk_shape")?, "chunk_shape").ok()?;
+                        if inner.len() != chunk_shape.len() || inner.contains(&0) {
+                            return None;
+                        }
+                        chunk_shape
+                            .iter()
+                            .zip(&inner)
+                            .try_fold(1u64, |n, (&s, &i)| n.checked_mul(s.div_ceil(i)))?
+                    }
+                    None => 0,
+                };
+                (chunk_shape, itemsize, inner)
+            }
+            NodeMetadata::Group(_) => return None,
+        },
+        ".zarray" => {
+            let json = parse_zarray(bytes).ok()?;
+            let chunks = u64_list(json.get("chunks")?, "chunks").ok()?;
+            (chunks, v2_itemsize(json.get("dtype")?.as_str()?)?, 0)
+        }
+        _ => return None,
+    };
+    let elements = chunk_shape.iter().try_fold(1u64, |n, &c| n.checked_mul(c))?;
+    let raw = elements.checked_mul(itemsize)?;
+    // 16 bytes per inner chunk and a crc32c, when sharded.
+    let index = inner_chunks.checked_mul(16)?.checked_add(if inner_chunks > 0 { 4 } else { 0 })?;
+    raw.checked_add(raw / 64)?.checked_add(index)?.checked_add(4096)
+}
+
+/// Bytes per element of a simple numpy type string (`<f4`, `|u1`, `<U8`); `None` for
+/// structured, object and other types whose size the string does not give this way.
+fn v2_itemsize(dtype: &str) -> Option<u64> {
+    let mut chars = dtype.chars();
+    if !matches!(chars.next()?, '<' | '>' | '|') {
+        return None;
+    }
+    let kind = chars.next()?;
+    let n: u64 = chars.as_str().parse().ok()?;
+    match kind {
+        'b' | 'i' | 'u' | 'f' | 'c' | 'S' | 'V' | 'm' | 'M' => Some(n),
+        'U' => n.checked_mul(4),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +404,40 @@ mod tests {
         assert!(!zero.owns("c/x") && !zero.owns("0"));
     }
 
+    #[test]
+    fn trees_from_metadata_documents() {
+        let v3 = crate::zarr::metadata::tests::FIXTURE.as_bytes();
+        assert_eq!(
+            ChunkTree::from_metadata("zarr.json", v3),
+            Some(ChunkTree::new(D_SLASH, vec![2, 2]))
+        );
+        let group = br#"{"zarr_format":3,"node_type":"group"}"#;
+        assert_eq!(ChunkTree::from_metadata("zarr.json", group), None);
+        let odd_grid =
+            String::from_utf8(v3.to_vec()).unwrap().replace("\"regular\"", "\"rectilinear\"");
+        assert_eq!(ChunkTree::from_metadata("zarr.json", odd_grid.as_bytes()), None);
+        // v2: only shape, chunks and the separator matter (an object dtype is fine here).
+        let zarray = br#"{"zarr_format":2,"shape":[10,7],"chunks":[5,5],"dtype":"|O","dimension_separator":"/"}"#;
+        assert_eq!(
+            ChunkTree::from_metadata(".zarray", zarray),
+            Some(ChunkTree::new(V2_SLASH, vec![2, 2]))
+        );
+        let dotted = br#"{"zarr_format":2,"shape":[10],"chunks":[3],"dtype":"<i4"}"#;
+        assert_eq!(
+            ChunkTree::from_metadata(".zarray", dotted),
+            Some(ChunkTree::new(V2_DOT, vec![4]))
+        );
+        for bad in [
+            &br#"{"zarr_format":2,"shape":[10],"chunks":[0]}"#[..],
+            b"{",
+            b"[]",
+            b"{\"zarr_format\":3}",
+        ] {
+            assert_eq!(ChunkTree::from_metadata(".zarray", bad), None);
+        }
+        assert_eq!(ChunkTree::from_metadata(".zattrs", dotted), None);
+    }
+
     /// The tree's directories and chunks are exactly the prefixes and keys of the grid's
     /// chunk keys, for every encoding.
     #[test]
@@ -338,5 +467,29 @@ mod tests {
             }
             assert_eq!(prefixes.is_empty(), !t.is_nested());
         }
+    }
+
+    #[test]
+    fn stored_chunk_bounds_from_metadata_documents() {
+        // v3 sharded: a 50x50 int32 shard of 10x10 inner chunks: 10,000 bytes, a 25-entry
+        // index and its crc, plus slack.
+        let v3 = crate::zarr::metadata::tests::FIXTURE.as_bytes();
+        let raw = 50 * 50 * 4;
+        assert_eq!(stored_chunk_bound("zarr.json", v3), Some(raw + raw / 64 + 25 * 16 + 4 + 4096));
+        let v2 = br#"{"zarr_format":2,"shape":[10,10],"chunks":[5,5],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", v2), Some(200 + 3 + 4096));
+        let unicode = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<U3","compressor":null,"fill_value":"","order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", unicode), Some(48 + 4096));
+        // Structured and object dtypes, groups and other names say nothing.
+        let structured = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":[["a","<i4"]],"compressor":null,"fill_value":null,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", structured), None);
+        assert_eq!(
+            stored_chunk_bound("zarr.json", br#"{"zarr_format":3,"node_type":"group"}"#),
+            None
+        );
+        assert_eq!(stored_chunk_bound(".zattrs", v2), None);
+        // Absurd shapes do not overflow.
+        let huge = br#"{"zarr_format":2,"shape":[1],"chunks":[18446744073709551615,2],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}"#;
+        assert_eq!(stored_chunk_bound(".zarray", huge), None);
     }
 }

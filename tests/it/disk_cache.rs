@@ -301,3 +301,66 @@ fn cache_flags_are_checked_before_anything_is_mounted() {
     assert!(err.contains("--cache-max-size needs --cache-dir"), "{err}");
     assert!(!common::is_mounted(&mnt.canonicalize().unwrap()));
 }
+
+/// The raw view over an array on S3: once its `zarr.json` was read, the directories of its
+/// chunk tree cost no request and a chunk file one HEAD (no LIST); names outside the grid are
+/// still asked for. A remount on the warm cache directory then reads the array without a
+/// single request, the start-up check included.
+#[test]
+fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let meta = br#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+    let objects: Vec<(String, Vec<u8>)> = vec![
+        ("pre/zarr.json".into(), meta.to_vec()),
+        ("pre/c/0/0".into(), vec![1, 2, 3, 4]),
+        ("pre/c/1/1".into(), vec![5, 6, 7, 8]),
+    ];
+    moto.put_all(&objects);
+    let mnt = tmp.path().join("mnt");
+    let args = ["--view", "raw", "--cache-dir", cache.to_str().unwrap(), "--metadata-ttl", "60"];
+    let mut m = mount(&moto, &mnt, &args);
+    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    let from = moto.log().len();
+    for dir in ["c", "c/0", "c/1"] {
+        assert!(std::fs::metadata(m.path(dir)).unwrap().is_dir(), "{dir}");
+    }
+    assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [1, 2, 3, 4]);
+    assert_eq!(std::fs::read(m.path("c/1/1")).unwrap(), [5, 6, 7, 8]);
+    assert!(!m.path("c/0/1").exists(), "a missing chunk is absent");
+    assert!(!m.path("c/5").exists(), "outside the grid");
+    let reqs = moto.requests_since(from);
+    let lists: Vec<&String> = reqs.iter().filter(|r| r.contains("list-type")).collect();
+    assert!(
+        lists.len() == 1 && lists[0].contains("prefix=pre/c/5/"),
+        "only the name outside the grid is listed: {reqs:#?}"
+    );
+    // A chunk's lookup is one GET of the whole (small) chunk, which its read then uses: one
+    // request per chunk, present or not. Only c/5 is HEADed (with its LIST).
+    let heads: Vec<&String> = reqs.iter().filter(|r| r.starts_with("HEAD ")).collect();
+    assert!(heads.len() == 1 && heads[0].contains("pre/c/5"), "only c/5 is HEADed: {reqs:#?}");
+    for chunk in ["c/0/0", "c/1/1", "c/0/1"] {
+        let gets = reqs
+            .iter()
+            .filter(|r| r.starts_with("GET ") && r.contains(&format!("pre/{chunk} ")))
+            .count()
+            + reqs
+                .iter()
+                .filter(|r| r.starts_with("GET ") && r.contains(&format!("pre/{chunk}?")))
+                .count();
+        assert_eq!(gets, 1, "one GET of {chunk}: {reqs:#?}");
+    }
+    assert_eq!(reqs.len(), 5, "one request per chunk name, two for c/5: {reqs:#?}");
+    m.stop();
+    drop(m);
+
+    let from = moto.log().len();
+    let mut m = mount(&moto, &mnt, &args);
+    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [1, 2, 3, 4]);
+    assert_eq!(std::fs::read(m.path("c/1/1")).unwrap(), [5, 6, 7, 8]);
+    let reqs = moto.requests_since(from);
+    assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
+    m.stop();
+}

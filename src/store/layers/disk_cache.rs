@@ -689,10 +689,7 @@ impl DiskCacheStore {
             index = next;
         }
         drop(fetched);
-        // See the module comment (Memory): the blocks are on disk before the answer goes up.
-        for w in writes {
-            let _ = w.await;
-        }
+        blocks_written(writes).await;
         Ok(Some(if pieces.len() == 1 {
             pieces.pop().expect("one piece")
         } else {
@@ -753,10 +750,16 @@ impl DiskCacheStore {
             }
             None => data,
         };
-        if let Some(w) = written {
-            let _ = w.await;
-        }
+        blocks_written(written).await;
         Ok(Some((data, meta)))
+    }
+}
+
+/// Wait until the blocks `store_blocks` queued are written (or given up): see the module
+/// comment (Memory), the blocks are on disk before the answer goes up.
+async fn blocks_written(writes: impl IntoIterator<Item = tokio::sync::oneshot::Receiver<()>>) {
+    for w in writes {
+        let _ = w.await;
     }
 }
 
@@ -858,9 +861,16 @@ impl crate::store::layers::Layer for DiskCache {
         self.0.read(key, range).await
     }
 
+    /// An earlier daemon's answer within the TTL (a lookup, a listing of the parent, or a
+    /// version learned by a read) is used as it is, as for `lookup`: a chunk file looked up
+    /// by HEAD alone (see `view::chunk_lookup`) costs no request on a warm remount. A found
+    /// object's version is kept for the next daemon.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        if let Some(m) = self.0.journal.replayed_head(key) {
+            return Ok(m);
+        }
         let m = self.0.inner.head(key).await?;
-        self.0.observe(key, m.as_ref());
+        self.0.observe_read(key, m.as_ref());
         Ok(m)
     }
 
@@ -1242,6 +1252,57 @@ mod tests {
         rec.take();
         assert_eq!(store.get_range("a/shard", 0..4500).await.unwrap(), shard);
         assert!(!rec.take().is_empty(), "past the TTL the store is asked");
+    }
+
+    /// Concurrent reads of one object not yet known (the parts of a large read-ahead) and
+    /// HEADs of it journal its version once, not once per read.
+    #[tokio::test]
+    async fn repeated_reads_of_one_object_journal_one_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let rec = Arc::new(RecordingStore::with_read_delay(mem, Duration::from_millis(30)));
+        let obj = data(8 * BS as usize, 3);
+        rec.put("a/big", obj.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        let parts = (0..8u64).map(|i| store.get_range("a/big", i * BS..(i + 1) * BS));
+        let got = futures::future::join_all(parts).await;
+        assert!(rec.count(&READS) > 1, "the parts were fetched concurrently");
+        for (i, g) in got.into_iter().enumerate() {
+            assert_eq!(g.unwrap(), obj.slice(i * BS as usize..(i + 1) * BS as usize));
+        }
+        for _ in 0..3 {
+            assert!(store.head("a/big").await.unwrap().is_some());
+        }
+        assert_eq!(super::super::disk_meta::object_records(tmp.path(), "a/big"), 1);
+    }
+
+    /// A HEAD (how a chunk file inside a known chunk tree is looked up) is answered from an
+    /// earlier daemon's lookup, listing or read within the TTL, and asks the store otherwise.
+    #[tokio::test]
+    async fn heads_are_answered_from_the_journal_after_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        for k in ["a/c/0/0", "a/c/0/1", "b/x"] {
+            rec.put(k, data(10, 1)).await.unwrap();
+        }
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        store.lookup("a/c/0/0").await.unwrap();
+        store.get("a/c/0/1").await.unwrap();
+        store.list("b").await.unwrap();
+        assert!(store.head("a/c/9/9").await.unwrap().is_none());
+        drop(store);
+        drop(c);
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        rec.take();
+        for k in ["a/c/0/0", "a/c/0/1", "b/x"] {
+            assert_eq!(store.head(k).await.unwrap().unwrap().size, 10, "{k}");
+        }
+        assert_eq!(rec.take(), Vec::<String>::new(), "answered from the journal");
+        assert!(store.head("a/c/9/9").await.unwrap().is_none());
+        assert_eq!(rec.take(), ["head a/c/9/9"], "an absent object was not recorded");
     }
 
     /// Answers every read with a buffer of its own, as a network backend does (the memory

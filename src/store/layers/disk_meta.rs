@@ -199,20 +199,31 @@ impl MetaJournal {
         Ok(j)
     }
 
-    /// Did the store described by `identity` answer a lookup or listing of its root within
-    /// `ttl` (as recorded in `dir`, not forgotten since)? Then it was reachable with these
-    /// settings less than a TTL ago, and the mount skips its start-up request.
+    /// Did the store described by `identity` answer, within `ttl`, a lookup or listing of its
+    /// root, any listing, a lookup that found something, or a read (as recorded in `dir`,
+    /// with no write recorded since)? Then it was reachable with these settings (endpoint,
+    /// bucket, credentials) less than a TTL ago, and the mount skips its start-up request
+    /// (itself a one-key listing of the root). A lookup that found nothing does not count:
+    /// a missing bucket can answer a HEAD with "not found"; errors are never recorded.
     pub fn root_answered_within(dir: &Path, identity: &str, ttl: Duration) -> bool {
         let Ok(raw) = std::fs::read(journal_path(dir, identity)) else { return false };
-        let mut at = None;
+        let mut at: Option<u64> = None;
         for rec in parse(&raw) {
-            match rec {
-                Record::List { prefix, at: t, .. } if prefix.is_empty() => at = Some(t),
-                Record::Lookup { key, at: t, .. } if key.is_empty() => at = Some(t),
+            let t = match rec {
+                Record::List { at: t, .. } | Record::Object { at: t, .. } => t,
+                Record::Lookup { key, at: t, file, dir }
+                    if key.is_empty() || file.is_some() || dir =>
+                {
+                    t
+                }
                 // Every key is below the root: any write may change its listing.
-                Record::Forget { .. } => at = None,
-                _ => {}
-            }
+                Record::Forget { .. } => {
+                    at = None;
+                    continue;
+                }
+                Record::Lookup { .. } => continue,
+            };
+            at = Some(at.map_or(t, |a| a.max(t)));
         }
         let now = now_ms();
         at.is_some_and(|t| now >= t && Duration::from_millis(now - t) < ttl)
@@ -369,6 +380,19 @@ impl MetaJournal {
         }
     }
 
+    /// What a HEAD of `key` would answer, from an earlier daemon's records within the TTL: its
+    /// lookup or its parent's listing, else a version a read learned (an object, then).
+    pub fn replayed_head(&self, key: &str) -> Option<Option<ObjectMeta>> {
+        if let Some(l) = self.replayed_lookup(key) {
+            return Some(l.file);
+        }
+        let st = self.lock();
+        match st.objects.get(key) {
+            Some((at, m)) if self.fresh(*at) => Some(Some(m.clone())),
+            _ => None,
+        }
+    }
+
     /// Every object metadata of the replayed records, with its time (to seed the block
     /// layer's versions).
     pub fn replayed_objects(&self) -> Vec<(String, ObjectMeta, SystemTime)> {
@@ -424,13 +448,25 @@ impl MetaJournal {
     }
 
     /// A read saw `key` at `meta` (see `Record::Object`).
+    /// The same version recorded less than half a TTL ago (by this daemon, or replayed) is
+    /// not written again: every read that fetches comes here, a large object's read-ahead
+    /// parts included, and the next daemon gains nothing from a second copy.
     pub fn record_object(&self, key: &str, meta: &ObjectMeta) {
         let at = now_ms();
-        let encoded = frame(&Record::Object { key: key.to_string(), at, meta: meta.into() });
+        let meta: Meta = meta.into();
+        let subject = Subject::Object(key.to_string());
+        if let Some((t, encoded)) = self.lock().live.peek(&subject) {
+            let recent = at >= *t && Duration::from_millis(at - t) < self.ttl / 2;
+            let same = || matches!(parse(encoded).first(), Some(Record::Object { meta: m, .. }) if *m == meta);
+            if recent && same() {
+                return;
+            }
+        }
+        let encoded = frame(&Record::Object { key: key.to_string(), at, meta });
         let mut st = self.lock();
         st.objects.remove(key);
         self.append(&mut st, &encoded);
-        self.keep(&mut st, Subject::Object(key.to_string()), at, encoded);
+        self.keep(&mut st, subject, at, encoded);
     }
 
     /// A write to `key` (with `subtree`, a directory rename): what it may have changed is
@@ -443,9 +479,57 @@ impl MetaJournal {
     }
 }
 
+/// How many `Object` records of `key` the journals in `dir` hold (for tests of how often
+/// versions are written down).
+#[cfg(test)]
+pub(super) fn object_records(dir: &Path, key: &str) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("meta-") && name.ends_with(".journal") {
+            let raw = std::fs::read(&path).unwrap();
+            n += parse(&raw)
+                .iter()
+                .filter(|r| matches!(r, Record::Object { key: k, .. } if k == key))
+                .count();
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_is_written_once_per_half_ttl() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_secs(60)).unwrap();
+        for _ in 0..5 {
+            j.record_object("a/x", &meta("v1"));
+        }
+        assert_eq!(object_records(tmp.path(), "a/x"), 1);
+        j.record_object("a/x", &meta("v2"));
+        assert_eq!(object_records(tmp.path(), "a/x"), 2, "a new version is written");
+        // After a write through the mount the version is written again when read.
+        j.forget("a/x", false);
+        j.record_object("a/x", &meta("v2"));
+        assert_eq!(object_records(tmp.path(), "a/x"), 3);
+        drop(j);
+        // A replayed record counts as written: the next daemon does not repeat it.
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_secs(60)).unwrap();
+        let before = object_records(tmp.path(), "a/x");
+        j.record_object("a/x", &meta("v2"));
+        assert_eq!(object_records(tmp.path(), "a/x"), before);
+        // Half a TTL later it is written again, so that it lives on for the next daemon.
+        let short = tempfile::tempdir().unwrap();
+        let j = MetaJournal::open(short.path(), "s3://b/p", Duration::from_millis(80)).unwrap();
+        j.record_object("a/x", &meta("v1"));
+        std::thread::sleep(Duration::from_millis(50));
+        j.record_object("a/x", &meta("v1"));
+        assert_eq!(object_records(short.path(), "a/x"), 2);
+    }
 
     fn meta(v: &str) -> ObjectMeta {
         ObjectMeta { size: 5, modified: UNIX_EPOCH + Duration::from_secs(7), version: v.into() }
@@ -525,8 +609,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        j.record_lookup("a/missing", &Lookup { file: None, dir: false });
+        assert!(
+            !MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl),
+            "not found proves nothing (a missing bucket answers so too)"
+        );
         j.record_list("a", &listing());
-        assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
         j.record_list("", &listing());
         drop(j);
         assert!(MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
@@ -538,6 +626,22 @@ mod tests {
         assert!(j.replayed_list("a").is_some());
         j.forget("x", false); // a write anywhere changes the root's listing
         assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
+        // Below the root: a listing, a lookup that found something or a read vouches too
+        // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
+        let records: [fn(&MetaJournal); 4] = [
+            |j| j.record_list("a", &listing()),
+            |j| j.record_lookup("a/f", &Lookup { file: Some(meta("v")), dir: false }),
+            |j| j.record_lookup("a/d", &Lookup { file: None, dir: true }),
+            |j| j.record_object("a/o", &meta("v")),
+        ];
+        for (i, record) in records.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let j = MetaJournal::open(dir.path(), "s3://b/p", ttl).unwrap();
+            record(&j);
+            drop(j);
+            assert!(MetaJournal::root_answered_within(dir.path(), "s3://b/p", ttl), "record {i}");
+            assert!(!MetaJournal::root_answered_within(dir.path(), "s3://b/p", Duration::ZERO));
+        }
     }
 
     #[test]

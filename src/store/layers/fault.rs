@@ -184,6 +184,23 @@ impl FaultStore {
     }
 }
 
+/// A listing that first passes the gate: a refused gate is the listing's one page, an error;
+/// otherwise the inner listing, opened only then. Serves both page types.
+fn gated_pages<'a, P: Send + 'a>(
+    gate: impl std::future::Future<Output = StoreResult<()>> + Send + 'a,
+    open: impl FnOnce() -> futures::stream::BoxStream<'a, StoreResult<P>> + Send + 'a,
+) -> futures::stream::BoxStream<'a, StoreResult<P>> {
+    use futures::stream::{once, BoxStream, StreamExt};
+    let pages = async move {
+        let pages: BoxStream<'a, StoreResult<P>> = match gate.await {
+            Ok(()) => open(),
+            Err(e) => Box::pin(once(async { Err(e) })),
+        };
+        pages
+    };
+    Box::pin(once(pages).flatten())
+}
+
 #[async_trait]
 impl crate::store::layers::Layer for FaultStore {
     fn inner(&self) -> &dyn Store {
@@ -228,23 +245,13 @@ impl crate::store::layers::Layer for FaultStore {
     }
     /// The plan applies once, before the first page.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        use futures::stream::{once, StreamExt};
-        Box::pin(once(self.gate(Op::List, prefix)).flat_map(move |gate| -> ListPages<'a> {
-            match gate {
-                Ok(()) => self.inner.list_pages(prefix),
-                Err(e) => Box::pin(once(async { Err(e) })),
-            }
-        }))
+        gated_pages(self.gate(Op::List, prefix), move || self.inner.list_pages(prefix))
     }
     /// As `list_pages`.
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
-        use futures::stream::{once, StreamExt};
-        Box::pin(once(self.gate(Op::List, prefix)).flat_map(move |gate| -> EntryPages<'a> {
-            match gate {
-                Ok(()) => self.inner.list_entry_pages(prefix, wanted.clone()),
-                Err(e) => Box::pin(once(async { Err(e) })),
-            }
-        }))
+        gated_pages(self.gate(Op::List, prefix), move || {
+            self.inner.list_entry_pages(prefix, wanted)
+        })
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.gate(Op::Stat, key).await?;

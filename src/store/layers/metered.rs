@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::StreamExt;
 
 use crate::metrics::{self, Kind};
@@ -92,6 +93,19 @@ fn nothing<T>(_: &T) -> u64 {
     0
 }
 
+/// A listing whose every page counts as one LIST request, timed from the moment it is asked
+/// for (so the time a consumer spends between pages is not counted). Serves both page types.
+fn metered_pages<'a, P: Send + 'a>(
+    pages: BoxStream<'a, StoreResult<P>>,
+) -> BoxStream<'a, StoreResult<P>> {
+    Box::pin(futures::stream::unfold(pages, |mut pages| async move {
+        let started = Instant::now();
+        let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
+        metrics::global().backend.requests(Kind::List).inc();
+        Some((account(Kind::List, 0, nothing, started, first_byte, page?), pages))
+    }))
+}
+
 #[async_trait]
 impl crate::store::layers::Layer for MeteredStore {
     fn inner(&self) -> &dyn Store {
@@ -140,22 +154,11 @@ impl crate::store::layers::Layer for MeteredStore {
     /// Each page counts as one listing request (it is one on object stores); the end of the
     /// listing, which asks the backend nothing, does not.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        Box::pin(futures::stream::unfold(self.inner.list_pages(prefix), |mut pages| async move {
-            let started = Instant::now();
-            let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
-            metrics::global().backend.requests(Kind::List).inc();
-            Some((account(Kind::List, 0, nothing, started, first_byte, page?), pages))
-        }))
+        metered_pages(self.inner.list_pages(prefix))
     }
     /// Counted as `list_pages` is.
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
-        let pages = self.inner.list_entry_pages(prefix, wanted);
-        Box::pin(futures::stream::unfold(pages, |mut pages| async move {
-            let started = Instant::now();
-            let (page, first_byte) = metrics::with_first_byte(pages.next()).await;
-            metrics::global().backend.requests(Kind::List).inc();
-            Some((account(Kind::List, 0, nothing, started, first_byte, page?), pages))
-        }))
+        metered_pages(self.inner.list_entry_pages(prefix, wanted))
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         metered(Kind::Lookup, 0, nothing, self.inner.lookup(key)).await
