@@ -10,6 +10,10 @@ New connections pay it too (on their first answer). --conn-mbps caps what each c
 carries towards the client (MB/s, 0: no cap), as a real link's per-connection throughput (TCP
 window over the round trip) is capped: that is what parallel ranged GETs overcome and what a
 loopback set-up otherwise lacks. Prints "listening PORT" once ready; stops on SIGTERM or SIGINT.
+--log FILE writes one line per request: the connection, the request's first line, and when the
+request went up and its answer came back (seconds since the proxy started; the start time is
+the first line), to see which requests
+wait on which.
 
 Every connection has two threads of its own (one per direction), and the bytes move with
 splice(2) through a pipe, never through Python: connections do not wait for each other (the
@@ -28,13 +32,17 @@ import time
 CHUNK = 1 << 20
 # With a cap, data goes out in slices this small, so that the rate holds within a request.
 PACED_CHUNK = 64 << 10
+START = time.time()
 
 
 class Link:
     """One client connection and its connection to the server."""
 
-    def __init__(self, client: socket.socket, server: socket.socket, delay: float, rate: float):
+    def __init__(self, client: socket.socket, server: socket.socket, delay: float, rate: float, log=None,
+                 conn=0):
         self.client, self.server = client, server
+        self.log, self.conn = log, conn
+        self.sent_at, self.request = 0.0, ""
         self.delay, self.rate = delay, rate
         self.awaiting = False  # a request went up and its answer has not started
         self.lock = threading.Lock()
@@ -45,6 +53,18 @@ class Link:
 
     def answers(self):
         self._pump(self.server, self.client, upward=False)
+
+    def _request_started(self, src: socket.socket):
+        # Peeked before the splice takes it: the bytes still go through unchanged.
+        try:
+            head = src.recv(512, socket.MSG_PEEK)
+        except OSError:
+            head = b""
+        self.request = head.split(b"\r\n", 1)[0].decode("latin-1")
+        self.sent_at = time.time() - START
+
+    def _answer_started(self):
+        self.log(f"{self.conn} {self.sent_at:.4f} {time.time() - START:.4f} {self.request}")
 
     def _pump(self, src: socket.socket, dst: socket.socket, upward: bool):
         pipe_r, pipe_w = os.pipe()
@@ -57,6 +77,8 @@ class Link:
             chunk = PACED_CHUNK if (self.rate and not upward) else CHUNK
             ready_at = 0.0  # pacing: when the next slice may go out
             while True:
+                if upward and self.log and not self.awaiting:
+                    self._request_started(src)
                 n = os.splice(src.fileno(), pipe_w, chunk)
                 if n == 0:
                     break
@@ -66,6 +88,8 @@ class Link:
                     if self.awaiting:
                         self.awaiting = False
                         time.sleep(self.delay)
+                        if self.log:
+                            self._answer_started()
                     if self.rate:
                         now = time.monotonic()
                         ready_at = max(ready_at, now) + n / self.rate
@@ -96,7 +120,8 @@ class Link:
                     pass
 
 
-def serve(listener: socket.socket, target: int, delay: float, rate: float):
+def serve(listener: socket.socket, target: int, delay: float, rate: float, log):
+    conns = 0
     while True:
         client, _ = listener.accept()
         try:
@@ -106,7 +131,8 @@ def serve(listener: socket.socket, target: int, delay: float, rate: float):
             continue
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        link = Link(client, server, delay, rate)
+        conns += 1
+        link = Link(client, server, delay, rate, log, conns)
         for fn in (link.requests, link.answers):
             threading.Thread(target=fn, daemon=True).start()
 
@@ -118,14 +144,24 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=20.0)
     ap.add_argument("--conn-mbps", type=float, default=0.0,
                     help="cap on each connection's answers in MB/s (0: none)")
+    ap.add_argument("--log", help="write each request's timing here (see above)")
     args = ap.parse_args()
+    log = None
+    if args.log:
+        out = open(args.log, "a", buffering=1)
+        out.write(f"start {START:.4f}\n")
+        lock = threading.Lock()
+
+        def log(line):
+            with lock:
+                out.write(line + "\n")
     listener = socket.create_server(("127.0.0.1", args.listen), backlog=512)
     print(f"listening {listener.getsockname()[1]}", flush=True)
     # Threads are daemons: the process ends with the main thread, on a signal.
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: os._exit(0))
     threading.Thread(
-        target=serve, args=(listener, args.target, args.delay_ms / 1000.0, args.conn_mbps * 1e6),
+        target=serve, args=(listener, args.target, args.delay_ms / 1000.0, args.conn_mbps * 1e6, log),
         daemon=True).start()
     while True:
         signal.pause()

@@ -103,6 +103,8 @@ pub struct RawNamespace {
     /// Array directory -> its chunk tree, learned from metadata documents read through the
     /// mount and trusted for the metadata TTL (see `with_chunk_trees`).
     trees: Option<TtlCache<KnownArray>>,
+    /// How much of a metadata document its lookup reads (0: the lookup reads nothing).
+    metadata_lookup_bytes: u64,
 }
 
 /// What a metadata document read through the mount says about its array's chunk files.
@@ -112,6 +114,10 @@ struct KnownArray {
     /// An upper estimate of one chunk object's size (`zarr::chunk_tree::stored_chunk_bound`).
     chunk_bound: Option<u64>,
 }
+
+/// A metadata document's lookup reads up to this much of it (see `with_chunk_trees`); a larger
+/// document gets its true size from the answer and is read as any file is.
+const METADATA_LOOKUP_BYTES: u64 = 1 << 20;
 
 /// Arrays whose chunk trees are kept at once.
 const CHUNK_TREES: usize = 4096;
@@ -126,6 +132,7 @@ impl RawNamespace {
             virtual_dirs: Mutex::new(HashSet::new()),
             started: SystemTime::now(),
             trees: None,
+            metadata_lookup_bytes: 0,
         }
     }
 
@@ -134,13 +141,33 @@ impl RawNamespace {
     /// directories of the tree with no request, chunk files with one request and no directory
     /// probe: a GET of the whole chunk when the metadata bounds it within what the cache
     /// below keeps whole (the read that follows a lookup is then served from memory: one
-    /// round trip per chunk instead of two), else a HEAD. Only on stores without real directories, where a directory is a prefix that
-    /// costs a LIST to confirm; on a filesystem a lookup is one cheap `stat` anyway.
+    /// round trip per chunk instead of two), else a HEAD. Only on stores without real
+    /// directories, where a directory is a prefix that costs a LIST to confirm; on a
+    /// filesystem a lookup is one cheap `stat` anyway.
+    ///
+    /// On the same stores, the lookup of a Zarr metadata document's name (`zarr.json`,
+    /// `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`) sends a GET of its first 1 MiB in place of
+    /// the HEAD (`Store::lookup_reading`; the directory probe still goes alongside), and the
+    /// caches below keep the document: zarr-python's read of it right after is then served
+    /// from memory, one round trip fewer before the first chunk. A missing one answers as
+    /// the HEAD did.
     pub fn with_chunk_trees(mut self, ttl: Duration) -> Self {
         if !self.store.has_real_dirs() && !ttl.is_zero() {
             self.trees = Some(TtlCache::new(CHUNK_TREES, ttl));
+            self.metadata_lookup_bytes = METADATA_LOOKUP_BYTES.min(self.store.whole_object_limit());
         }
         self
+    }
+
+    /// The lookup of a name below no known chunk tree: one request (or two sent together)
+    /// to the store, see `with_chunk_trees` for metadata documents.
+    async fn store_lookup(&self, path: &str) -> Result<crate::store::Lookup, StoreError> {
+        let (_, name) = split_key(path);
+        if self.metadata_lookup_bytes > 0 && is_metadata_doc(name) {
+            let (found, _) = self.store.lookup_reading(path, self.metadata_lookup_bytes).await?;
+            return Ok(found);
+        }
+        self.store.lookup(path).await
     }
 
     /// What the chunk tree of the nearest known array above `path` says it is.
@@ -232,7 +259,7 @@ impl Namespace for RawNamespace {
             }
             _ => {}
         }
-        let found = match self.store.lookup(path).await {
+        let found = match self.store_lookup(path).await {
             Ok(found) => found,
             Err(StoreError::InvalidKey(..)) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -441,6 +468,11 @@ impl Namespace for RawNamespace {
     }
 }
 
+/// The names zarr-python (v2 and v3 formats) reads whole right after looking them up.
+fn is_metadata_doc(name: &str) -> bool {
+    matches!(name, "zarr.json" | ".zarray" | ".zattrs" | ".zgroup" | ".zmetadata")
+}
+
 /// The metadata documents that make a directory an array.
 fn is_array_doc(name: &str) -> bool {
     name == "zarr.json" || name == ".zarray"
@@ -626,6 +658,96 @@ mod tests {
         assert_eq!(kind(&ns, "a/c/1/1").await, Some(false));
         let names: Vec<String> = ns.list("a/c").await.unwrap().into_iter().map(|e| e.0).collect();
         assert_eq!(names, ["1"]);
+    }
+
+    /// An object-store backend (in memory) behind the memory cache, with the requests that
+    /// reach the backend recorded: the stack a cloud mount has.
+    fn cloud_namespace() -> (RawNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>)
+    {
+        use crate::store::backends::object::ObjectStoreBackend;
+        use crate::store::layers::cache::{CacheConfig, CachingStore};
+        let mem = Arc::new(object_store::memory::InMemory::new());
+        let backend = ObjectStoreBackend::new(mem.clone(), "", "memory://test".into());
+        let rec = Arc::new(RecordingStore::new(Arc::new(backend)));
+        let cfg = CacheConfig {
+            capacity: 64 << 20,
+            object_limit: 8 << 20,
+            ttl: Duration::from_secs(3600),
+        };
+        let cached = Arc::new(CachingStore::new(rec.clone(), cfg));
+        (RawNamespace::new(cached).with_chunk_trees(Duration::from_secs(3600)), rec, mem)
+    }
+
+    async fn put_raw(mem: &object_store::memory::InMemory, key: &str, data: &str) {
+        use object_store::ObjectStoreExt;
+        let payload = object_store::PutPayload::from(data.as_bytes().to_vec());
+        mem.put(&object_store::path::Path::from(key), payload).await.unwrap();
+    }
+
+    /// A metadata document's lookup is one GET (with the directory probe alongside) that the
+    /// read after it uses: no second request. Other names keep the HEAD.
+    #[tokio::test]
+    async fn a_metadata_document_lookup_brings_the_document() {
+        let (ns, rec, mem) = cloud_namespace();
+        put_raw(&mem, "a/zarr.json", V3_ARRAY).await;
+        put_raw(&mem, "a/notes", "n").await;
+        assert_eq!(&read_whole(&ns, "a/zarr.json").await[..], V3_ARRAY.as_bytes());
+        assert_eq!(rec.take(), ["lookup_reading a/zarr.json"]);
+        // zarr-python's probes of the v2 documents: absent, one request each, as before.
+        for probe in ["a/.zarray", "a/.zattrs"] {
+            assert_eq!(kind(&ns, probe).await, None, "{probe}");
+        }
+        assert_eq!(rec.take(), ["lookup_reading a/.zarray", "lookup_reading a/.zattrs"]);
+        // Not a metadata name: the plain lookup, and the read is its own GET.
+        assert_eq!(&read_whole(&ns, "a/notes").await[..], b"n");
+        let calls = rec.take();
+        assert_eq!(calls[0], "lookup a/notes");
+        assert!(calls[1..].iter().all(|c| c.starts_with("get")), "{calls:?}");
+        // A metadata name that is also a prefix shows as the directory, as before.
+        put_raw(&mem, "b/.zattrs", "{}").await;
+        put_raw(&mem, "b/.zattrs/x", "y").await;
+        assert_eq!(kind(&ns, "b/.zattrs").await, Some(true));
+        // A document larger than what the lookup reads still gets its true size and bytes.
+        let big = format!("{{\"pad\":\"{}\"}}", "x".repeat((1 << 20) + 10));
+        put_raw(&mem, "c/.zattrs", &big).await;
+        assert_eq!(read_whole_sized(&ns, "c/.zattrs").await, big.as_bytes());
+    }
+
+    /// Read every byte of a file, whatever its size.
+    async fn read_whole_sized(ns: &RawNamespace, path: &str) -> Vec<u8> {
+        let node = ns.lookup(path).await.unwrap().unwrap();
+        read_all(ns, path, &node).await.unwrap()
+    }
+
+    /// What a lookup brought is never served over a write through the mount, nor over a
+    /// change by another writer once the name is looked up again.
+    #[tokio::test]
+    async fn metadata_read_by_lookup_sees_writes_right_after() {
+        let (ns, rec, mem) = cloud_namespace();
+        put_raw(&mem, "a/zarr.json", V3_ARRAY).await;
+        read_whole(&ns, "a/zarr.json").await;
+        // Overwritten through the mount: the next lookup and read see the new document.
+        let bigger = V3_ARRAY.replace("[4,4]", "[8,8]");
+        ns.write_file("a/zarr.json", Bytes::from(bigger.clone())).await.unwrap();
+        assert_eq!(&read_whole(&ns, "a/zarr.json").await[..], bigger.as_bytes());
+        // and the tree learned from it is the new one (8x8 has chunk row 3).
+        assert_eq!(kind(&ns, "a/c/3").await, Some(true));
+        // Created after a lookup found nothing.
+        assert_eq!(kind(&ns, "a/.zattrs").await, None);
+        ns.create_file("a/.zattrs", Bytes::from_static(b"{\"k\":1}")).await.unwrap();
+        assert_eq!(&read_whole(&ns, "a/.zattrs").await[..], b"{\"k\":1}");
+        // Renamed away and removed: gone at once.
+        ns.rename("a/.zattrs", "a/.zattrs.old", false).await.unwrap();
+        assert_eq!(kind(&ns, "a/.zattrs").await, None);
+        assert_eq!(&read_whole(&ns, "a/.zattrs.old").await[..], b"{\"k\":1}");
+        ns.remove_file("a/zarr.json").await.unwrap();
+        assert_eq!(kind(&ns, "a/zarr.json").await, None);
+        // Changed by another writer (not through this mount): a new lookup brings the new bytes.
+        put_raw(&mem, "a/zarr.json", V3_ARRAY).await;
+        assert_eq!(&read_whole(&ns, "a/zarr.json").await[..], V3_ARRAY.as_bytes());
+        put_raw(&mem, "a/zarr.json", &bigger).await;
+        assert_eq!(&read_whole(&ns, "a/zarr.json").await[..], bigger.as_bytes());
+        rec.take();
     }
 
     /// Without the setting (and on stores with real directories) nothing changes.

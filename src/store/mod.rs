@@ -339,6 +339,15 @@ pub trait Store: StoreHints {
     /// Is `key` an object, a directory, both or neither?
     async fn lookup(&self, key: &str) -> StoreResult<Lookup>;
 
+    /// `lookup` of a key whose whole object is likely read right after (a Zarr metadata
+    /// document): a backend whose lookup sends a HEAD may send a GET of the first `limit`
+    /// bytes in its place and return them (from offset 0; all of the object when it fits)
+    /// with the same answer, so that a cache above serves the read that follows without a
+    /// round trip. By default `lookup`, and no bytes.
+    async fn lookup_reading(&self, key: &str, _limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        Ok((self.lookup(key).await?, None))
+    }
+
     /// Rename an object, replacing any object at `to`.
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         let data = self.get(from).await?;

@@ -102,6 +102,10 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.0.lookup(key).await
     }
+    /// Read-only backends answer lookups from their index: nothing to save.
+    async fn lookup_reading(&self, key: &str, _limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        Ok((self.0.lookup(key).await?, None))
+    }
 
     async fn put(&self, _key: &str, _data: Bytes) -> StoreResult<()> {
         Err(StoreError::ReadOnly)

@@ -321,7 +321,20 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     let mnt = tmp.path().join("mnt");
     let args = ["--view", "raw", "--cache-dir", cache.to_str().unwrap(), "--metadata-ttl", "60"];
     let mut m = mount(&moto, &mnt, &args);
+    let from = moto.log().len();
     assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    // zarr-python's probes of the v2 documents.
+    assert!(!m.path(".zarray").exists() && !m.path(".zattrs").exists());
+    // A metadata document's lookup is a GET of it (with the directory probe): its read sends
+    // nothing more, so no HEAD and one GET per name.
+    let reqs = moto.requests_since(from);
+    for name in ["zarr.json", ".zarray", ".zattrs"] {
+        let gets =
+            reqs.iter().filter(|r| r.starts_with("GET ") && r.contains(&format!("/pre/{name} ")));
+        let lists = reqs.iter().filter(|r| r.contains(&format!("prefix=pre/{name}/")));
+        assert_eq!((gets.count(), lists.count()), (1, 1), "{name}: {reqs:#?}");
+    }
+    assert_eq!(reqs.len(), 6, "a GET and a LIST per metadata name, nothing else: {reqs:#?}");
     let from = moto.log().len();
     for dir in ["c", "c/0", "c/1"] {
         assert!(std::fs::metadata(m.path(dir)).unwrap().is_dir(), "{dir}");
@@ -358,6 +371,7 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     let from = moto.log().len();
     let mut m = mount(&moto, &mnt, &args);
     assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    assert!(!m.path(".zarray").exists() && !m.path(".zattrs").exists());
     assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [1, 2, 3, 4]);
     assert_eq!(std::fs::read(m.path("c/1/1")).unwrap(), [5, 6, 7, 8]);
     let reqs = moto.requests_since(from);

@@ -1229,6 +1229,38 @@ impl Store for ObjectStoreBackend {
         }
     }
 
+    /// `lookup` with a GET of the first `limit` bytes in place of the HEAD, the directory probe
+    /// alongside as in `lookup`. A GET that fails (s3s-fs answers 500 for a key that is a
+    /// directory on its disk) takes `lookup`'s path, which knows how to settle that.
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        use futures::future::{select, Either};
+        validate_key(key)?;
+        if key.is_empty() || limit == 0 {
+            return Ok((self.lookup(key).await?, None));
+        }
+        let (get, probe) = (self.get_ranged(key, ByteRange::Range(0..limit)), self.probe_dir(key));
+        futures::pin_mut!(get, probe);
+        let (got, dir) = match select(get, probe).await {
+            // A directory shows as the directory whatever the object says (see `lookup`).
+            Either::Right((Ok(true), _)) => return Ok((Lookup { file: None, dir: true }, None)),
+            Either::Right((dir, get)) => (get.await, dir),
+            Either::Left((got, probe)) => (got, probe.await),
+        };
+        match (got, dir) {
+            (Ok(got), Ok(dir)) => {
+                let (data, file) = got.map_or((None, None), |(d, m)| (Some(d), Some(m)));
+                Ok((Lookup { file, dir }, data))
+            }
+            (Err(_), Ok(true)) => Ok((Lookup { file: None, dir: true }, None)),
+            (Err(_), _) => Ok((self.lookup(key).await?, None)),
+            (Ok(Some((data, meta))), Err(e)) => {
+                tracing::debug!(key, error = %e, "directory probe failed; treating the key as a file");
+                Ok((Lookup { file: Some(meta), dir: false }, Some(data)))
+            }
+            (Ok(None), Err(e)) => Err(e),
+        }
+    }
+
     /// Copy, then delete the source.
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.check_writable()?;

@@ -260,6 +260,26 @@ impl crate::store::layers::Layer for CachingStore {
         crate::store::found(key, self.read(key, ByteRange::Range(range)).await?)
     }
 
+    /// The bytes a lookup brought (a metadata document's, see `Store::lookup_reading`) are
+    /// kept as a whole read's are, so the read that follows sends nothing. Without room for
+    /// them, a plain lookup.
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        if self.cfg.capacity == 0 || key.is_empty() {
+            return Ok((crate::store::layers::Layer::lookup(self, key).await?, None));
+        }
+        let epoch = self.objects.epoch();
+        let (l, data) = self.inner.lookup_reading(key, limit).await?;
+        self.observe(key, l.file.as_ref());
+        if let (Some(meta), Some(data)) = (&l.file, &data) {
+            if data.len() as u64 == meta.size {
+                if let Some((entry, size)) = self.entry(&(data.clone(), meta.clone())) {
+                    self.objects.insert_since(epoch, key, entry, size);
+                }
+            }
+        }
+        Ok((l, data))
+    }
+
     async fn get_ranged(
         &self,
         key: &str,

@@ -973,6 +973,28 @@ impl crate::store::layers::Layer for DiskCache {
         Ok(l)
     }
 
+    /// As `lookup`; the bytes it brought (all of a metadata document) are kept as a read's
+    /// are, so the next daemon reads the document with no request either.
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        if let Some(l) = self.0.journal.replayed_lookup(key) {
+            return Ok((l, None));
+        }
+        let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
+        if key.is_empty() {
+            return Ok((l, data));
+        }
+        self.0.journal.record_lookup(key, &l);
+        match (&l.file, &data) {
+            (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
+                self.0.observe_read(key, Some(meta));
+                let fetched = Fetched { start: 0, data: bytes.clone() };
+                blocks_written(self.0.store_blocks(key, meta, &fetched)).await;
+            }
+            (file, _) => self.0.observe(key, file.as_ref()),
+        }
+        Ok((l, data))
+    }
+
     async fn create_dir(&self, key: &str) -> StoreResult<()> {
         self.0.forget(key);
         let r = self.0.inner.create_dir(key).await;

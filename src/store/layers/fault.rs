@@ -257,6 +257,10 @@ impl crate::store::layers::Layer for FaultStore {
         self.gate(Op::Stat, key).await?;
         self.inner.lookup(key).await
     }
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        self.gate(Op::Stat, key).await?;
+        self.inner.lookup_reading(key, limit).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.gate_rename(from, to).await?;
         self.inner.rename(from, to).await

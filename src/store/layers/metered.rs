@@ -163,6 +163,11 @@ impl crate::store::layers::Layer for MeteredStore {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         metered(Kind::Lookup, 0, nothing, self.inner.lookup(key)).await
     }
+    /// Counted as a lookup (its GET stands in for the HEAD); the bytes it brought count.
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        let len = |r: &(Lookup, Option<Bytes>)| r.1.as_ref().map_or(0, |b| b.len() as u64);
+        metered(Kind::Lookup, 0, len, self.inner.lookup_reading(key, limit)).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         metered(Kind::Copy, 0, nothing, self.inner.rename(from, to)).await
     }

@@ -93,6 +93,9 @@ pub trait Layer: Send + Sync + 'static {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.inner().lookup(key).await
     }
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        self.inner().lookup_reading(key, limit).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.inner().rename(from, to).await
     }
@@ -198,6 +201,9 @@ impl<L: Layer> Store for L {
     }
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         Layer::lookup(self, key).await
+    }
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        Layer::lookup_reading(self, key, limit).await
     }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         Layer::rename(self, from, to).await

@@ -146,6 +146,10 @@ impl crate::store::layers::Layer for RecordingStore {
         self.record(format!("lookup {key}"));
         self.inner.lookup(key).await
     }
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        self.record(format!("lookup_reading {key}"));
+        self.inner.lookup_reading(key, limit).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.record(format!("rename {from} {to}"));
         self.inner.rename(from, to).await
