@@ -77,11 +77,6 @@ pub struct Attr {
     pub nlink: u32,
 }
 
-/// The `.` and `..` entries that lead a listing.
-pub(crate) fn is_dot(name: &str) -> bool {
-    name == "." || name == ".."
-}
-
 #[derive(Debug, Clone)]
 pub struct DirEntry {
     pub ino: u64,
@@ -347,34 +342,13 @@ impl ZarrFs {
     /// `None` (and no reference) for an entry without attributes: a file found gone when
     /// READDIRPLUS asked for them, not to be sent.
     pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Option<Attr> {
-        self.readdirplus_entries(dir, &[e]).pop().flatten()
-    }
-
-    /// `readdirplus_entry` for several entries of `dir`: each table is locked once for all of
-    /// them rather than once per entry (an `ls -l` of 100,000 names sends 600 pages of ~170).
-    /// `.` and `..` come back as listed and take no reference.
-    pub fn readdirplus_entries(&self, dir: &str, entries: &[&DirEntry]) -> Vec<Option<Attr>> {
-        let mut attrs: Vec<Option<Attr>> = entries.iter().map(|e| e.attr).collect();
-        let paths: Vec<Option<String>> = entries
-            .iter()
-            .map(|e| (e.attr.is_some() && !is_dot(&e.name)).then(|| join_key(dir, &e.name)))
-            .collect();
-        {
-            let mut inodes = lock(&self.inodes);
-            for (attr, path) in attrs.iter_mut().zip(&paths) {
-                if let (Some(attr), Some(path)) = (attr, path) {
-                    attr.ino = inodes.get_or_insert(path, true);
-                }
-            }
+        let attr = e.attr?;
+        let path = join_key(dir, &e.name);
+        let ino = lock(&self.inodes).get_or_insert(&path, true);
+        if let Some(Some(node)) = self.cached_node(&path) {
+            self.note_version(ino, &node);
         }
-        if self.is_openless() {
-            let sent = attrs
-                .iter()
-                .zip(&paths)
-                .filter_map(|(a, p)| Some((a.as_ref()?.ino, p.as_deref()?)));
-            self.note_versions(sent);
-        }
-        attrs
+        Some(Attr { ino, ..attr })
     }
 
     pub fn releasedir(&self, fh: u64) {
@@ -535,11 +509,11 @@ mod tests {
         assert_eq!(fs.gauges().known_inodes, before);
     }
 
-    /// A READDIRPLUS page handed out at once: one kernel reference per entry (none for `.`
-    /// and `..`), the same numbers a lookup gives, and each file's content version noted, so a
-    /// later change is an invalidation of exactly that inode.
+    /// READDIRPLUS entries: one kernel reference each, the same numbers a lookup gives, and
+    /// each file's content version noted, so a later change is an invalidation of exactly
+    /// that inode.
     #[tokio::test]
-    async fn a_readdirplus_page_takes_one_reference_per_entry_and_notes_versions() {
+    async fn readdirplus_entries_take_one_reference_each_and_note_versions() {
         let store = Arc::new(MemoryStore::new());
         for i in 0..40 {
             store.put(&format!("d/f{i}"), Bytes::from_static(b"x")).await.unwrap();
@@ -553,10 +527,9 @@ mod tests {
         let before = fs.gauges().known_inodes;
         let fh = fs.opendir(d.ino).await.unwrap();
         let listed = fs.list_dir(fh).await.unwrap();
-        let page: Vec<&DirEntry> = listed.iter().collect();
-        let attrs = fs.readdirplus_entries("d", &page);
-        assert_eq!(attrs.len(), 42);
-        assert_eq!((attrs[0].unwrap().ino, attrs[1].unwrap().ino), (d.ino, ROOT_INO));
+        let page: Vec<&DirEntry> = listed.iter().skip(2).collect(); // `.` and `..` take none
+        let attrs: Vec<Option<Attr>> = page.iter().map(|e| fs.readdirplus_entry("d", e)).collect();
+        assert_eq!(attrs.len(), 40);
         fs.releasedir(fh);
         assert_eq!(fs.gauges().known_inodes, before + 40, "each file held by the kernel");
         let at = page.iter().position(|e| e.name == "f7").unwrap();
@@ -569,7 +542,7 @@ mod tests {
         assert_eq!((again.ino, again.size), (f7, 7), "the page's number is the lookup's");
         assert_eq!(*lock(&invalidated), vec![f7], "the page's version was not noted");
         fs.forget(f7, 1);
-        for a in attrs[2..].iter().flatten() {
+        for a in attrs.iter().flatten() {
             fs.forget(a.ino, 1);
         }
         assert_eq!(fs.gauges().known_inodes, before);

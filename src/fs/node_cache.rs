@@ -104,17 +104,6 @@ impl NodeCache {
         }
     }
 
-    /// `get` for many paths, under one lock.
-    pub fn get_many<'a>(&self, paths: impl Iterator<Item = &'a str>) -> Vec<Option<Option<Node>>> {
-        let mut nodes = lock(&self.nodes);
-        paths
-            .map(|path| match nodes.get(path) {
-                Some((node, at)) if self.fresh(path, *at) => Some(node.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Cache what a lookup under `watch` found, unless the path changed through the mount
     /// meanwhile (the answer may predate the change). Returns whether it was cached.
     pub fn cache_node(&self, watch: &Watch, path: &str, node: Option<Node>) -> bool {
@@ -129,26 +118,15 @@ impl NodeCache {
     /// Record `version` as the one the kernel has of `ino`. Returns whether it had another one
     /// (its cached pages are stale).
     pub fn note_version(&self, ino: u64, version: String) -> bool {
-        !self.note_versions(std::iter::once((ino, version))).is_empty()
-    }
-
-    /// `note_version` for many inodes, under one lock: the inodes whose version changed.
-    pub fn note_versions(&self, noted: impl Iterator<Item = (u64, String)>) -> Vec<u64> {
         let mut versions = lock(&self.versions);
-        let mut changed = Vec::new();
-        for (ino, version) in noted {
-            match versions.get_mut(&ino) {
-                Some(old) if *old == version => {}
-                Some(old) => {
-                    *old = version;
-                    changed.push(ino);
-                }
-                None => {
-                    versions.insert(ino, version);
-                }
+        match versions.get(&ino) {
+            Some(old) if *old == version => false,
+            old => {
+                let changed = old.is_some();
+                versions.insert(ino, version);
+                changed
             }
         }
-        changed
     }
 
     /// An open of `ino` at `node`: whether the kernel may keep its cached pages (the content

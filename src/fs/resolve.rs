@@ -108,26 +108,6 @@ impl ZarrFs {
         }
     }
 
-    /// `note_version` for inodes handed to the kernel together (a READDIRPLUS page), with the
-    /// cached node of each path: one lock of each table for them all.
-    pub(super) fn note_versions<'a>(&self, sent: impl Iterator<Item = (u64, &'a str)>) {
-        let sent: Vec<(u64, &str)> = {
-            let bufs = lock(&self.bufs);
-            sent.filter(|(_, path)| !bufs.contains_key(*path)).collect()
-        };
-        let nodes = self.cache.get_many(sent.iter().map(|s| s.1));
-        let versions = sent
-            .iter()
-            .zip(nodes)
-            .filter_map(|(&(ino, _), node)| Some((ino, node.flatten()?.content_version()?)));
-        for ino in self.cache.note_versions(versions) {
-            lock(&self.inode_readaheads).pop(&ino);
-            if let Some(invalidate) = self.invalidator.get() {
-                invalidate(ino);
-            }
-        }
-    }
-
     // ---- answers from memory alone ----
     // The adapter calls these on the FUSE dispatch thread: when the metadata cache already
     // knows the answer no I/O is needed, and skipping the hop to a tokio task roughly halves

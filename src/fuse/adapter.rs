@@ -17,7 +17,7 @@ use fuser::{
 use tokio::runtime::Handle;
 
 use crate::fs::listing::DirEntries;
-use crate::fs::{is_dot, Attr, DirEntry, FileKind, FsError, Opened, SetAttr, ZarrFs};
+use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
 use crate::metrics::{CacheKind, Op};
 
 /// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
@@ -774,34 +774,24 @@ fn fill_dir_plus(
         Ok(d) => d,
         Err(e) => return reply.error(errno(&e)),
     };
-    // Entries are taken a few at a time, so that the inode table and the caches are locked
-    // once per few entries rather than per entry; those of a chunk that do not fit are undone.
-    const CHUNK: usize = 32;
-    let mut listed = entries.iter().peekable();
-    while listed.peek().is_some() {
-        let chunk: Vec<(u64, &DirEntry)> = listed.by_ref().take(CHUNK).collect();
-        let batch: Vec<&DirEntry> = chunk.iter().map(|c| c.1).collect();
-        let attrs = fs.readdirplus_entries(&dir, &batch);
-        for (i, ((next, e), attr)) in chunk.iter().zip(&attrs).enumerate() {
-            // No attributes: gone since it was listed. Left out; the entries after it keep
-            // their offsets, so the kernel resumes correctly.
-            let Some(attr) = attr else { continue };
-            if reply.add(
-                INodeNo(attr.ino),
-                *next,
-                &e.name,
-                &maker.ttl,
-                &maker.attr(attr),
-                Generation(0),
-            ) {
-                // Did not fit: the kernel never saw this entry nor the rest of the chunk.
-                for (e, attr) in batch[i..].iter().zip(&attrs[i..]) {
-                    if let (false, Some(attr)) = (is_dot(&e.name), attr) {
-                        fs.forget(attr.ino, 1);
-                    }
-                }
-                return reply.ok();
+    for (next, e) in entries.iter() {
+        let dot = e.name == "." || e.name == "..";
+        let attr = if dot { e.attr } else { fs.readdirplus_entry(&dir, e) };
+        // No attributes: gone since it was listed. Left out; the entries after it keep their
+        // offsets, so the kernel resumes correctly.
+        let Some(attr) = attr else { continue };
+        if reply.add(
+            INodeNo(attr.ino),
+            next,
+            &e.name,
+            &maker.ttl,
+            &maker.attr(&attr),
+            Generation(0),
+        ) {
+            if !dot {
+                fs.forget(attr.ino, 1); // did not fit: the kernel never saw it
             }
+            break;
         }
     }
     reply.ok();
