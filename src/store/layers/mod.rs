@@ -93,8 +93,11 @@ pub trait Layer: Send + Sync + 'static {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         self.inner().lookup(key).await
     }
-    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
-        self.inner().lookup_reading(key, limit).await
+    /// By default this layer's own `lookup`, with no bytes: a layer that answers lookups
+    /// itself (HTTP's tree of known names) must not be bypassed by a GET below it. A layer
+    /// that passes lookups through forwards this too, so the bytes reach the cache above.
+    async fn lookup_reading(&self, key: &str, _limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        Ok((Layer::lookup(self, key).await?, None))
     }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.inner().rename(from, to).await
