@@ -65,46 +65,38 @@ install_moto() {
     }
 }
 
-# s3s-fs 0.14.1: later versions need a newer rustc. About 2 minutes on 2 cores, once; the
-# binary is cached under .tools/ (ignored by git). Its own target dir, so that the build
-# does not lock the project's.
-install_s3s() {
-    if [[ -x "$S3S" ]]; then
+# cargo_install CRATE VERSION BINARY MINUTES CARGO_ARGS...: build a server once into
+# .tools/CRATE-VERSION (ignored by git), in a target dir of its own so that the build does not
+# lock the project's, and one build at a time.
+cargo_install() {
+    local crate="$1" version="$2" bin="$3" minutes="$4"
+    shift 4
+    if [[ -x "$bin" ]]; then
         return 0
     fi
     mkdir -p "$TOOLS"
     (
         flock 9
-        if [[ ! -x "$S3S" ]]; then
-            echo "s3-server: building s3s-fs $S3S_VERSION into $TOOLS (once, ~2 min)" >&2
-            CARGO_TARGET_DIR="$TOOLS/s3s-fs-build" cargo install -q "s3s-fs@$S3S_VERSION" \
-                --features binary --locked --root "$TOOLS/s3s-fs-$S3S_VERSION" >&2 || exit 3
-            rm -rf "$TOOLS/s3s-fs-build"
+        if [[ ! -x "$bin" ]]; then
+            echo "s3-server: building $crate $version into $TOOLS (once, ~$minutes min)" >&2
+            CARGO_TARGET_DIR="$TOOLS/$crate-build" cargo install -q "$crate@$version" --locked "$@" \
+                --root "$TOOLS/$crate-$version" >&2 || exit 3
+            rm -rf "$TOOLS/$crate-build"
         fi
-    ) 9>"$TOOLS/.s3s-fs-install.lock" || {
-        echo "s3-server: could not install s3s-fs" >&2
+    ) 9>"$TOOLS/.$crate-install.lock" || {
+        echo "s3-server: could not install $crate" >&2
         exit 3
     }
 }
 
+# s3s-fs 0.14.1: later versions need a newer rustc. About 2 minutes on 2 cores, once.
+install_s3s() {
+    cargo_install s3s-fs "$S3S_VERSION" "$S3S" 2 --features binary
+}
+
 # Garage with its LMDB metadata engine only (no SQLite, no metrics).
 install_garage() {
-    if [[ -x "$GARAGE" ]]; then
-        return 0
-    fi
-    mkdir -p "$TOOLS"
-    (
-        flock 9
-        if [[ ! -x "$GARAGE" ]]; then
-            echo "s3-server: building garage $GARAGE_VERSION into $TOOLS (once, ~30 min)" >&2
-            CARGO_TARGET_DIR="$TOOLS/garage-build" cargo install -q "garage@$GARAGE_VERSION" --locked \
-                --no-default-features --features lmdb,bundled-libs --root "$TOOLS/garage-$GARAGE_VERSION" >&2 || exit 3
-            rm -rf "$TOOLS/garage-build"
-        fi
-    ) 9>"$TOOLS/.garage-install.lock" || {
-        echo "s3-server: could not install garage" >&2
-        exit 3
-    }
+    cargo_install garage "$GARAGE_VERSION" "$GARAGE" 30 --no-default-features --features lmdb,bundled-libs
 }
 
 # A one-node layout, the bench key and bucket, once the node answers on its RPC port.

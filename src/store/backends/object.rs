@@ -417,6 +417,25 @@ impl ObjectStoreBackend {
         }
     }
 
+    /// `file` (the key's HEAD or GET) and the directory probe of `key`, sent together. A
+    /// probe that shows a directory decides at once, `(Ok(None), Ok(true))`: the directory is
+    /// what the mount shows (a key that is also a prefix is hidden behind it), so the object
+    /// request is not waited for (see `lookup`).
+    async fn with_dir_probe<T>(
+        &self,
+        key: &str,
+        file: impl std::future::Future<Output = StoreResult<Option<T>>>,
+    ) -> (StoreResult<Option<T>>, StoreResult<bool>) {
+        use futures::future::{select, Either};
+        let probe = self.probe_dir(key);
+        futures::pin_mut!(file, probe);
+        match select(file, probe).await {
+            Either::Right((Ok(true), _)) => (Ok(None), Ok(true)),
+            Either::Right((dir, file)) => (file.await, dir),
+            Either::Left((file, probe)) => (file, probe.await),
+        }
+    }
+
     /// Is there anything below `key/`? One small LIST where the store can page, else a full level.
     async fn probe_dir(&self, key: &str) -> StoreResult<bool> {
         let dir = if key.is_empty() { self.prefix.clone() } else { self.full_key(key) };
@@ -1202,63 +1221,31 @@ impl Store for ObjectStoreBackend {
     /// for about a second. A HEAD failure other than 404 is ignored when the listing shows a
     /// directory.
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
-        use futures::future::{select, Either};
         validate_key(key)?;
         if key.is_empty() {
             return Ok(Lookup { file: None, dir: true });
         }
-        let (head, probe) = (self.head_opt(key), self.probe_dir(key));
-        futures::pin_mut!(head, probe);
-        let (head, dir) = match select(head, probe).await {
-            Either::Right((Ok(true), _)) => return Ok(Lookup { file: None, dir: true }),
-            Either::Right((dir, head)) => (head.await, dir),
-            Either::Left((head, probe)) => (head, probe.await),
-        };
-        match (head, dir) {
-            (Ok(file), Ok(dir)) => Ok(Lookup { file, dir }),
-            (Err(_), Ok(true)) => Ok(Lookup { file: None, dir: true }),
-            (Err(e), _) => Err(e),
-            (Ok(file), Err(e)) => {
-                if file.is_some() {
-                    tracing::debug!(key, error = %e, "directory probe failed; treating the key as a file");
-                    Ok(Lookup { file, dir: false })
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        let (head, dir) = self.with_dir_probe(key, self.head_opt(key)).await;
+        let (file, dir) = settle_lookup(key, head, dir)?;
+        Ok(Lookup { file, dir })
     }
 
     /// `lookup` with a GET of the first `limit` bytes in place of the HEAD, the directory probe
     /// alongside as in `lookup`. A GET that fails (s3s-fs answers 500 for a key that is a
     /// directory on its disk) takes `lookup`'s path, which knows how to settle that.
     async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
-        use futures::future::{select, Either};
         validate_key(key)?;
         if key.is_empty() || limit == 0 {
             return Ok((self.lookup(key).await?, None));
         }
-        let (get, probe) = (self.get_ranged(key, ByteRange::Range(0..limit)), self.probe_dir(key));
-        futures::pin_mut!(get, probe);
-        let (got, dir) = match select(get, probe).await {
-            // A directory shows as the directory whatever the object says (see `lookup`).
-            Either::Right((Ok(true), _)) => return Ok((Lookup { file: None, dir: true }, None)),
-            Either::Right((dir, get)) => (get.await, dir),
-            Either::Left((got, probe)) => (got, probe.await),
-        };
-        match (got, dir) {
-            (Ok(got), Ok(dir)) => {
-                let (data, file) = got.map_or((None, None), |(d, m)| (Some(d), Some(m)));
-                Ok((Lookup { file, dir }, data))
-            }
-            (Err(_), Ok(true)) => Ok((Lookup { file: None, dir: true }, None)),
-            (Err(_), _) => Ok((self.lookup(key).await?, None)),
-            (Ok(Some((data, meta))), Err(e)) => {
-                tracing::debug!(key, error = %e, "directory probe failed; treating the key as a file");
-                Ok((Lookup { file: Some(meta), dir: false }, Some(data)))
-            }
-            (Ok(None), Err(e)) => Err(e),
+        let get = self.get_ranged(key, ByteRange::Range(0..limit));
+        let (got, dir) = self.with_dir_probe(key, get).await;
+        if got.is_err() && !matches!(dir, Ok(true)) {
+            return Ok((self.lookup(key).await?, None));
         }
+        let (got, dir) = settle_lookup(key, got, dir)?;
+        let (data, file) = got.map_or((None, None), |(d, m)| (Some(d), Some(m)));
+        Ok((Lookup { file, dir }, data))
     }
 
     /// Copy, then delete the source.
@@ -1269,6 +1256,26 @@ impl Store for ObjectStoreBackend {
         self.shapes.forget(to);
         self.store.copy(&pf, &pt).await.map_err(|e| self.err(from, e))?;
         self.store.delete(&pf).await.map_err(|e| self.err(from, e))
+    }
+}
+
+/// A lookup's answer from its object request and its directory probe (see `lookup`): a failed
+/// object request is ignored when the probe shows a directory, a failed probe when the object
+/// exists. `(object, is a directory)`.
+fn settle_lookup<T>(
+    key: &str,
+    file: StoreResult<Option<T>>,
+    dir: StoreResult<bool>,
+) -> StoreResult<(Option<T>, bool)> {
+    match (file, dir) {
+        (Ok(file), Ok(dir)) => Ok((file, dir)),
+        (Err(_), Ok(true)) => Ok((None, true)),
+        (Err(e), _) => Err(e),
+        (Ok(Some(file)), Err(e)) => {
+            tracing::debug!(key, error = %e, "directory probe failed; treating the key as a file");
+            Ok((Some(file), false))
+        }
+        (Ok(None), Err(e)) => Err(e),
     }
 }
 
