@@ -146,11 +146,13 @@ impl RawNamespace {
     /// filesystem a lookup is one cheap `stat` anyway.
     ///
     /// On the same stores, the lookup of a Zarr metadata document's name (`zarr.json`,
-    /// `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`) sends a GET of its first 1 MiB in place of
-    /// the HEAD (`Store::lookup_reading`; the directory probe still goes alongside), and the
-    /// caches below keep the document: zarr-python's read of it right after is then served
-    /// from memory, one round trip fewer before the first chunk. A missing one answers as
-    /// the HEAD did.
+    /// `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`) is one GET of its first 1 MiB, in place of
+    /// a HEAD and a directory probe (`Store::lookup_reading`), and the caches below keep the
+    /// document: zarr-python's read of it right after is then served from memory, one round
+    /// trip fewer before the first chunk, and its probes of the absent ones cost a GET each,
+    /// as with its own S3 store. These names are documents, never directories (as chunk
+    /// names inside a known tree are files): a prefix below one shows in its parent's
+    /// listing, not to a lookup; a directory made through the mount is still one.
     pub fn with_chunk_trees(mut self, ttl: Duration) -> Self {
         if !self.store.has_real_dirs() && !ttl.is_zero() {
             self.trees = Some(TtlCache::new(CHUNK_TREES, ttl));
@@ -684,8 +686,8 @@ mod tests {
         mem.put(&object_store::path::Path::from(key), payload).await.unwrap();
     }
 
-    /// A metadata document's lookup is one GET (with the directory probe alongside) that the
-    /// read after it uses: no second request. Other names keep the HEAD.
+    /// A metadata document's lookup is one GET (no directory probe) that the read after it
+    /// uses: no second request. Other names keep the HEAD and the probe.
     #[tokio::test]
     async fn a_metadata_document_lookup_brings_the_document() {
         let (ns, rec, mem) = cloud_namespace();
@@ -703,10 +705,20 @@ mod tests {
         let calls = rec.take();
         assert_eq!(calls[0], "lookup a/notes");
         assert!(calls[1..].iter().all(|c| c.starts_with("get")), "{calls:?}");
-        // A metadata name that is also a prefix shows as the directory, as before.
+        // Metadata names are documents, never directories: one that is also a prefix is the
+        // document, and a prefix alone shows in the listing but not to a lookup (no probe).
         put_raw(&mem, "b/.zattrs", "{}").await;
         put_raw(&mem, "b/.zattrs/x", "y").await;
-        assert_eq!(kind(&ns, "b/.zattrs").await, Some(true));
+        put_raw(&mem, "b/.zarray/x", "y").await;
+        assert_eq!(kind(&ns, "b/.zattrs").await, Some(false));
+        assert_eq!(kind(&ns, "b/.zarray").await, None);
+        let listed: Vec<(String, bool)> =
+            ns.list("b").await.unwrap().into_iter().map(|(n, node)| (n, node.is_dir())).collect();
+        assert!(listed.contains(&(".zarray".to_string(), true)), "{listed:?}");
+        assert_eq!(rec.take(), ["lookup_reading b/.zattrs", "lookup_reading b/.zarray", "list b"]);
+        // A directory made through the mount is one, whatever its name.
+        ns.mkdir("b/.zgroup").await.unwrap();
+        assert_eq!(kind(&ns, "b/.zgroup").await, Some(true));
         // A document larger than what the lookup reads still gets its true size and bytes.
         let big = format!("{{\"pad\":\"{}\"}}", "x".repeat((1 << 20) + 10));
         put_raw(&mem, "c/.zattrs", &big).await;

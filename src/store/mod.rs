@@ -339,11 +339,13 @@ pub trait Store: StoreHints {
     /// Is `key` an object, a directory, both or neither?
     async fn lookup(&self, key: &str) -> StoreResult<Lookup>;
 
-    /// `lookup` of a key whose whole object is likely read right after (a Zarr metadata
-    /// document): a backend whose lookup sends a HEAD may send a GET of the first `limit`
-    /// bytes in its place and return them (from offset 0; all of the object when it fits)
-    /// with the same answer, so that a cache above serves the read that follows without a
-    /// round trip. By default `lookup`, and no bytes.
+    /// `lookup` of a key that names a document, never a directory (Zarr's metadata names,
+    /// which the specs reserve for their documents), and whose whole object is likely read
+    /// right after: a backend whose lookup sends a HEAD and a directory probe may send one GET
+    /// of the first `limit` bytes in their place and return them (from offset 0; all of the
+    /// object when it fits), so that a cache above serves the read that follows without a
+    /// round trip. Its answer then has `dir` false: a prefix below such a name (which no Zarr
+    /// writer makes) shows in listings, not to this lookup. By default `lookup`, and no bytes.
     async fn lookup_reading(&self, key: &str, _limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
         Ok((self.lookup(key).await?, None))
     }
