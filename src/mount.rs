@@ -219,11 +219,12 @@ fn open_disk_cache(
     cfg: &MountConfig,
 ) -> Result<Arc<dyn Store>, SessionError> {
     use crate::store::layers::disk_cache::{
-        DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE,
+        DiskCache, DiskCacheConfig, DiskCacheStore, BLOCK_SIZE, COPY_MAX,
     };
     let dcfg = DiskCacheConfig {
         max_bytes: disk.max_bytes,
         block_size: BLOCK_SIZE,
+        copy_max: COPY_MAX,
         ttl: cfg.metadata_ttl,
     };
     let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
@@ -327,9 +328,16 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         }
     }
     let fs = Arc::new(
-        ZarrFs::new(ns, FsConfig { metadata_ttl: cfg.metadata_ttl, read_only: cfg.read_only })
-            .with_spill(spill)
-            .with_metadata_cache_entries(cfg.metadata_cache_entries),
+        ZarrFs::new(
+            ns,
+            FsConfig {
+                metadata_ttl: cfg.metadata_ttl,
+                read_only: cfg.read_only,
+                passthrough: cfg.read_only && cfg.disk_cache.is_some(),
+            },
+        )
+        .with_spill(spill)
+        .with_metadata_cache_entries(cfg.metadata_cache_entries),
     );
     if let Some(listener) = metrics_listener {
         let fs = fs.clone();

@@ -354,6 +354,23 @@ impl ZarrFs {
         }
     }
 
+    /// Whether opens look for a local copy for the kernel to read directly (FUSE passthrough).
+    pub fn wants_passthrough(&self) -> bool {
+        self.cfg.read_only && self.cfg.passthrough
+    }
+
+    /// A local file of exactly the bytes of the file open as `fh`, for the kernel to read
+    /// directly: a whole store object whose store keeps a copy of that version (the disk
+    /// cache). A file with a write buffer has none (its bytes are the buffer's).
+    pub async fn local_copy(&self, fh: u64) -> Option<std::fs::File> {
+        let node = match lock(&self.handles).get(&fh)? {
+            Handle::Read(h) if h.buf.is_none() => h.node.clone(),
+            _ => return None,
+        };
+        let ns = self.ns.clone();
+        tokio::task::spawn_blocking(move || ns.local_copy(&node)).await.ok().flatten()
+    }
+
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {

@@ -641,7 +641,11 @@ mod tests {
         let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let store = GatedPages { inner, page, gate: gate.clone(), served: served.clone() };
         let ns = Arc::new(RawNamespace::new(Arc::new(store)));
-        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let cfg = FsConfig {
+            metadata_ttl: Duration::from_secs(3600),
+            read_only: false,
+            passthrough: false,
+        };
         (ZarrFs::new(ns, cfg), gate, served)
     }
 
@@ -777,7 +781,11 @@ mod tests {
         }
         let size_of = |name: &str| (name[1..].parse::<usize>().unwrap() % 7) as u64;
         let ns = Arc::new(RawNamespace::new(Arc::new(LocalStore::open(tmp.path()).unwrap())));
-        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let cfg = FsConfig {
+            metadata_ttl: Duration::from_secs(3600),
+            read_only: false,
+            passthrough: false,
+        };
         let fs = ZarrFs::new(ns, cfg);
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();
         let fh = fs.opendir_lazy(d.ino).unwrap().fh;

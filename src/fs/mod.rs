@@ -57,6 +57,9 @@ pub struct FsConfig {
     /// How long resolved paths (and absences) are trusted before asking the store again.
     pub metadata_ttl: Duration,
     pub read_only: bool,
+    /// Hand the kernel local copies of whole objects to read directly (FUSE passthrough),
+    /// where the store keeps them (`--cache-dir`). Read-only mounts only.
+    pub passthrough: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,7 +209,8 @@ impl ZarrFs {
     }
 
     /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
-    /// answers ENOSYS. Only a read-only mount can: writes need handles. The kernel then keeps
+    /// answers ENOSYS. Only a read-only mount can: writes need handles (and so do files the
+    /// kernel reads from a local copy: the adapter does not ask for this then). The kernel keeps
     /// its page cache across opens, so a changed content version (seen at a lookup, getattr or
     /// read) is answered with an invalidation instead of at open. Returns whether it is on.
     pub fn serve_without_open(&self) -> bool {
@@ -416,7 +420,7 @@ mod tests {
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
         let ns = Arc::new(namespace::RawNamespace::new(store));
-        ZarrFs::new(ns, FsConfig { metadata_ttl: ttl, read_only })
+        ZarrFs::new(ns, FsConfig { metadata_ttl: ttl, read_only, passthrough: false })
     }
 
     /// Reads by inode (no OPEN) follow the current content, and a new content version seen
@@ -557,7 +561,11 @@ mod tests {
         store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
         store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
         let ns = Arc::new(namespace::RawNamespace::new(store));
-        let cfg = FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false };
+        let cfg = FsConfig {
+            metadata_ttl: Duration::from_secs(3600),
+            read_only: false,
+            passthrough: false,
+        };
         let fs = ZarrFs::new(ns, cfg);
         for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {
             fs.resolve(p).await.unwrap();

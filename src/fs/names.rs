@@ -226,8 +226,14 @@ mod tests {
         let store = Arc::new(MemoryStore::new());
         store.put("k", Bytes::from_static(b"old")).await.unwrap();
         let ns = Arc::new(RawNamespace::new(store.clone()));
-        let fs =
-            ZarrFs::new(ns, FsConfig { metadata_ttl: Duration::from_secs(3600), read_only: false });
+        let fs = ZarrFs::new(
+            ns,
+            FsConfig {
+                metadata_ttl: Duration::from_secs(3600),
+                read_only: false,
+                passthrough: false,
+            },
+        );
         let k = fs.lookup(ROOT_INO, "k").await.unwrap();
         let o = fs.open(k.ino, libc::O_WRONLY).await.unwrap();
         fs.write(o.fh, 0, b"new").await.unwrap();

@@ -66,6 +66,11 @@ pub trait Namespace: Send + Sync + 'static {
     /// The file resolved to `node` will likely be read soon (see `scan_ahead`): start
     /// fetching what backs it. Nothing by default.
     async fn prefetch(&self, _node: &Node) {}
+    /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
+    /// `StoreHints::local_copy`). None by default. May block: call it off the runtime.
+    fn local_copy(&self, _node: &Node) -> Option<std::fs::File> {
+        None
+    }
 }
 
 /// Slice `data` (the bytes of a whole file) to a read request.
@@ -466,6 +471,13 @@ impl Namespace for RawNamespace {
     async fn prefetch(&self, node: &Node) {
         if let Backing::Object { key, .. } = &node.backing {
             self.store.prefetch(key, node.size).await;
+        }
+    }
+
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        match &node.backing {
+            Backing::Object { key, version } => self.store.local_copy(key, version),
+            _ => None,
         }
     }
 }

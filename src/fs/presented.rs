@@ -468,4 +468,9 @@ impl Namespace for PresentedNamespace {
             _ => self.below.prefetch(node).await,
         }
     }
+
+    /// A whole object passed through (`Backing::Object`) may have one; decoded chunks not.
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        self.below.local_copy(node)
+    }
 }

@@ -5,17 +5,19 @@
 //! errno) and every failed one is logged once, with its operation, inode or handle and name.
 
 use std::ffi::OsStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    BackingId, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
+use super::io_modes::{IoModes, OpenMode};
 use crate::fs::listing::DirEntries;
 use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
 use crate::metrics::{CacheKind, Op};
@@ -61,12 +63,71 @@ pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
     rt: Handle,
     maker: AttrMaker,
+    /// FUSE passthrough, when the kernel took it at INIT (see `init`).
+    passthrough: Option<Arc<Passthrough>>,
+}
+
+/// Opens answered with a local copy for the kernel to read directly.
+struct Passthrough {
+    modes: IoModes<BackingId>,
+    /// Cleared when the kernel refuses a backing file (e.g. a daemon without CAP_SYS_ADMIN, or a
+    /// cache directory on a stacked filesystem): copies are no longer looked for.
+    looking: AtomicBool,
 }
 
 impl FuseAdapter {
     pub fn new(fs: Arc<ZarrFs>, rt: Handle, uid: u32, gid: u32) -> Self {
         let ttl = fs.config().metadata_ttl;
-        FuseAdapter { fs, rt, maker: AttrMaker { uid, gid, ttl } }
+        FuseAdapter { fs, rt, maker: AttrMaker { uid, gid, ttl }, passthrough: None }
+    }
+
+    /// OPEN on a passthrough connection: the first open of an inode with no open files looks
+    /// for a local copy and, with one, answers with it as the backing file; later opens follow
+    /// the first (the kernel's rule, see `io_modes`). Every open is counted until its RELEASE.
+    fn open_passthrough(
+        &self,
+        req: Req,
+        pt: Arc<Passthrough>,
+        ino: u64,
+        flags: i32,
+        reply: ReplyOpen,
+    ) {
+        let looking = pt.looking.load(Ordering::Relaxed);
+        self.spawn(
+            req,
+            move |fs| async move {
+                let opened = fs.open(ino, flags).await?;
+                let copy = if looking && pt.modes.undecided(ino) {
+                    fs.local_copy(opened.fh).await
+                } else {
+                    None
+                };
+                Ok((opened, copy, pt))
+            },
+            move |r, _| match r {
+                Ok((o, copy, pt)) => {
+                    let replying = &reply;
+                    let (mode, err) =
+                        pt.modes.open(ino, copy.map(|file| move || replying.open_backing(&file)));
+                    if let Some(e) = err {
+                        if pt.looking.swap(false, Ordering::Relaxed) {
+                            tracing::warn!(error = %e, "the kernel refused a local copy as a backing file; reads go through the daemon");
+                        }
+                    }
+                    match mode {
+                        OpenMode::Passthrough(b) => {
+                            crate::metrics::global().passthrough_opens.inc();
+                            // The kernel refuses (EIO) any flag but these with a backing file:
+                            // its page cache of the inode is not used (FOPEN_KEEP_CACHE).
+                            let flags = fopen_flags(&o) & FopenFlags::FOPEN_NOFLUSH;
+                            reply.opened_passthrough(FileHandle(o.fh), flags, &b)
+                        }
+                        OpenMode::Cached => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
+                    }
+                }
+                Err(e) => reply.error(errno(&e)),
+            },
+        );
     }
 
     /// Run `work` (request `req`) on the runtime and give its result to `done`, which replies.
@@ -212,10 +273,24 @@ impl fuser::Filesystem for FuseAdapter {
         // the kernel fall back to plain READDIR for listings nobody stats (find).
         let _ = config
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // Files the disk cache keeps whole are read by the kernel straight from their copy, with
+        // no round trip per read (FUSE passthrough). The backing file goes with the reply to
+        // OPEN, so this mount answers OPEN. Depth 1: copies on a plain filesystem, and the
+        // mount may still be a lower layer of overlayfs.
+        if self.fs.wants_passthrough()
+            && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.set_max_stack_depth(1).is_ok()
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+        {
+            tracing::debug!("passthrough: whole objects in the disk cache are read by the kernel");
+            self.passthrough = Some(Arc::new(Passthrough {
+                modes: IoModes::default(),
+                looking: AtomicBool::new(true),
+            }));
         // A read-only mount needs no file handles: OPEN answers ENOSYS (see `open`), after which
         // the kernel sends no OPEN, RELEASE or FLUSH for any file, and keeps its page cache
         // across opens. Without this, every open() and close() of a chunk file is a round trip.
-        if config.capabilities().contains(InitFlags::FUSE_NO_OPEN_SUPPORT)
+        } else if config.capabilities().contains(InitFlags::FUSE_NO_OPEN_SUPPORT)
             && self.fs.serve_without_open()
         {
             tracing::debug!("read-only: serving reads without OPEN/RELEASE");
@@ -420,6 +495,9 @@ impl fuser::Filesystem for FuseAdapter {
             req.refused(Errno::ENOSYS);
             return reply.error(Errno::ENOSYS);
         }
+        if let Some(pt) = &self.passthrough {
+            return self.open_passthrough(req, pt.clone(), ino.0, flags.0, reply);
+        }
         let cached = self.fs.open_cached(ino.0, flags.0);
         metadata_cache(cached.is_some());
         if let Some(r) = cached {
@@ -548,7 +626,7 @@ impl fuser::Filesystem for FuseAdapter {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
@@ -556,6 +634,9 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         let req = Req::new(Op::Release, self::fh(fh));
+        if let Some(pt) = &self.passthrough {
+            pt.modes.release(ino.0);
+        }
         if self.fs.release_reader(fh.0) {
             drop(req);
             return reply.ok();

@@ -1,5 +1,6 @@
 //! FUSE: the thin fuser adapter and the mount session (mount, signals, readiness, unmount).
 
 pub mod adapter;
+pub mod io_modes;
 pub mod notify;
 pub mod session;

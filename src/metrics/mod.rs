@@ -332,6 +332,8 @@ pub struct Metrics {
     pub conditional_writes: IntCounter,
     /// Creates (O_EXCL, link, new inner chunks) refused because the key exists at the store.
     pub create_conflicts: IntCounter,
+    /// Opens answered with a local copy that the kernel reads directly (FUSE passthrough).
+    pub passthrough_opens: IntCounter,
     pub writeback_pending_buffers: IntGauge,
     pub writeback_pending_bytes: IntGauge,
     pub writeback_failures: IntCounter,
@@ -575,6 +577,10 @@ impl Metrics {
             create_conflicts: counter(
                 "create_conflicts_total",
                 "Exclusive creates (O_EXCL, link, new inner chunks) refused: the key exists at the store.",
+            ),
+            passthrough_opens: counter(
+                "passthrough_opens_total",
+                "Opens answered with a disk cache copy that the kernel reads directly (FUSE passthrough).",
             ),
             writeback_pending_buffers: gauge(
                 "writeback_pending_buffers",

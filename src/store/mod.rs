@@ -265,6 +265,12 @@ pub trait StoreHints: Send + Sync + 'static {
     /// A hint that `key` (of `size` bytes) will likely be read soon: a store may start
     /// fetching it now. Errors are not reported; the read itself will meet them.
     async fn prefetch(&self, _key: &str, _size: u64) {}
+    /// A local file holding exactly the bytes of `key` at `version`, for the kernel to read
+    /// directly (FUSE passthrough), when this store keeps one (the disk cache's copies).
+    /// May block on file I/O: call it off the async runtime.
+    fn local_copy(&self, _key: &str, _version: &str) -> Option<std::fs::File> {
+        None
+    }
 }
 
 #[async_trait]

@@ -65,6 +65,9 @@ impl<B: ReadBackend> StoreHints for ReadOnly<B> {
     async fn prefetch(&self, key: &str, size: u64) {
         self.0.prefetch(key, size).await
     }
+    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
+        self.0.local_copy(key, version)
+    }
 }
 
 #[async_trait]

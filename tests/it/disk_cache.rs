@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::s3::{S3Server, BUCKET, ENV, S3};
-use common::Mount;
+use common::{metric, Mount};
 
 fn mount(moto: &S3, mnt: &Path, extra: &[&str]) -> Mount {
     let endpoint = moto.endpoint();
@@ -46,7 +46,7 @@ fn cache_bytes(dir: &Path) -> u64 {
             })
             .unwrap_or(0)
     }
-    walk(&dir.join("blocks")) + walk(&dir.join("tmp"))
+    walk(&dir.join("blocks")) + walk(&dir.join("copies")) + walk(&dir.join("tmp"))
 }
 
 fn object_gets(requests: &[String]) -> Vec<&String> {
@@ -376,4 +376,95 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     let reqs = moto.requests_since(from);
     assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
     m.stop();
+}
+
+/// A warm remount hands the kernel the disk cache's copy of each whole object at open (FUSE
+/// passthrough): its reads never reach the daemon, and the bytes are exact. A copy damaged
+/// between mounts is refused, and that file is read through the daemon from the store.
+#[test]
+fn a_warm_remount_lets_the_kernel_read_whole_objects_from_their_copies() {
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let objects: Vec<(String, Vec<u8>)> = vec![
+        ("pre/c/0".into(), content(3 << 20, 11)),
+        ("pre/c/1".into(), content(100_000, 12)),
+        ("pre/c/2".into(), content(4096, 13)),
+    ];
+    moto.put_all(&objects);
+    let cache_arg = cache.to_str().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let read_all = |m: &Mount| {
+        for (k, v) in &objects {
+            let got = std::fs::read(m.path(k.strip_prefix("pre/").unwrap())).unwrap();
+            assert!(got == *v, "{k}: wrong bytes");
+        }
+    };
+    let counts = |port: u16| {
+        let reads = metric(port, r#"zarr_mount_fuse_requests_total{op="read"}"#).unwrap_or(0);
+        (reads, metric(port, "zarr_mount_passthrough_opens_total").unwrap_or(0))
+    };
+    let mount_with_metrics = || {
+        let port = common::s3::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let args =
+            ["--view", "raw", "--read-only", "--cache-dir", cache_arg, "--metrics-addr", &addr];
+        (mount(&moto, &mnt, &args), port)
+    };
+
+    // Cold: the reads go through the daemon, which keeps each object whole as a copy.
+    let (mut m, port) = mount_with_metrics();
+    read_all(&m);
+    let (reads, _) = counts(port);
+    assert!(reads >= 3, "cold reads reach the daemon: {reads}");
+    m.stop();
+    drop(m);
+    let copies = walk_files(&cache.join("copies"));
+    assert_eq!(copies.len(), 3, "{copies:?}");
+
+    // Warm: every open is passthrough, no READ reaches the daemon, no GET reaches the store.
+    let from = moto.log().len();
+    let (mut m, port) = mount_with_metrics();
+    read_all(&m);
+    read_all(&m);
+    let (reads, opens) = counts(port);
+    if opens == 0 {
+        // A kernel without FUSE passthrough (before 6.9, or built without it): the copies are
+        // still read, through the daemon.
+        eprintln!("this kernel did not take FUSE passthrough; reads went through the daemon");
+    } else {
+        assert_eq!(reads, 0, "reads reached the daemon despite passthrough");
+        assert_eq!(opens, 6, "every open of the two passes");
+    }
+    let reqs = moto.requests_since(from);
+    assert!(object_gets(&reqs).is_empty(), "GETs with a warm cache: {reqs:#?}");
+    m.stop();
+    drop(m);
+
+    // A copy damaged between mounts: refused at open, read from the store instead.
+    let damaged = copies.iter().find(|p| std::fs::metadata(p).unwrap().len() == 100_000).unwrap();
+    let mut raw = std::fs::read(damaged).unwrap();
+    raw[50_000] ^= 0x01;
+    std::fs::write(damaged, raw).unwrap();
+    let from = moto.log().len();
+    let (mut m, port) = mount_with_metrics();
+    read_all(&m);
+    let reqs = moto.requests_since(from);
+    assert_eq!(object_gets(&reqs).len(), 1, "only the damaged object is fetched: {reqs:#?}");
+    let (_, opens) = counts(port);
+    assert!(opens <= 2, "the damaged copy was not handed out: {opens}");
+    m.stop();
+}
+
+/// Every file below `dir`, directly (not through a mount).
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk_files(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
 }

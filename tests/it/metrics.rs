@@ -308,7 +308,10 @@ fn counting_alone_in_its_process() {
         memory.put("e/big", big.clone()).await.unwrap();
     });
     let ns = UnshardedNamespace::new(RawNamespace::new(above.clone() as Arc<dyn Store>), TTL);
-    let fs = Arc::new(ZarrFs::new(Arc::new(ns), FsConfig { metadata_ttl: TTL, read_only: false }));
+    let fs = Arc::new(ZarrFs::new(
+        Arc::new(ns),
+        FsConfig { metadata_ttl: TTL, read_only: false, passthrough: false },
+    ));
     let before = counts();
     let m = InProcessMount::start(fs, &mnt);
 

@@ -8,7 +8,7 @@ use crate::s3_tests;
 use std::io::Write;
 
 use common::s3::{S3Server, BUCKET, ENV, S3};
-use common::{dirs, Mount};
+use common::{dirs, metric, Mount};
 
 /// Peak resident set of process `pid`, in bytes.
 fn peak_rss(pid: u32) -> u64 {
@@ -286,20 +286,6 @@ fn rss_now(pid: u32) -> u64 {
 /// `zarr_mount_known_inodes` from the metrics endpoint.
 fn known_inodes(port: u16) -> u64 {
     metric(port, "zarr_mount_known_inodes").expect("known_inodes gauge")
-}
-
-/// The value of the series `name` (with its labels) from the metrics endpoint.
-fn metric(port: u16, name: &str) -> Option<u64> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let prefix = format!("{name} ");
-    raw.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
 }
 
 /// The kernel drops its dentries and inodes (so FORGETs reach the daemon); false if not allowed.

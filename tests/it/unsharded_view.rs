@@ -72,7 +72,7 @@ async fn fixture() -> Fixture {
     let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
     let fs = ZarrFs::new(
         Arc::new(ns),
-        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false, passthrough: false },
     );
     store.take();
     Fixture { fs, store }
@@ -253,7 +253,11 @@ async fn consolidated_metadata_of_groups_is_rewritten() {
         let raw = RawNamespace::new(f.store.clone() as Arc<dyn Store>);
         ZarrFs::new(
             Arc::new(UnshardedNamespace::new(raw, Duration::from_secs(60))),
-            FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+            FsConfig {
+                metadata_ttl: Duration::from_secs(60),
+                read_only: false,
+                passthrough: false,
+            },
         )
     };
     let json: serde_json::Value =
@@ -416,7 +420,7 @@ async fn exclusive_creates_of_inner_chunks_are_decided_in_the_shard() {
     let raw = RawNamespace::new(f.store.clone() as Arc<dyn Store>);
     let other = ZarrFs::new(
         Arc::new(UnshardedNamespace::new(raw, Duration::from_secs(60))),
-        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false },
+        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false, passthrough: false },
     );
     let c3 = ino_of(&f.fs, "a/c/3").await.unwrap();
     let o3 = ino_of(&other, "a/c/3").await.unwrap();

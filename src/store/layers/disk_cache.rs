@@ -30,6 +30,13 @@
 //! is that of the same reads without it; the price is the write's time on a cold read (disk
 //! is much faster than the network it saves, and read-ahead parts wait in the background).
 //!
+//! Whole objects: an object fetched whole (a shard or document looked up or read whole) and no
+//! larger than `copy_max` is kept as one file of exactly its bytes, a *copy*, instead of blocks:
+//! `copies/XX/<object>.<crc32c>`. Its checksum is in its name, since the file must hold nothing
+//! but the object: the kernel reads a copy directly when the mount opens the file in FUSE
+//! passthrough mode (`local_copy`). A copy is checked whole the first time this daemon uses it
+//! (a crash or power loss can only have damaged it before that), then trusted.
+//!
 //! One daemon per cache directory: an exclusive `flock` on `DIR/lock`, taken when the command
 //! line is checked; a second daemon on the same directory is refused with a usage error.
 
@@ -55,6 +62,11 @@ use crate::store::{
 
 /// Bytes per block.
 pub const BLOCK_SIZE: u64 = 1 << 20;
+/// Objects fetched whole up to this size are kept as copies (see the module comment): shards and
+/// documents. Larger ones are read in parts anyway, and a copy is checked whole at first use.
+pub const COPY_MAX: u64 = 16 << 20;
+/// The block index that stands for an object's copy in the LRU index.
+const COPY: u64 = u64::MAX;
 /// Default `--cache-max-size`.
 pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
 /// Bytes of fetched data that may wait for their background write at once.
@@ -139,6 +151,8 @@ pub struct DiskCacheOptions {
 pub struct DiskCacheConfig {
     pub max_bytes: u64,
     pub block_size: u64,
+    /// Objects fetched whole up to this size are kept as one copy file, not blocks (0: never).
+    pub copy_max: u64,
     /// How long metadata seen by this layer is trusted before a read confirms it with a HEAD.
     pub ttl: Duration,
 }
@@ -157,6 +171,15 @@ struct State {
     used: u64,
     /// Metadata seen for each key and when (wall clock: it may come from an earlier daemon).
     known: LruCache<String, (ObjectMeta, SystemTime)>,
+    /// Objects kept as copies (their LRU entry is `BlockId { object, index: COPY }`).
+    copies: HashMap<String, CopyFile>,
+}
+
+/// A copy file's checksum (part of its name), and whether this daemon has checked it.
+#[derive(Debug, Clone, Copy)]
+struct CopyFile {
+    crc: u32,
+    checked: bool,
 }
 
 /// Counters, for tests and the log.
@@ -167,6 +190,8 @@ pub struct DiskCacheStats {
     pub written: AtomicU64,
     pub corrupt: AtomicU64,
     pub evicted: AtomicU64,
+    /// Copies handed out for the kernel to read directly (`local_copy`).
+    pub copies_opened: AtomicU64,
 }
 
 pub struct DiskCacheStore {
@@ -258,25 +283,12 @@ impl DiskCacheStore {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp)?;
         std::fs::create_dir_all(root.join("blocks"))?;
-        let mut found: Vec<(SystemTime, BlockId, u64)> = Vec::new();
-        for sub in std::fs::read_dir(root.join("blocks"))? {
-            let sub = sub?;
-            if !sub.file_type()?.is_dir() {
-                continue;
-            }
-            for f in std::fs::read_dir(sub.path())? {
-                let f = f?;
-                let md = f.metadata()?;
-                let name = f.file_name();
-                match name.to_str().and_then(parse_block_name) {
-                    Some(id) if md.is_file() => {
-                        found.push((md.modified().unwrap_or(UNIX_EPOCH), id, md.len()))
-                    }
-                    _ => {
-                        let _ = std::fs::remove_file(f.path());
-                    }
-                }
-            }
+        std::fs::create_dir_all(root.join("copies"))?;
+        let mut found = scan_files(&root.join("blocks"), parse_block_name)?;
+        let mut copies = HashMap::new();
+        for (at, (object, crc), len) in scan_files(&root.join("copies"), parse_copy_name)? {
+            copies.insert(object.clone(), CopyFile { crc, checked: false });
+            found.push((at, BlockId { object, index: COPY }, len));
         }
         found.sort_by_key(|(t, _, _)| *t);
         let mut blocks = LruCache::unbounded();
@@ -297,7 +309,7 @@ impl DiskCacheStore {
             inner,
             root,
             cfg,
-            state: Mutex::new(State { blocks, used, known }),
+            state: Mutex::new(State { blocks, used, known, copies }),
             backlog: AtomicU64::new(0),
             writer: Mutex::new(spawn_writer()?),
             tmp_seq: AtomicU64::new(0),
@@ -362,6 +374,10 @@ impl DiskCacheStore {
         self.root.join("blocks").join(&id.object[..2]).join(format!("{}.{}", id.object, id.index))
     }
 
+    fn copy_path(&self, object: &str, crc: u32) -> PathBuf {
+        self.root.join("copies").join(&object[..2]).join(format!("{object}.{crc:08x}"))
+    }
+
     /// Metadata of `key` seen within the TTL.
     fn fresh_meta(&self, key: &str) -> Option<ObjectMeta> {
         let mut st = self.state();
@@ -409,15 +425,21 @@ impl DiskCacheStore {
         }
     }
 
-    /// Make room for `n` more bytes: the blocks to delete (least recently used first).
-    fn reserve(&self, n: u64) -> Vec<BlockId> {
+    /// Make room for `n` more bytes: the files to delete (least recently used first).
+    fn reserve(&self, n: u64) -> Vec<PathBuf> {
         let mut st = self.state();
         let mut victims = Vec::new();
         while st.used + n > self.cfg.max_bytes {
             match st.blocks.pop_lru() {
                 Some((id, (len, _))) => {
                     st.used -= len;
-                    victims.push(id);
+                    if id.index == COPY {
+                        if let Some(c) = st.copies.remove(&id.object) {
+                            victims.push(self.copy_path(&id.object, c.crc));
+                        }
+                    } else {
+                        victims.push(self.block_path(&id));
+                    }
                 }
                 None => break,
             }
@@ -426,9 +448,9 @@ impl DiskCacheStore {
         victims
     }
 
-    fn remove_files(&self, victims: &[BlockId]) {
-        for id in victims {
-            let _ = std::fs::remove_file(self.block_path(id));
+    fn remove_files(&self, victims: &[PathBuf]) {
+        for path in victims {
+            let _ = std::fs::remove_file(path);
         }
         self.stats.evicted.fetch_add(victims.len() as u64, Ordering::Relaxed);
     }
@@ -517,6 +539,91 @@ impl DiskCacheStore {
         }
     }
 
+    /// `object`'s copy file, opened, if one is kept; checked whole (its length and CRC-32C) the
+    /// first time this daemon opens it, and then the bytes read for that come back too. A bad
+    /// copy is deleted (and forgotten). The use refreshes its place in the LRU order.
+    fn open_copy(&self, object: &str, size: u64) -> Option<(File, Option<Vec<u8>>)> {
+        let id = BlockId { object: object.to_string(), index: COPY };
+        let (copy, touch) = {
+            let mut st = self.state();
+            let copy = *st.copies.get(object)?;
+            match st.blocks.get_mut(&id) {
+                Some((_, at)) if at.elapsed() >= TOUCH_EVERY => {
+                    *at = Instant::now();
+                    (copy, true)
+                }
+                Some(_) => (copy, false),
+                None => return None,
+            }
+        };
+        let path = self.copy_path(object, copy.crc);
+        let Ok(file) = File::open(&path) else {
+            self.drop_copy(&id, copy.crc, false);
+            return None;
+        };
+        let len = file.metadata().map(|m| m.len()).ok();
+        let mut read = None;
+        let good = len == Some(size)
+            && (copy.checked || {
+                let mut all = vec![0u8; size as usize];
+                let ok = (&file).read_exact(&mut all).is_ok() && crc32c::crc32c(&all) == copy.crc;
+                read = Some(all);
+                ok
+            });
+        if !good {
+            tracing::warn!(path = %path.display(), "disk cache copy failed its check; fetching it again");
+            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.drop_copy(&id, copy.crc, true);
+            return None;
+        }
+        if !copy.checked {
+            if let Some(c) = self.state().copies.get_mut(object) {
+                c.checked = true;
+            }
+        }
+        if touch {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        Some((file, read))
+    }
+
+    /// Bytes `want` of an object of `size` bytes kept as the copy `object`; `None` when there is
+    /// none, or it failed its check.
+    fn load_from_copy(&self, object: &str, size: u64, want: Range<u64>) -> Option<Bytes> {
+        use std::os::unix::fs::FileExt;
+        let (file, read) = self.open_copy(object, size)?;
+        let (from, to) = (want.start as usize, want.end as usize);
+        if let Some(all) = read {
+            return Some(Bytes::from(all).slice(from..to));
+        }
+        let mut out = vec![0u8; to - from];
+        file.read_exact_at(&mut out, want.start).ok()?;
+        Some(Bytes::from(out))
+    }
+
+    fn drop_copy(&self, id: &BlockId, crc: u32, delete: bool) {
+        {
+            let mut st = self.state();
+            if let Some((len, _)) = st.blocks.pop(id) {
+                st.used -= len;
+            }
+            st.copies.remove(&id.object);
+        }
+        if delete {
+            let _ = std::fs::remove_file(self.copy_path(&id.object, crc));
+        }
+    }
+
+    /// The copy of `key` (see the module comment), opened for the kernel to read directly, when
+    /// one is kept for `version` and that version is known fresh; checked whole at its first use
+    /// by this daemon. Blocks on file I/O: call it off the async runtime.
+    pub fn local_copy(&self, key: &str, version: &str) -> Option<File> {
+        let meta = self.fresh_meta(key).filter(|m| m.version == version)?;
+        let (file, _) = self.open_copy(&self.object_id(key, &meta), meta.size)?;
+        self.stats.copies_opened.fetch_add(1, Ordering::Relaxed);
+        Some(file)
+    }
+
     /// Keep every whole block inside `fetched` (bytes `start..` of the object): queued for the
     /// writer thread; the answer says when they are written (`None`: nothing queued). Skipped
     /// when the write backlog is full.
@@ -531,7 +638,12 @@ impl DiskCacheStore {
         let object = self.object_id(key, meta);
         let mut todo: Vec<(BlockId, Bytes)> = Vec::new();
         let mut index = f.start.div_ceil(bs);
-        {
+        let whole = f.start == 0 && f.data.len() as u64 == meta.size && meta.size > 0;
+        if whole && meta.size <= self.cfg.copy_max {
+            if !self.state().copies.contains_key(&object) {
+                todo.push((BlockId { object, index: COPY }, f.data.clone()));
+            }
+        } else {
             let st = self.state();
             while index * bs < meta.size {
                 let len = self.block_len(index, meta.size);
@@ -581,10 +693,28 @@ impl DiskCacheStore {
     }
 
     fn write_block(&self, key: &str, version: &str, size: u64, id: &BlockId, data: &[u8]) {
+        if id.index == COPY {
+            return self.write_copy(&id.object, data);
+        }
         // Header, data and checksum are written in turn: the data is never copied.
         let header = encode_header(key, version, size, id.index, data.len());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&header), data);
-        let len = (header.len() + data.len() + 4) as u64;
+        self.write_file_as(id, None, &self.block_path(id), &[&header, data, &crc.to_le_bytes()]);
+    }
+
+    /// Keep `data`, all of `object`, as its copy file.
+    fn write_copy(&self, object: &str, data: &[u8]) {
+        let crc = crc32c::crc32c(data);
+        let id = BlockId { object: object.to_string(), index: COPY };
+        let copy = CopyFile { crc, checked: true }; // its bytes are the ones fetched
+        self.write_file_as(&id, Some(copy), &self.copy_path(object, crc), &[data]);
+    }
+
+    /// Write `parts` as the file at `path` (through `tmp/` and a rename, after making room) and
+    /// index it as `id` (a copy with its `copy` entry, under the same lock, so that eviction
+    /// always finds its name).
+    fn write_file_as(&self, id: &BlockId, copy: Option<CopyFile>, path: &Path, parts: &[&[u8]]) {
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if len > self.cfg.max_bytes {
             return;
         }
@@ -595,19 +725,18 @@ impl DiskCacheStore {
             std::process::id(),
             self.tmp_seq.fetch_add(1, Ordering::Relaxed)
         ));
-        let path = self.block_path(id);
         let written = (|| -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
-            f.write_all(&header)?;
-            f.write_all(data)?;
-            f.write_all(&crc.to_le_bytes())?;
+            for part in parts {
+                f.write_all(part)?;
+            }
             drop(f);
-            if let Err(e) = std::fs::rename(&tmp, &path) {
+            if let Err(e) = std::fs::rename(&tmp, path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     return Err(e);
                 }
                 std::fs::create_dir_all(path.parent().expect("has a parent"))?;
-                std::fs::rename(&tmp, &path)?;
+                std::fs::rename(&tmp, path)?;
             }
             Ok(())
         })();
@@ -616,6 +745,12 @@ impl DiskCacheStore {
             Ok(()) => {
                 if let Some((old, _)) = st.blocks.put(id.clone(), (len, Instant::now())) {
                     st.used -= old; // the same block written twice by racing readers
+                }
+                if let Some(c) = copy {
+                    let old = st.copies.insert(id.object.clone(), c);
+                    if let Some(old) = old.filter(|o| o.crc != c.crc) {
+                        let _ = std::fs::remove_file(self.copy_path(&id.object, old.crc));
+                    }
                 }
                 drop(st);
                 self.stats.written.fetch_add(1, Ordering::Relaxed);
@@ -642,6 +777,21 @@ impl DiskCacheStore {
         let first = want.start / bs;
         let last = (want.end - 1) / bs;
         let object = self.object_id(key, meta);
+        if self.state().copies.contains_key(&object) {
+            let this = self.clone();
+            let (obj, size, w) = (object.clone(), meta.size, want.clone());
+            let data = tokio::task::spawn_blocking(move || this.load_from_copy(&obj, size, w))
+                .await
+                .map_err(|e| StoreError::Backend {
+                    key: key.to_string(),
+                    message: e.to_string(),
+                })?;
+            if let Some(data) = data {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(data));
+            }
+            // It failed its check and is dropped: blocks, or the store, below.
+        }
         let (any_on_disk, all_on_disk) = {
             let st = self.state();
             let on_disk = |index| st.blocks.contains(&BlockId { object: object.clone(), index });
@@ -854,13 +1004,52 @@ fn read_block_into(mut file: impl Read, file_len: u64, before: &[u8], out: &mut 
     crc32c::crc32c_append(crc32c::crc32c(before), out) == u32::from_le_bytes(crc)
 }
 
+/// The files in the subdirectories of `dir` whose names `parse` takes, with their mtimes and
+/// sizes; any other file there is deleted (a leftover of an older layout, or not ours).
+fn scan_files<T>(
+    dir: &Path,
+    parse: impl Fn(&str) -> Option<T>,
+) -> std::io::Result<Vec<(SystemTime, T, u64)>> {
+    let mut found = Vec::new();
+    for sub in std::fs::read_dir(dir)? {
+        let sub = sub?;
+        if !sub.file_type()?.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(sub.path())? {
+            let f = f?;
+            let md = f.metadata()?;
+            match f.file_name().to_str().and_then(&parse) {
+                Some(t) if md.is_file() => {
+                    found.push((md.modified().unwrap_or(UNIX_EPOCH), t, md.len()))
+                }
+                _ => {
+                    let _ = std::fs::remove_file(f.path());
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `<32 hex>.<rest>` -> the object's name and the rest.
+fn split_object_name(name: &str) -> Option<(String, &str)> {
+    let (object, rest) = name.split_once('.')?;
+    let hex = object.len() == 32 && object.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| (object.to_string(), rest))
+}
+
 /// `<32 hex>.<index>` -> the block it names.
 fn parse_block_name(name: &str) -> Option<BlockId> {
-    let (object, index) = name.split_once('.')?;
-    if object.len() != 32 || !object.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some(BlockId { object: object.to_string(), index: index.parse().ok()? })
+    let (object, index) = split_object_name(name)?;
+    Some(BlockId { object, index: index.parse().ok().filter(|&i| i != COPY)? })
+}
+
+/// `<32 hex>.<8 hex>` -> the object a copy file holds, and its CRC-32C.
+fn parse_copy_name(name: &str) -> Option<(String, u32)> {
+    let (object, crc) = split_object_name(name)?;
+    (crc.len() == 8).then_some(())?;
+    Some((object, u32::from_str_radix(crc, 16).ok()?))
 }
 
 /// The layer as a `Store`: an `Arc` inside, because reads hand work to background tasks.
@@ -870,6 +1059,10 @@ pub struct DiskCache(pub Arc<DiskCacheStore>);
 impl crate::store::layers::Layer for DiskCache {
     fn inner(&self) -> &dyn Store {
         &*self.0.inner
+    }
+
+    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
+        self.0.local_copy(key, version)
     }
 
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
@@ -1079,7 +1272,7 @@ mod tests {
         ttl: Duration,
     ) -> Arc<DiskCacheStore> {
         let lock = Arc::new(DirLock::acquire(dir).unwrap());
-        let cfg = DiskCacheConfig { max_bytes, block_size: BS, ttl };
+        let cfg = DiskCacheConfig { max_bytes, block_size: BS, copy_max: 0, ttl };
         Arc::new(DiskCacheStore::open(rec.clone(), lock, cfg).unwrap())
     }
 
@@ -1103,7 +1296,7 @@ mod tests {
                 })
                 .unwrap_or(0)
         }
-        walk(&dir.join("blocks")) + walk(&dir.join("tmp"))
+        walk(&dir.join("blocks")) + walk(&dir.join("copies")) + walk(&dir.join("tmp"))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1398,8 +1591,12 @@ mod tests {
             mem.put(key, obj.clone()).await.unwrap();
         }
         let lock = Arc::new(DirLock::acquire(tmp.path()).unwrap());
-        let cfg =
-            DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, ttl: Duration::from_secs(60) };
+        let cfg = DiskCacheConfig {
+            max_bytes: 1 << 20,
+            block_size: BS,
+            copy_max: 0,
+            ttl: Duration::from_secs(60),
+        };
         let c = Arc::new(DiskCacheStore::open(Arc::new(FreshBuffers(mem)), lock, cfg).unwrap());
         let store = DiskCache(c.clone());
         // A known version (blocks path) and an unknown one (one widened GET), 64 blocks each.
@@ -1413,6 +1610,116 @@ mod tests {
             assert!(c.block_count() >= blocks, "{key}: {} blocks on disk", c.block_count());
         }
         assert_eq!(c.block_count(), 64 + 31);
+    }
+
+    fn open_with_copies(
+        rec: &Arc<RecordingStore>,
+        dir: &Path,
+        max_bytes: u64,
+    ) -> Arc<DiskCacheStore> {
+        let lock = Arc::new(DirLock::acquire(dir).unwrap());
+        let ttl = Duration::from_secs(60);
+        let cfg = DiskCacheConfig { max_bytes, block_size: BS, copy_max: 10_000, ttl };
+        Arc::new(DiskCacheStore::open(rec.clone(), lock, cfg).unwrap())
+    }
+
+    fn files_under(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flat_map(|sub| std::fs::read_dir(sub.unwrap().path()).unwrap())
+            .map(|f| f.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// An object fetched whole is one file of exactly its bytes, named with its CRC-32C: ranges
+    /// are read from it, the kernel may read it directly (`local_copy`), and a damaged one is
+    /// never handed out or served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whole_objects_are_kept_as_checked_copies() {
+        use std::io::Read;
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let (shard, big) = (data(4500, 8), data(12_000, 9));
+        rec.put("a/shard", shard.clone()).await.unwrap();
+        rec.put("a/big", big.clone()).await.unwrap();
+        let c = open_with_copies(&rec, tmp.path(), 1 << 20);
+        let store = DiskCache(c.clone());
+        let version = store.lookup("a/shard").await.unwrap().file.unwrap().version;
+        assert!(c.local_copy("a/shard", &version).is_none(), "nothing kept yet");
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        assert_eq!(store.get("a/big").await.unwrap(), big, "above copy_max: blocks");
+        c.settle().await;
+        let copies = files_under(&tmp.path().join("copies"));
+        assert_eq!(copies.len(), 1);
+        assert_eq!(std::fs::read(&copies[0]).unwrap(), shard, "nothing but the object's bytes");
+        let crc = format!("{:08x}", crc32c::crc32c(&shard));
+        assert!(copies[0].to_str().unwrap().ends_with(&crc), "{copies:?}");
+        assert_eq!(c.block_count(), 1 + 12, "one copy, twelve blocks");
+        assert_eq!(c.used_bytes(), bytes_on_disk(tmp.path()));
+        rec.take();
+        assert_eq!(store.get_range("a/shard", 1000..3100).await.unwrap(), shard.slice(1000..3100));
+        assert!(rec.take().is_empty(), "ranges come from the copy");
+        let mut handed = Vec::new();
+        c.local_copy("a/shard", &version).unwrap().read_to_end(&mut handed).unwrap();
+        assert_eq!(handed, shard);
+        assert!(c.local_copy("a/shard", "another version").is_none());
+        assert!(c.local_copy("a/big", "").is_none());
+        drop(store);
+        drop(c);
+
+        // The next daemon checks a copy whole before its first use: a damaged one is deleted
+        // and the object fetched again (and kept again).
+        let mut raw = std::fs::read(&copies[0]).unwrap();
+        raw[4000] ^= 0x10;
+        std::fs::write(&copies[0], raw).unwrap();
+        let c = open_with_copies(&rec, tmp.path(), 1 << 20);
+        assert_eq!(c.block_count(), 13);
+        let store = DiskCache(c.clone());
+        store.lookup("a/shard").await.unwrap();
+        assert!(c.local_copy("a/shard", &version).is_none(), "a damaged copy is not handed out");
+        assert_eq!(c.stats.corrupt.load(Ordering::Relaxed), 1);
+        assert!(!copies[0].exists());
+        rec.take();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        assert_eq!(rec.count(&READS), 1);
+        c.settle().await;
+        let mut handed = Vec::new();
+        c.local_copy("a/shard", &version).unwrap().read_to_end(&mut handed).unwrap();
+        assert_eq!(handed, shard, "kept again");
+        // A copy cut short after it was checked is refused by its length.
+        let copies = files_under(&tmp.path().join("copies"));
+        std::fs::write(&copies[0], &shard[..100]).unwrap();
+        rec.take();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        assert_eq!(c.stats.corrupt.load(Ordering::Relaxed), 2);
+        assert_eq!(rec.count(&READS), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn copies_are_evicted_within_the_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        for i in 0..10u8 {
+            rec.put(&format!("s/{i}"), data(3000, i)).await.unwrap();
+        }
+        let c = open_with_copies(&rec, tmp.path(), 10_000);
+        let store = DiskCache(c.clone());
+        store.list("s").await.unwrap();
+        for i in 0..10u8 {
+            assert_eq!(store.get(&format!("s/{i}")).await.unwrap(), data(3000, i));
+            c.settle().await;
+            assert!(bytes_on_disk(tmp.path()) <= 10_000);
+        }
+        assert_eq!(c.block_count(), 3, "the three most recent copies");
+        assert_eq!(files_under(&tmp.path().join("copies")).len(), 3);
+        assert_eq!(c.used_bytes(), bytes_on_disk(tmp.path()));
+        rec.take();
+        for i in 7..10u8 {
+            assert_eq!(store.get(&format!("s/{i}")).await.unwrap(), data(3000, i));
+        }
+        assert!(rec.take().is_empty());
     }
 
     #[test]

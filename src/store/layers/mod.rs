@@ -123,6 +123,9 @@ pub trait Layer: Send + Sync + 'static {
     async fn prefetch(&self, key: &str, size: u64) {
         self.inner().prefetch(key, size).await
     }
+    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
+        self.inner().local_copy(key, version)
+    }
 }
 
 #[async_trait]
@@ -145,6 +148,9 @@ impl<L: Layer> StoreHints for L {
     }
     async fn prefetch(&self, key: &str, size: u64) {
         Layer::prefetch(self, key, size).await
+    }
+    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
+        Layer::local_copy(self, key, version)
     }
 }
 

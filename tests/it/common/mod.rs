@@ -140,3 +140,17 @@ pub fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     std::fs::create_dir_all(&mnt).unwrap();
     (tmp, src, mnt)
 }
+
+/// The value of the series `name` (with its labels) from the metrics endpoint.
+pub fn metric(port: u16, name: &str) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let prefix = format!("{name} ");
+    raw.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}

@@ -20,7 +20,7 @@ use zarr_mount::zarr::sharding::{shard_layout, ShardLayout};
 pub const TTL: Duration = Duration::from_secs(60);
 
 fn config(read_only: bool) -> FsConfig {
-    FsConfig { metadata_ttl: TTL, read_only }
+    FsConfig { metadata_ttl: TTL, read_only, passthrough: false }
 }
 
 /// The raw view of `store`.
