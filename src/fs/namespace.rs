@@ -194,7 +194,9 @@ impl RawNamespace {
     ) -> Result<Option<crate::store::ObjectMeta>, StoreError> {
         let whole = self.store.whole_object_limit();
         match bound {
-            Some(bound) if bound <= whole => Ok(self
+            // With a local copy (a warm disk cache) the HEAD costs no request, and the bytes
+            // are read from the copy, by the kernel itself when the mount hands it over.
+            Some(bound) if bound <= whole && !self.store.keeps_local_copy(path) => Ok(self
                 .store
                 .get_ranged(path, ByteRange::Range(0..bound))
                 .await?
@@ -476,6 +478,9 @@ impl Namespace for RawNamespace {
 
     fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
         match &node.backing {
+            // Metadata documents are read through the daemon, which learns the array's chunk
+            // tree from them (`learn_tree`); the kernel would read a copy without telling it.
+            Backing::Object { key, .. } if is_metadata_doc(split_key(key).1) => None,
             Backing::Object { key, version } => self.store.local_copy(key, version),
             _ => None,
         }

@@ -271,6 +271,11 @@ pub trait StoreHints: Send + Sync + 'static {
     fn local_copy(&self, _key: &str, _version: &str) -> Option<std::fs::File> {
         None
     }
+    /// Whether a local copy of `key` at its current version (known without a request) is kept:
+    /// a read of the object only to learn its size would then be wasted work. No I/O.
+    fn keeps_local_copy(&self, _key: &str) -> bool {
+        false
+    }
 }
 
 #[async_trait]

@@ -68,6 +68,9 @@ impl<B: ReadBackend> StoreHints for ReadOnly<B> {
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         self.0.local_copy(key, version)
     }
+    fn keeps_local_copy(&self, key: &str) -> bool {
+        self.0.keeps_local_copy(key)
+    }
 }
 
 #[async_trait]

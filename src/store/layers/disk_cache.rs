@@ -540,9 +540,9 @@ impl DiskCacheStore {
     }
 
     /// `object`'s copy file, opened, if one is kept; checked whole (its length and CRC-32C) the
-    /// first time this daemon opens it, and then the bytes read for that come back too. A bad
-    /// copy is deleted (and forgotten). The use refreshes its place in the LRU order.
-    fn open_copy(&self, object: &str, size: u64) -> Option<(File, Option<Vec<u8>>)> {
+    /// first time this daemon opens it. A bad copy is deleted (and forgotten). The use
+    /// refreshes its place in the LRU order.
+    fn open_copy(&self, object: &str, size: u64) -> Option<File> {
         let id = BlockId { object: object.to_string(), index: COPY };
         let (copy, touch) = {
             let mut st = self.state();
@@ -562,14 +562,7 @@ impl DiskCacheStore {
             return None;
         };
         let len = file.metadata().map(|m| m.len()).ok();
-        let mut read = None;
-        let good = len == Some(size)
-            && (copy.checked || {
-                let mut all = vec![0u8; size as usize];
-                let ok = (&file).read_exact(&mut all).is_ok() && crc32c::crc32c(&all) == copy.crc;
-                read = Some(all);
-                ok
-            });
+        let good = len == Some(size) && (copy.checked || crc_of(&file) == Some(copy.crc));
         if !good {
             tracing::warn!(path = %path.display(), "disk cache copy failed its check; fetching it again");
             self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
@@ -584,19 +577,15 @@ impl DiskCacheStore {
         if touch {
             let _ = file.set_modified(SystemTime::now());
         }
-        Some((file, read))
+        Some(file)
     }
 
     /// Bytes `want` of an object of `size` bytes kept as the copy `object`; `None` when there is
     /// none, or it failed its check.
     fn load_from_copy(&self, object: &str, size: u64, want: Range<u64>) -> Option<Bytes> {
         use std::os::unix::fs::FileExt;
-        let (file, read) = self.open_copy(object, size)?;
-        let (from, to) = (want.start as usize, want.end as usize);
-        if let Some(all) = read {
-            return Some(Bytes::from(all).slice(from..to));
-        }
-        let mut out = vec![0u8; to - from];
+        let file = self.open_copy(object, size)?;
+        let mut out = vec![0u8; (want.end - want.start) as usize];
         file.read_exact_at(&mut out, want.start).ok()?;
         Some(Bytes::from(out))
     }
@@ -619,9 +608,16 @@ impl DiskCacheStore {
     /// by this daemon. Blocks on file I/O: call it off the async runtime.
     pub fn local_copy(&self, key: &str, version: &str) -> Option<File> {
         let meta = self.fresh_meta(key).filter(|m| m.version == version)?;
-        let (file, _) = self.open_copy(&self.object_id(key, &meta), meta.size)?;
+        let file = self.open_copy(&self.object_id(key, &meta), meta.size)?;
         self.stats.copies_opened.fetch_add(1, Ordering::Relaxed);
         Some(file)
+    }
+
+    /// Whether a copy of `key`'s version known fresh is kept (see `StoreHints::keeps_local_copy`).
+    pub fn keeps_local_copy(&self, key: &str) -> bool {
+        let Some(meta) = self.fresh_meta(key) else { return false };
+        let object = self.object_id(key, &meta);
+        self.state().copies.contains_key(&object)
     }
 
     /// Keep every whole block inside `fetched` (bytes `start..` of the object): queued for the
@@ -1004,6 +1000,25 @@ fn read_block_into(mut file: impl Read, file_len: u64, before: &[u8], out: &mut 
     crc32c::crc32c_append(crc32c::crc32c(before), out) == u32::from_le_bytes(crc)
 }
 
+/// The CRC-32C of a whole file, read in pieces into one buffer per thread (a buffer of the
+/// file's size would cost a page fault per 4 KiB, more than the checksum itself).
+fn crc_of(mut file: &File) -> Option<u32> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 256 << 10]);
+    }
+    BUF.with_borrow_mut(|buf| {
+        let mut crc = 0;
+        loop {
+            match file.read(buf) {
+                Ok(0) => return Some(crc),
+                Ok(n) => crc = crc32c::crc32c_append(crc, &buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+    })
+}
+
 /// The files in the subdirectories of `dir` whose names `parse` takes, with their mtimes and
 /// sizes; any other file there is deleted (a leftover of an older layout, or not ours).
 fn scan_files<T>(
@@ -1065,6 +1080,10 @@ impl crate::store::layers::Layer for DiskCache {
         self.0.local_copy(key, version)
     }
 
+    fn keeps_local_copy(&self, key: &str) -> bool {
+        self.0.keeps_local_copy(key)
+    }
+
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         crate::store::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
@@ -1085,12 +1104,16 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     /// An earlier daemon's answer within the TTL (a lookup, a listing of the parent, or a
-    /// version learned by a read) is used as it is, as for `lookup`: a chunk file looked up
+    /// version learned by a read), or this one's, is used as it is, as for `lookup`: a chunk file looked up
     /// by HEAD alone (see `view::chunk_lookup`) costs no request on a warm remount. A found
     /// object's version is kept for the next daemon.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         if let Some(m) = self.0.journal.replayed_head(key) {
             return Ok(m);
+        }
+        // What this daemon saw within the TTL, as a read would trust it.
+        if let Some(m) = self.0.fresh_meta(key) {
+            return Ok(Some(m));
         }
         let m = self.0.inner.head(key).await?;
         self.0.observe_read(key, m.as_ref());

@@ -126,6 +126,9 @@ pub trait Layer: Send + Sync + 'static {
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         self.inner().local_copy(key, version)
     }
+    fn keeps_local_copy(&self, key: &str) -> bool {
+        self.inner().keeps_local_copy(key)
+    }
 }
 
 #[async_trait]
@@ -151,6 +154,9 @@ impl<L: Layer> StoreHints for L {
     }
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         Layer::local_copy(self, key, version)
+    }
+    fn keeps_local_copy(&self, key: &str) -> bool {
+        Layer::keeps_local_copy(self, key)
     }
 }
 
