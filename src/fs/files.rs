@@ -17,6 +17,12 @@ use crate::locks::lock;
 use crate::store::{join_key, split_key};
 use crate::view::node::{Backing, Node};
 
+/// Files smaller than this are read through the daemon even when a local copy exists: their
+/// copy through FUSE costs little, and the daemon reads the next files of a directory scan
+/// ahead (`scan_ahead`), which the kernel reading a copy would not (measured on 1 MiB files:
+/// warm reads 0.54-0.80 of local disk with passthrough, 1.1-1.4 without).
+const PASSTHROUGH_MIN: u64 = 2 << 20;
+
 /// Another writer handle on an existing buffer.
 async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
     buf.lock().await.join(truncating);
@@ -364,7 +370,7 @@ impl ZarrFs {
     /// cache). A file with a write buffer has none (its bytes are the buffer's).
     pub async fn local_copy(&self, fh: u64) -> Option<std::fs::File> {
         let node = match lock(&self.handles).get(&fh)? {
-            Handle::Read(h) if h.buf.is_none() => h.node.clone(),
+            Handle::Read(h) if h.buf.is_none() && h.node.size >= PASSTHROUGH_MIN => h.node.clone(),
             _ => return None,
         };
         let ns = self.ns.clone();
