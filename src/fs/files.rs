@@ -377,6 +377,14 @@ impl ZarrFs {
         tokio::task::spawn_blocking(move || ns.local_copy(&node)).await.ok().flatten()
     }
 
+    /// The content version of the file open as `fh` (see `Node::content_version`).
+    pub fn handle_version(&self, fh: u64) -> Option<String> {
+        match lock(&self.handles).get(&fh)? {
+            Handle::Read(h) => h.node.content_version(),
+            _ => None,
+        }
+    }
+
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {

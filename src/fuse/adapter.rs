@@ -102,13 +102,14 @@ impl FuseAdapter {
                 } else {
                     None
                 };
-                Ok((opened, copy, pt))
+                let version = fs.handle_version(opened.fh).unwrap_or_default();
+                Ok((opened, copy, version, pt))
             },
             move |r, _| match r {
-                Ok((o, copy, pt)) => {
+                Ok((o, copy, version, pt)) => {
                     let replying = &reply;
-                    let (mode, err) =
-                        pt.modes.open(ino, copy.map(|file| move || replying.open_backing(&file)));
+                    let make = copy.map(|file| move || replying.open_backing(&file));
+                    let (mode, err) = pt.modes.open(ino, &version, make);
                     if let Some(e) = err {
                         if pt.looking.swap(false, Ordering::Relaxed) {
                             tracing::warn!(error = %e, "the kernel refused a local copy as a backing file; reads go through the daemon");
@@ -120,6 +121,11 @@ impl FuseAdapter {
                             // The kernel refuses (EIO) any flag but these with a backing file:
                             // its page cache of the inode is not used (FOPEN_KEEP_CACHE).
                             let flags = fopen_flags(&o) & FopenFlags::FOPEN_NOFLUSH;
+                            reply.opened_passthrough(FileHandle(o.fh), flags, &b)
+                        }
+                        OpenMode::Direct(b) => {
+                            let flags = (fopen_flags(&o) & FopenFlags::FOPEN_NOFLUSH)
+                                | FopenFlags::FOPEN_DIRECT_IO;
                             reply.opened_passthrough(FileHandle(o.fh), flags, &b)
                         }
                         OpenMode::Cached => reply.opened(FileHandle(o.fh), fopen_flags(&o)),

@@ -18,8 +18,8 @@ use crate::locks::lock;
 
 /// How the open files of one inode are served, and how many there are.
 struct InodeIo<B> {
-    /// `Some`: passthrough to this backing file.
-    backing: Option<Arc<B>>,
+    /// `Some`: passthrough to this backing file, a copy of this content version.
+    backing: Option<(Arc<B>, String)>,
     opens: usize,
 }
 
@@ -37,6 +37,10 @@ impl<B> Default for IoModes<B> {
 pub enum OpenMode<B> {
     /// Passthrough to this backing file.
     Passthrough(Arc<B>),
+    /// The inode is open in passthrough mode on a copy of an older version: this backing file
+    /// as the kernel requires, with direct I/O, so that reads come to the daemon, which serves
+    /// the version this open resolved.
+    Direct(Arc<B>),
     /// Through the daemon (and the page cache), as without passthrough.
     Cached,
 }
@@ -48,18 +52,24 @@ impl<B> IoModes<B> {
         !lock(&self.inodes).contains_key(&ino)
     }
 
-    /// Count an open of `ino` and say how to answer it. When no file of `ino` is open, `copy`
-    /// decides: `Some(make)` makes the backing file (an error falls back to the page cache and
-    /// is returned for the caller to log); later opens follow the first until all are released.
+    /// Count an open of `ino`, which resolved content `version`, and say how to answer it.
+    /// When no file of `ino` is open, `copy` decides: `Some(make)` makes the backing file (an
+    /// error falls back to the page cache and is returned for the caller to log); later opens
+    /// follow the first until all are released (`Direct` when their version is not the copy's).
     pub fn open<E>(
         &self,
         ino: u64,
+        version: &str,
         copy: Option<impl FnOnce() -> Result<B, E>>,
     ) -> (OpenMode<B>, Option<E>) {
         let mut inodes = lock(&self.inodes);
         if let Some(io) = inodes.get_mut(&ino) {
             io.opens += 1;
-            let mode = io.backing.clone().map_or(OpenMode::Cached, OpenMode::Passthrough);
+            let mode = match &io.backing {
+                Some((b, v)) if v == version => OpenMode::Passthrough(b.clone()),
+                Some((b, _)) => OpenMode::Direct(b.clone()),
+                None => OpenMode::Cached,
+            };
             return (mode, None);
         }
         let (backing, err) = match copy.map(|make| make()) {
@@ -68,6 +78,7 @@ impl<B> IoModes<B> {
             None => (None, None),
         };
         let mode = backing.clone().map_or(OpenMode::Cached, OpenMode::Passthrough);
+        let backing = backing.map(|b| (b, version.to_string()));
         inodes.insert(ino, InodeIo { backing, opens: 1 });
         (mode, err)
     }
@@ -95,11 +106,22 @@ mod tests {
 
     type Modes = IoModes<&'static str>;
 
+    /// The backing an open is answered with (`copy`: the copy it found, also its version).
     fn open(m: &Modes, ino: u64, copy: Option<&'static str>) -> Option<&'static str> {
-        let (mode, err) = m.open(ino, copy.map(|c| move || Ok::<_, ()>(c)));
+        open_at(m, ino, copy.unwrap_or("v1"), copy)
+    }
+
+    fn open_at(
+        m: &Modes,
+        ino: u64,
+        version: &str,
+        copy: Option<&'static str>,
+    ) -> Option<&'static str> {
+        let (mode, err) = m.open(ino, version, copy.map(|c| move || Ok::<_, ()>(c)));
         assert!(err.is_none());
         match mode {
             OpenMode::Passthrough(b) => Some(*b),
+            OpenMode::Direct(b) => panic!("direct on {b}"),
             OpenMode::Cached => None,
         }
     }
@@ -110,12 +132,16 @@ mod tests {
         assert!(m.undecided(1));
         assert_eq!(open(&m, 1, Some("v1")), Some("v1"));
         assert!(!m.undecided(1));
-        // A later open follows the first, with its backing, whatever it found itself.
-        assert_eq!(open(&m, 1, None), Some("v1"));
-        assert_eq!(open(&m, 1, Some("v2")), Some("v1"));
+        // A later open of the same version follows the first, with its backing.
+        assert_eq!(open_at(&m, 1, "v1", None), Some("v1"));
+        // One of a newer version keeps the backing (the kernel's rule) but reads through us.
+        match m.open(1, "v2", Some(|| Ok::<_, ()>("v2"))) {
+            (OpenMode::Direct(b), None) => assert_eq!(*b, "v1"),
+            _ => panic!("a newer version must be read through the daemon"),
+        }
         m.release(1);
         m.release(1);
-        assert_eq!(open(&m, 1, Some("v2")), Some("v1"), "one file still open");
+        assert_eq!(open_at(&m, 1, "v1", None), Some("v1"), "one file still open");
         m.release(1);
         m.release(1);
         assert!(m.undecided(1));
@@ -134,11 +160,11 @@ mod tests {
     #[test]
     fn a_backing_that_cannot_be_made_falls_back_and_says_why() {
         let m = IoModes::<()>::default();
-        let (mode, err) = m.open(7, Some(|| Err::<(), _>("EPERM")));
+        let (mode, err) = m.open(7, "v", Some(|| Err::<(), _>("EPERM")));
         assert!(matches!(mode, OpenMode::Cached));
         assert_eq!(err, Some("EPERM"));
         // The inode is decided (page cache) until released.
-        let (mode, err) = m.open(7, Some(|| Ok::<(), &str>(())));
+        let (mode, err) = m.open(7, "v", Some(|| Ok::<(), &str>(())));
         assert!(matches!(mode, OpenMode::Cached) && err.is_none());
         m.release(7);
         m.release(7);

@@ -473,3 +473,32 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A file open through its copy keeps reading the version it opened; an open of the object's
+/// new version meanwhile reads the new bytes (through the daemon: the kernel allows one backing
+/// file per inode), and once all are closed the new version is passed through in turn.
+#[test]
+fn an_open_copy_does_not_hide_a_new_version_from_later_opens() {
+    use std::io::Read;
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let (old, new) = (content(3 << 20, 21), content(3 << 20, 22));
+    moto.put("pre/big", &old);
+    let args = ["--view", "raw", "--read-only", "--metadata-ttl", "1"];
+    let cache_arg = cache.to_str().unwrap();
+    let mut m =
+        mount(&moto, &tmp.path().join("mnt"), &[&args[..], &["--cache-dir", cache_arg]].concat());
+    let path = m.path("big");
+    assert!(std::fs::read(&path).unwrap() == old);
+    let mut held = std::fs::File::open(&path).unwrap();
+    moto.put("pre/big", &new);
+    std::thread::sleep(Duration::from_millis(1500)); // past the metadata TTL
+    assert!(std::fs::read(&path).unwrap() == new, "a new open reads the new version");
+    let mut got = Vec::new();
+    held.read_to_end(&mut got).unwrap();
+    assert!(got == old, "the file opened before keeps its version");
+    drop(held);
+    assert!(std::fs::read(&path).unwrap() == new);
+    m.stop();
+}
