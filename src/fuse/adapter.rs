@@ -284,6 +284,7 @@ impl fuser::Filesystem for FuseAdapter {
         // OPEN, so this mount answers OPEN. Depth 1: copies on a plain filesystem, and the
         // mount may still be a lower layer of overlayfs.
         if self.fs.wants_passthrough()
+            && super::io_modes::may_pass_through()
             && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
             && config.set_max_stack_depth(1).is_ok()
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()

@@ -100,6 +100,23 @@ impl<B> IoModes<B> {
     }
 }
 
+/// Whether this process may hand the kernel backing files (`FUSE_DEV_IOC_BACKING_OPEN` needs
+/// CAP_SYS_ADMIN). Without it a mount keeps serving reads without OPEN, which saves a round trip
+/// per open that passthrough could not repay.
+pub fn may_pass_through() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| cap_sys_admin_in(&s))
+}
+
+/// CAP_SYS_ADMIN (bit 21) in the effective set of a `/proc/PID/status` text.
+fn cap_sys_admin_in(status: &str) -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps >> CAP_SYS_ADMIN & 1 == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +187,14 @@ mod tests {
         m.release(7);
         m.release(7); // a stray release does not underflow
         assert_eq!(m.open_inodes(), 0);
+    }
+
+    #[test]
+    fn cap_sys_admin_is_read_from_the_effective_set() {
+        assert!(cap_sys_admin_in("Name:\tx\nCapPrm:\t0\nCapEff:\t000001ffffffffff\n"));
+        assert!(cap_sys_admin_in("CapEff:\t0000000000200000\n"));
+        assert!(!cap_sys_admin_in("CapPrm:\t000001ffffffffff\nCapEff:\t0000000000000000\n"));
+        assert!(!cap_sys_admin_in("CapEff:\t00000000001fffff\n"));
+        assert!(!cap_sys_admin_in("no such line"));
     }
 }
