@@ -70,8 +70,8 @@ pub struct FuseAdapter {
 /// Opens answered with a local copy for the kernel to read directly.
 struct Passthrough {
     modes: IoModes<BackingId>,
-    /// Cleared when the kernel refuses a backing file (e.g. a daemon without CAP_SYS_ADMIN, or a
-    /// cache directory on a stacked filesystem): copies are no longer looked for.
+    /// Cleared when the kernel refuses a backing file (e.g. a cache directory on a stacked
+    /// filesystem): copies are no longer looked for.
     looking: AtomicBool,
 }
 

@@ -111,7 +111,7 @@ fn a_warm_cache_serves_a_remount_without_gets_and_keeps_its_bound() {
     assert!(cache_bytes(&cache) <= 3 << 20);
 }
 
-/// Every file below `dir` (walked through the mount, so listings and lookups are sent).
+/// Every file below `dir`, sorted (below a mount, this sends its listings and lookups).
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -421,7 +421,7 @@ fn a_warm_remount_lets_the_kernel_read_whole_objects_from_their_copies() {
     assert!(reads >= 3, "cold reads reach the daemon: {reads}");
     m.stop();
     drop(m);
-    let copies = walk_files(&cache.join("copies"));
+    let copies = walk(&cache.join("copies"));
     assert_eq!(copies.len(), 4, "{copies:?}");
 
     // Warm: every open is passthrough, no READ reaches the daemon, no GET reaches the store.
@@ -459,19 +459,6 @@ fn a_warm_remount_lets_the_kernel_read_whole_objects_from_their_copies() {
     let (_, opens) = counts(port);
     assert_eq!(opens, 1, "the damaged copy was not handed out");
     m.stop();
-}
-
-/// Every file below `dir`, directly (not through a mount).
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().unwrap().is_dir() {
-            out.extend(walk_files(&e.path()));
-        } else {
-            out.push(e.path());
-        }
-    }
-    out
 }
 
 /// A file open through its copy keeps reading the version it opened; an open of the object's

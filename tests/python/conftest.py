@@ -84,6 +84,18 @@ def zarr_mount_bin() -> Path:
     return binary_or_skip()
 
 
+@pytest.fixture
+def moto(tmp_path):
+    """A moto S3 server of this test's own (zm_s3.MotoServer), stopped when it ends."""
+    from zm_s3 import MotoServer
+
+    server = MotoServer(tmp_path / "moto").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir(tmp_path_factory) -> Path:
     """Fixture store generated once per session by scripts/gen_fixtures.py."""

@@ -15,18 +15,9 @@ import numpy as np
 import pytest
 import zarr
 
-from zm_s3 import BUCKET, DAEMON_ENV, MotoServer, free_port
+from zm_s3 import BUCKET, DAEMON_ENV, MotoServer, free_port  # `moto`: conftest.py
 
 SHAPE, SHARDS, CHUNKS = (2048, 1536), (1024, 512), (256, 256)  # six 2 MiB shards
-
-
-@pytest.fixture
-def moto(tmp_path):
-    server = MotoServer(tmp_path / "moto").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def metric(port: int, name: str) -> float:

@@ -77,15 +77,6 @@ def icechunk_arrays(repo: Path, info: dict) -> dict[str, np.ndarray]:
     return {v: group[v][...] for v in VARS}
 
 
-@pytest.fixture
-def moto(tmp_path):
-    server = MotoServer(tmp_path / "moto").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def read_every_chunk(m, moto: MotoServer, info: dict, nc: bytes) -> Counter:
     """Read every virtual chunk file through mount `m`: each is its referenced bytes. Returns
     the requests moto received for the NetCDF meanwhile, as {"METHOD status": count}."""

@@ -190,8 +190,6 @@ pub struct DiskCacheStats {
     pub written: AtomicU64,
     pub corrupt: AtomicU64,
     pub evicted: AtomicU64,
-    /// Copies handed out for the kernel to read directly (`local_copy`).
-    pub copies_opened: AtomicU64,
 }
 
 pub struct DiskCacheStore {
@@ -430,17 +428,8 @@ impl DiskCacheStore {
         let mut st = self.state();
         let mut victims = Vec::new();
         while st.used + n > self.cfg.max_bytes {
-            match st.blocks.pop_lru() {
-                Some((id, (len, _))) => {
-                    st.used -= len;
-                    if id.index == COPY {
-                        if let Some(c) = st.copies.remove(&id.object) {
-                            victims.push(self.copy_path(&id.object, c.crc));
-                        }
-                    } else {
-                        victims.push(self.block_path(&id));
-                    }
-                }
+            match st.blocks.peek_lru().map(|(id, _)| id.clone()) {
+                Some(id) => victims.extend(self.unindex(&mut st, &id)),
                 None => break,
             }
         }
@@ -527,15 +516,23 @@ impl DiskCacheStore {
         true
     }
 
-    fn drop_block(&self, id: &BlockId, delete: bool) {
-        {
-            let mut st = self.state();
-            if let Some((len, _)) = st.blocks.pop(id) {
-                st.used -= len;
-            }
+    /// Take the block or copy `id` out of the index (and its space out of `used`): the path of
+    /// its file, if it was indexed.
+    fn unindex(&self, st: &mut State, id: &BlockId) -> Option<PathBuf> {
+        let (len, _) = st.blocks.pop(id)?;
+        st.used -= len;
+        if id.index != COPY {
+            return Some(self.block_path(id));
         }
-        if delete {
-            let _ = std::fs::remove_file(self.block_path(id));
+        let copy = st.copies.remove(&id.object)?;
+        Some(self.copy_path(&id.object, copy.crc))
+    }
+
+    /// Forget a block or copy file, and delete it if `delete`.
+    fn drop_block(&self, id: &BlockId, delete: bool) {
+        let path = self.unindex(&mut self.state(), id);
+        if let Some(path) = path.filter(|_| delete) {
+            let _ = std::fs::remove_file(path);
         }
     }
 
@@ -558,7 +555,7 @@ impl DiskCacheStore {
         };
         let path = self.copy_path(object, copy.crc);
         let Ok(file) = File::open(&path) else {
-            self.drop_copy(&id, copy.crc, false);
+            self.drop_block(&id, false);
             return None;
         };
         let len = file.metadata().map(|m| m.len()).ok();
@@ -566,7 +563,7 @@ impl DiskCacheStore {
         if !good {
             tracing::warn!(path = %path.display(), "disk cache copy failed its check; fetching it again");
             self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
-            self.drop_copy(&id, copy.crc, true);
+            self.drop_block(&id, true);
             return None;
         }
         if !copy.checked {
@@ -590,27 +587,12 @@ impl DiskCacheStore {
         Some(Bytes::from(out))
     }
 
-    fn drop_copy(&self, id: &BlockId, crc: u32, delete: bool) {
-        {
-            let mut st = self.state();
-            if let Some((len, _)) = st.blocks.pop(id) {
-                st.used -= len;
-            }
-            st.copies.remove(&id.object);
-        }
-        if delete {
-            let _ = std::fs::remove_file(self.copy_path(&id.object, crc));
-        }
-    }
-
     /// The copy of `key` (see the module comment), opened for the kernel to read directly, when
     /// one is kept for `version` and that version is known fresh; checked whole at its first use
     /// by this daemon. Blocks on file I/O: call it off the async runtime.
     pub fn local_copy(&self, key: &str, version: &str) -> Option<File> {
         let meta = self.fresh_meta(key).filter(|m| m.version == version)?;
-        let file = self.open_copy(&self.object_id(key, &meta), meta.size)?;
-        self.stats.copies_opened.fetch_add(1, Ordering::Relaxed);
-        Some(file)
+        self.open_copy(&self.object_id(key, &meta), meta.size)
     }
 
     /// Whether a copy of `key`'s version known fresh is kept (see `StoreHints::keeps_local_copy`).
@@ -1288,14 +1270,22 @@ mod tests {
         )
     }
 
+    /// The cache in `dir` over `rec`, keeping blocks only (copies have tests of their own).
     fn open(
         rec: &Arc<RecordingStore>,
         dir: &Path,
         max_bytes: u64,
         ttl: Duration,
     ) -> Arc<DiskCacheStore> {
+        open_cfg(rec, dir, DiskCacheConfig { max_bytes, block_size: BS, copy_max: 0, ttl })
+    }
+
+    fn open_cfg(
+        rec: &Arc<RecordingStore>,
+        dir: &Path,
+        cfg: DiskCacheConfig,
+    ) -> Arc<DiskCacheStore> {
         let lock = Arc::new(DirLock::acquire(dir).unwrap());
-        let cfg = DiskCacheConfig { max_bytes, block_size: BS, copy_max: 0, ttl };
         Arc::new(DiskCacheStore::open(rec.clone(), lock, cfg).unwrap())
     }
 
@@ -1451,13 +1441,7 @@ mod tests {
         store.get("k").await.unwrap();
         c.settle().await;
         // Damage every block file a different way: a flipped byte, a truncation, a stray file.
-        let mut files: Vec<PathBuf> = Vec::new();
-        for sub in std::fs::read_dir(tmp.path().join("blocks")).unwrap() {
-            for f in std::fs::read_dir(sub.unwrap().path()).unwrap() {
-                files.push(f.unwrap().path());
-            }
-        }
-        files.sort();
+        let files = files_under(&tmp.path().join("blocks"));
         assert_eq!(files.len(), 3);
         let mut raw = std::fs::read(&files[0]).unwrap();
         let n = raw.len();
@@ -1640,12 +1624,11 @@ mod tests {
         dir: &Path,
         max_bytes: u64,
     ) -> Arc<DiskCacheStore> {
-        let lock = Arc::new(DirLock::acquire(dir).unwrap());
         let ttl = Duration::from_secs(60);
-        let cfg = DiskCacheConfig { max_bytes, block_size: BS, copy_max: 10_000, ttl };
-        Arc::new(DiskCacheStore::open(rec.clone(), lock, cfg).unwrap())
+        open_cfg(rec, dir, DiskCacheConfig { max_bytes, block_size: BS, copy_max: 10_000, ttl })
     }
 
+    /// The files in the subdirectories of `dir` (a cache's `blocks` or `copies`), sorted.
     fn files_under(dir: &Path) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()
