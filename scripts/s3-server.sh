@@ -291,7 +291,9 @@ EOF
             ;;
     esac
     echo $! >"$pidfile"
-    for _ in $(seq 1 150); do
+    # Up to 60 s: node (azurite) and Python (moto) start slowly on 2 busy cores, e.g. while the
+    # whole test suite runs; 15 s was once too short for azurite.
+    for _ in $(seq 1 600); do
         if answers "$port"; then
             if [[ $kind == garage ]] && ! setup_garage "$dir" >>"$log" 2>&1; then
                 stop "$dir"
@@ -306,7 +308,7 @@ EOF
         sleep 0.1
     done
     stop "$dir"
-    die "$kind did not answer on port $port within 15 s"
+    die "$kind did not answer on port $port within 60 s"
 }
 
 stop() {

@@ -51,6 +51,11 @@ pub struct Args {
     /// Default: 1 for local directories, 60 for object stores and zips.
     #[arg(long, value_name = "SECONDS")]
     pub metadata_ttl: Option<f64>,
+    /// The kernel's read-ahead window for this mount, e.g. 4M; 0 leaves the kernel's default
+    /// (128K). Setting it needs root (it is the mount's /sys/class/bdi/*/read_ahead_kb).
+    /// Default: 1M, the largest READ the mount negotiates.
+    #[arg(long, value_name = "SIZE")]
+    pub read_ahead: Option<String>,
     /// Threads reading FUSE requests (the work itself runs on a tokio pool).
     #[arg(long, default_value_t = 2)]
     pub fuse_threads: usize,
@@ -145,6 +150,9 @@ pub struct MountConfig {
     pub gid: u32,
     pub metadata_ttl: Duration,
     pub fuse_threads: usize,
+    /// `--read-ahead` in bytes: None for the default (applied where allowed, quietly), Some(0)
+    /// to leave the kernel's.
+    pub read_ahead: Option<u64>,
     pub verbose: u8,
     pub log_file: Option<PathBuf>,
     /// How to reach an object store (unused for local sources).
@@ -188,6 +196,13 @@ impl Args {
             Some(s) => crate::store::layers::cache::parse_size(s)
                 .map_err(|e| usage(format!("--cache-size {e}")))?,
             None => crate::store::layers::cache::default_cache_bytes(),
+        };
+        let read_ahead = match &self.read_ahead {
+            Some(s) => Some(
+                crate::store::layers::cache::parse_size(s)
+                    .map_err(|e| usage(format!("--read-ahead {e}")))?,
+            ),
+            None => None,
         };
         let metrics_addr = match &self.metrics_addr {
             Some(a) => Some(
@@ -296,6 +311,7 @@ impl Args {
             gid: self.gid.unwrap_or(gid),
             metadata_ttl: Duration::from_secs_f64(ttl),
             fuse_threads: self.fuse_threads.clamp(1, 64),
+            read_ahead,
             verbose: self.verbose,
             log_file: self.log_file,
             remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },

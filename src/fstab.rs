@@ -4,11 +4,10 @@
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
-//!   `log_file=`, `fuse_threads=`, `stats_interval=`, `env_file=`, `metrics_addr=`, `cache_dir=`,
-//!   `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`, `spill_threshold=`, `ref=`,
-//!   `metadata_cache_entries=`,
-//!   `authorize_virtual=` -> the flag
-//!   of the same name;
+//!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
+//!   `metrics_addr=`, `cache_dir=`, `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`,
+//!   `spill_threshold=`, `ref=`, `metadata_cache_entries=`, `authorize_virtual=` -> the flag of
+//!   the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
 //!   `x-systemd.*`, `x-*`, `comment=`, `exec`, `nosuid`, `noatime`, ...) are dropped;
@@ -69,6 +68,7 @@ const VALUE_FLAGS: &[&str] = &[
     "region",
     "log_file",
     "fuse_threads",
+    "read_ahead",
     "stats_interval",
     "env_file",
     "metrics_addr",
@@ -179,6 +179,7 @@ mod tests {
         assert_eq!(args("region=eu-west-1"), ["--region", "eu-west-1"]);
         assert_eq!(args("log_file=/var/log/zm.log"), ["--log-file", "/var/log/zm.log"]);
         assert_eq!(args("fuse_threads=4"), ["--fuse-threads", "4"]);
+        assert_eq!(args("read_ahead=4M"), ["--read-ahead", "4M"]);
         assert_eq!(args("stats_interval=60"), ["--stats-interval", "60"]);
         assert_eq!(args("metrics_addr=127.0.0.1:9464"), ["--metrics-addr", "127.0.0.1:9464"]);
         assert_eq!(

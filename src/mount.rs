@@ -362,6 +362,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         uid: cfg.uid,
         gid: cfg.gid,
         threads: cfg.fuse_threads,
+        read_ahead: cfg.read_ahead,
     };
     let log_file = cfg.log_file.clone();
     let started = std::time::Instant::now();

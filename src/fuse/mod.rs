@@ -3,4 +3,5 @@
 pub mod adapter;
 pub mod io_modes;
 pub mod notify;
+pub mod read_ahead;
 pub mod session;

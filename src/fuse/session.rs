@@ -9,6 +9,7 @@ use fuser::{Config, MountOption, SessionACL};
 
 use super::adapter::FuseAdapter;
 use super::notify;
+use super::read_ahead;
 use crate::fs::ZarrFs;
 
 pub struct SessionOptions {
@@ -19,6 +20,8 @@ pub struct SessionOptions {
     pub uid: u32,
     pub gid: u32,
     pub threads: usize,
+    /// `--read-ahead` (see `MountConfig::read_ahead`).
+    pub read_ahead: Option<u64>,
 }
 
 /// Mount `fs` and serve it until SIGTERM/SIGINT or an external unmount. `on_ready` runs once
@@ -75,6 +78,7 @@ pub fn serve(
     let background =
         session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
+    set_read_ahead(&opts.mountpoint, opts.read_ahead);
     on_ready();
 
     let ended_by_signal = rt.block_on(wait_for_end(&background, signals));
@@ -108,6 +112,24 @@ pub fn serve(
         return Err(SessionError(format!("{failed} buffered file(s) could not be written back")));
     }
     Ok(())
+}
+
+/// `--read-ahead`, once the mount is live. Not being allowed to is worth a warning only when
+/// the user asked for a size; by default an unprivileged mount keeps the kernel's window.
+fn set_read_ahead(mountpoint: &Path, asked: Option<u64>) {
+    let bytes = asked.unwrap_or(read_ahead::DEFAULT_BYTES);
+    if bytes == 0 {
+        return;
+    }
+    match read_ahead::apply(mountpoint, bytes) {
+        Ok(path) => tracing::debug!(path = %path.display(), bytes, "kernel read-ahead set"),
+        Err(e) if asked.is_some() => tracing::warn!(
+            error = %e,
+            "--read-ahead not applied (the mount's read_ahead_kb is writable by root only); \
+             the kernel's default stays"
+        ),
+        Err(e) => tracing::debug!(error = %e, "kernel read-ahead left at its default"),
+    }
 }
 
 struct Signals {

@@ -170,6 +170,7 @@ impl InProcessMount {
             uid: unsafe { libc::getuid() },
             gid: unsafe { libc::getgid() },
             threads: 2,
+            read_ahead: None,
         };
         let server = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

@@ -138,3 +138,46 @@ async fn a_read_only_daemon_refuses_every_write_itself() {
     assert_eq!(keys, ["f"]);
     assert_eq!(store.get("d/f").await.unwrap(), Bytes::from_static(b"data"));
 }
+
+/// The mount's kernel read-ahead window in KiB (its backing-device entry in sysfs).
+fn read_ahead_kib(mnt: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(mnt).unwrap().dev();
+    let path = format!("/sys/class/bdi/{}:{}/read_ahead_kb", libc::major(dev), libc::minor(dev));
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// READs the daemon has served, from its metrics.
+fn reads_served(port: u16) -> u64 {
+    common::metric(port, r#"zarr_mount_fuse_requests_total{op="read"}"#).unwrap_or(0)
+}
+
+#[test]
+fn the_kernel_read_ahead_is_raised_so_a_whole_file_read_takes_few_reads() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root may set a mount's read-ahead");
+        return;
+    }
+    let (_tmp, src, mnt) = dirs();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(src.join("shard"), &data).unwrap();
+    let mut reads = Vec::new();
+    for (asked, kib) in [(None, 1024), (Some("4M"), 4096), (Some("0"), 128)] {
+        let port = common::s3::free_port();
+        let port_arg = format!("127.0.0.1:{port}");
+        let mut args = vec!["--view", "raw", "--read-only", "--metrics-addr", &port_arg];
+        if let Some(size) = asked {
+            args.extend(["--read-ahead", size]);
+        }
+        let mut m = Mount::start(&src, &mnt, &args);
+        assert_eq!(read_ahead_kib(&m.mnt), kib, "--read-ahead {asked:?}");
+        let before = reads_served(port);
+        assert!(std::fs::read(m.path("shard")).unwrap() == data, "--read-ahead {asked:?}");
+        reads.push(reads_served(port) - before);
+        m.stop();
+    }
+    // 4 MiB: READs of at most 1 MiB with a raised window; the kernel's 128 KiB window sends
+    // one READ per 128 KiB.
+    assert!(reads[0] <= 8 && reads[1] <= 8, "READs per 4 MiB read: {reads:?}");
+    assert!(reads[2] >= 30, "READs per 4 MiB read with the kernel's window: {reads:?}");
+}
