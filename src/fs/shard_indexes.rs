@@ -2,9 +2,10 @@
 //! index at the start or the end), checked (crc32c, bounds) before use, cached in an LRU
 //! bounded by bytes and shared by concurrent requests for the same shard (one fetch).
 //!
-//! Over a store that keeps small objects whole (the S3/GCS/Azure/HTTP cache), once an array's
-//! shards have proved small enough to be kept, the index GET asks for the whole shard: the
-//! chunk reads that follow are then served from memory instead of costing a second request.
+//! Over a store that keeps small objects whole (the S3/GCS/Azure/HTTP cache), when an array's
+//! shards are small enough to be kept (by its metadata's bound, or by the sizes seen), the
+//! index GET asks for the whole shard: the chunk reads that follow are then served from memory
+//! instead of costing a second request.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -69,12 +70,14 @@ impl ShardIndexCache {
         self.cache.is_known(key)
     }
 
-    /// The state of the shard at `key` (a full store key) of the array in directory `array`.
+    /// The state of the shard at `key` (a full store key) of the array in directory `array`,
+    /// whose metadata bounds a shard's size by `bound` (see `stored_chunk_bound`), if it does.
     pub async fn get(
         &self,
         array: &str,
         key: &str,
         layout: &ShardLayout,
+        bound: Option<u64>,
     ) -> Result<Arc<ShardState>, StoreError> {
         let held = self.cache.get_with(key, |(state, at)| (state.clone(), *at));
         if let Some((state, at)) = held {
@@ -92,20 +95,24 @@ impl ShardIndexCache {
             } + key.len();
             Some(((state.clone(), Instant::now()), size as u64))
         };
-        self.cache.load(key, || self.fetch(array, key, layout), keep).await
+        self.cache.load(key, || self.fetch(array, key, layout, bound), keep).await
     }
 
     /// How many bytes to ask for to get the index of a shard of `array`: just the index, or,
-    /// when the store keeps small objects whole and this array's shards have been small, a
-    /// window (twice the largest shard seen, within the store's limit) likely to hold the
-    /// whole shard.
-    fn window(&self, array: &str, index_size: u64) -> u64 {
+    /// when the store keeps small objects whole and this array's shards are small, a window
+    /// likely to hold the whole shard: twice the largest shard seen, within the store's limit;
+    /// before any is seen, the metadata's `bound` on a shard's size when within that limit
+    /// (the first shards of a scan then cost one request each, not an index GET and a chunk
+    /// GET in a row).
+    fn window(&self, array: &str, index_size: u64, bound: Option<u64>) -> u64 {
         let limit = self.store.whole_object_limit();
+        if limit == 0 {
+            return index_size;
+        }
         let seen = lock(&self.shard_sizes).get(array).copied();
-        match seen {
-            Some(size) if limit > 0 && size <= limit => {
-                size.saturating_mul(2).min(limit).max(index_size)
-            }
+        match (seen, bound) {
+            (Some(size), _) if size <= limit => size.saturating_mul(2).min(limit).max(index_size),
+            (None, Some(bound)) if bound <= limit => bound.max(index_size),
             _ => index_size,
         }
     }
@@ -121,9 +128,10 @@ impl ShardIndexCache {
         array: &str,
         key: &str,
         layout: &ShardLayout,
+        bound: Option<u64>,
     ) -> Result<Arc<ShardState>, StoreError> {
         let n = layout.index_size();
-        let window = self.window(array, n);
+        let window = self.window(array, n, bound);
         let range = match layout.index_location {
             IndexLocation::Start => ByteRange::Range(0..window),
             IndexLocation::End => ByteRange::Suffix(window),
@@ -177,7 +185,7 @@ mod tests {
         let readers: Vec<_> = (0..6)
             .map(|_| {
                 let (cache, l) = (cache.clone(), l.clone());
-                tokio::spawn(async move { cache.get("a", "a/c/0", &l).await.map(|_| ()) })
+                tokio::spawn(async move { cache.get("a", "a/c/0", &l, None).await.map(|_| ()) })
             })
             .collect();
         for r in readers {
@@ -187,6 +195,57 @@ mod tests {
         assert_eq!(plan.injected(), 1, "one fetch shared by six readers");
         plan.clear();
         assert!(!cache.is_known("a/c/0"), "the failure was not kept");
-        assert!(matches!(*cache.get("a", "a/c/0", &l).await.unwrap(), ShardState::Present { .. }));
+        assert!(matches!(
+            *cache.get("a", "a/c/0", &l, None).await.unwrap(),
+            ShardState::Present { .. }
+        ));
+    }
+
+    /// The first index read of an array asks for the whole shard when the metadata bounds a
+    /// shard within what the store keeps whole (then the chunk read after it is free), else
+    /// just the index; once a shard has been seen, twice its size.
+    #[tokio::test]
+    async fn the_first_index_read_takes_the_whole_shard_when_the_metadata_bounds_it() {
+        use crate::store::layers::cache::{CacheConfig, CachingStore};
+        use crate::store::layers::recording::RecordingStore;
+        let l = layout(2, IndexLocation::End, false);
+        let mut shard = vec![7u8; 100];
+        for (o, n) in [(0u64, 50u64), (50, 50)] {
+            shard.extend_from_slice(&o.to_le_bytes());
+            shard.extend_from_slice(&n.to_le_bytes());
+        }
+        let index = l.index_size();
+        for (bound, first_window) in [(None, index), (Some(4096), 4096), (Some(64 << 20), index)] {
+            let memory = Arc::new(MemoryStore::new());
+            memory.put("a/c/0", bytes::Bytes::from(shard.clone())).await.unwrap();
+            memory.put("a/c/1", bytes::Bytes::from(shard.clone())).await.unwrap();
+            let recording = Arc::new(RecordingStore::new(memory));
+            let cfg = CacheConfig {
+                capacity: 64 << 20,
+                object_limit: 8 << 20,
+                ttl: Duration::from_secs(60),
+            };
+            let store = Arc::new(CachingStore::new(recording.clone(), cfg));
+            let cache = ShardIndexCache::new(store.clone(), Duration::from_secs(60), 1 << 20);
+            let state = cache.get("a", "a/c/0", &l, bound).await.unwrap();
+            assert!(matches!(*state, ShardState::Present { .. }), "{bound:?}");
+            let calls = recording.take();
+            assert_eq!(
+                calls,
+                vec![format!("get_ranged a/c/0 Suffix({first_window})")],
+                "{bound:?}"
+            );
+            store.get_range("a/c/0", 50..100).await.unwrap();
+            let chunk_reads = recording.take().len();
+            assert_eq!(chunk_reads, usize::from(first_window == index), "{bound:?}");
+            // The next shard: twice the size seen, whatever the bound.
+            cache.get("a", "a/c/1", &l, bound).await.unwrap();
+            let calls = recording.take();
+            assert_eq!(
+                calls,
+                vec![format!("get_ranged a/c/1 Suffix({})", 2 * shard.len())],
+                "{bound:?}"
+            );
+        }
     }
 }

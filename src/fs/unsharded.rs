@@ -105,8 +105,11 @@ impl UnshardedNamespace {
     ) -> FsResult<Option<(String, Arc<ShardState>, u64)>> {
         let Some(loc) = array.array.locate(coords) else { return Ok(None) };
         let key = join_key(&array.dir, &loc.shard_key);
-        let state = self.indexes.get(&array.dir, &key, &array.array.layout).await?;
+        // Before this shard's own fetch is answered: a scan's next shards then go out beside
+        // it, not one round trip later.
         self.read_shards_ahead(array, &loc.shard_coords);
+        let state =
+            self.indexes.get(&array.dir, &key, &array.array.layout, array.shard_bound).await?;
         Ok(Some((key, state, loc.local_index)))
     }
 
@@ -133,10 +136,14 @@ impl UnshardedNamespace {
             if self.indexes.is_known(&key) {
                 continue;
             }
-            let (indexes, dir, layout) =
-                (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
+            let (indexes, dir, layout, bound) = (
+                self.indexes.clone(),
+                array.dir.clone(),
+                array.array.layout.clone(),
+                array.shard_bound,
+            );
             runtime.spawn(async move {
-                if let Err(e) = indexes.get(&dir, &key, &layout).await {
+                if let Err(e) = indexes.get(&dir, &key, &layout, bound).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
                 }
             });
@@ -191,7 +198,7 @@ impl UnshardedNamespace {
         let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&array.dir, &key, layout).await?;
+                let state = self.indexes.get(&array.dir, &key, layout, array.shard_bound).await?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)
@@ -379,15 +386,40 @@ impl UnshardedNamespace {
     }
 }
 
+/// The metadata documents of Zarr v2 (and consolidated metadata), which no array of the
+/// unsharded view rewrites.
+fn is_v2_metadata_doc(name: &str) -> bool {
+    matches!(name, ".zarray" | ".zattrs" | ".zgroup" | ".zmetadata")
+}
+
 #[async_trait]
 impl Namespace for UnshardedNamespace {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>> {
         if path.is_empty() {
             return self.raw.lookup(path).await;
         }
-        match self.place(path).await? {
-            Place::InArray { array, rel, .. } => self.lookup_in_array(&array, &rel).await,
-            Place::Outside { parent: parent_kind } => {
+        // A v2 metadata document is the raw store's wherever it sits (this view makes and
+        // hides only zarr.json and chunks), so its GET goes out beside the walk's reads of the
+        // directories' zarr.json instead of after them: zarr-python asks for zarr.json,
+        // .zarray and .zattrs at once, and would otherwise wait two round trips. The early
+        // answer is used only where the walk agrees it is the raw store's.
+        let early = is_v2_metadata_doc(split_key(path).1).then(|| self.raw.lookup(path));
+        let (place, early) = match early {
+            Some(raw) => {
+                let (place, raw) = tokio::join!(self.place(path), raw);
+                (place?, Some(raw))
+            }
+            None => (self.place(path).await?, None),
+        };
+        match (place, early) {
+            (Place::InArray { array, rel, .. }, Some(raw))
+                if matches!(array.array.entry(&rel), ArrayEntry::Other) =>
+            {
+                raw
+            }
+            (Place::InArray { array, rel, .. }, _) => self.lookup_in_array(&array, &rel).await,
+            (Place::Outside { .. }, Some(raw)) => raw,
+            (Place::Outside { parent: parent_kind }, None) => {
                 if split_key(path).1 == "zarr.json" {
                     if let DirKind::Group { rewritten: Some(bytes), modified } = &parent_kind {
                         return Ok(Some(Node::generated(bytes, *modified)));

@@ -37,6 +37,8 @@ pub struct ShardedArray {
     /// The presented (unsharded) `zarr.json`.
     pub zarr_json: Bytes,
     pub modified: SystemTime,
+    /// An upper estimate of a stored shard's size, from the metadata (`stored_chunk_bound`).
+    pub shard_bound: Option<u64>,
 }
 
 /// Why a new `zarr.json` for a sharded array is refused.
@@ -133,6 +135,7 @@ pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
                     array,
                     zarr_json,
                     modified,
+                    shard_bound: crate::zarr::chunk_tree::stored_chunk_bound("zarr.json", bytes),
                 }))
             }
             Err(reason) => {

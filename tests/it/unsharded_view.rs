@@ -442,3 +442,27 @@ async fn exclusive_creates_of_inner_chunks_are_decided_in_the_shard() {
         ]
     );
 }
+
+/// zarr-python asks for zarr.json, .zarray and .zattrs at once. The lookup of a v2 document
+/// does not wait for the walk to read the zarr.json of every directory above it: its request
+/// goes out while the walk's first read is still unanswered, and the answer is the raw
+/// store's (here: absent, and present).
+#[tokio::test]
+async fn a_v2_document_lookup_goes_out_beside_the_walk() {
+    use zarr_mount::fs::namespace::Namespace;
+    let memory = Arc::new(MemoryStore::new());
+    memory.put("a/zarr.json", Bytes::from_static(ARRAY_JSON.as_bytes())).await.unwrap();
+    memory.put("a/.zattrs", Bytes::from_static(b"{}")).await.unwrap();
+    let store = Arc::new(RecordingStore::with_read_delay(memory, Duration::from_millis(200)));
+    for (name, present) in [(".zarray", false), (".zattrs", true)] {
+        let raw = RawNamespace::new(store.clone() as Arc<dyn Store>);
+        let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
+        store.take();
+        let path = format!("a/{name}");
+        assert_eq!(ns.lookup(&path).await.unwrap().is_some(), present, "{path}");
+        let calls = store.take();
+        let first_of = |what: &str| calls.iter().position(|c| c.contains(what));
+        let (doc, walk) = (first_of(&path).unwrap(), first_of("a/zarr.json").unwrap());
+        assert!(doc < walk, "{path} was asked for after the walk read a/zarr.json: {calls:?}");
+    }
+}
