@@ -4,8 +4,9 @@
 //!
 //! Over a store that keeps small objects whole (the S3/GCS/Azure/HTTP cache), when an array's
 //! shards are small enough to be kept (by its metadata's bound, or by the sizes seen), the
-//! index GET asks for the whole shard: the chunk reads that follow are then served from memory
-//! instead of costing a second request.
+//! index GET of a chunk read asks for the whole shard: the chunk reads that follow are then
+//! served from memory instead of costing a second request. A listing asks for the index
+//! alone: `ls -R` or `du` of an array must not download it.
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,16 @@ pub enum ShardState {
     },
     /// The index failed its checks: reads of this shard's chunks give EIO.
     Corrupt(String),
+}
+
+/// What a shard's index is wanted for, which decides how much of the shard to fetch with it.
+#[derive(Debug, Clone, Copy)]
+pub enum IndexFor {
+    /// Names and sizes for a listing: the index alone.
+    Listing,
+    /// A chunk's bytes are read next: the whole shard when it is small. `shard_bound` is the
+    /// array metadata's upper estimate of a shard's size (`stored_chunk_bound`), if any.
+    Reading { shard_bound: Option<u64> },
 }
 
 /// How many arrays' shard sizes are remembered.
@@ -70,14 +81,13 @@ impl ShardIndexCache {
         self.cache.is_known(key)
     }
 
-    /// The state of the shard at `key` (a full store key) of the array in directory `array`,
-    /// whose metadata bounds a shard's size by `bound` (see `stored_chunk_bound`), if it does.
+    /// The state of the shard at `key` (a full store key) of the array in directory `array`.
     pub async fn get(
         &self,
         array: &str,
         key: &str,
         layout: &ShardLayout,
-        bound: Option<u64>,
+        purpose: IndexFor,
     ) -> Result<Arc<ShardState>, StoreError> {
         let held = self.cache.get_with(key, |(state, at)| (state.clone(), *at));
         if let Some((state, at)) = held {
@@ -95,17 +105,18 @@ impl ShardIndexCache {
             } + key.len();
             Some(((state.clone(), Instant::now()), size as u64))
         };
-        self.cache.load(key, || self.fetch(array, key, layout, bound), keep).await
+        self.cache.load(key, || self.fetch(array, key, layout, purpose), keep).await
     }
 
     /// How many bytes to ask for to get the index of a shard of `array`: just the index, or,
-    /// when the store keeps small objects whole and this array's shards are small, a window
-    /// likely to hold the whole shard: twice the largest shard seen, within the store's limit;
-    /// before any is seen, the metadata's `bound` on a shard's size when within that limit
-    /// (the first shards of a scan then cost one request each, not an index GET and a chunk
-    /// GET in a row).
-    fn window(&self, array: &str, index_size: u64, bound: Option<u64>) -> u64 {
+    /// for a chunk read when the store keeps small objects whole and this array's shards are
+    /// small, a window likely to hold the whole shard: twice the largest shard seen, within
+    /// the store's limit; before any is seen, the metadata's bound on a shard's size when
+    /// within that limit (the first shards of a scan then cost one request each, not an index
+    /// GET and a chunk GET in a row).
+    fn window(&self, array: &str, index_size: u64, purpose: IndexFor) -> u64 {
         let limit = self.store.whole_object_limit();
+        let IndexFor::Reading { shard_bound: bound } = purpose else { return index_size };
         if limit == 0 {
             return index_size;
         }
@@ -128,10 +139,10 @@ impl ShardIndexCache {
         array: &str,
         key: &str,
         layout: &ShardLayout,
-        bound: Option<u64>,
+        purpose: IndexFor,
     ) -> Result<Arc<ShardState>, StoreError> {
         let n = layout.index_size();
-        let window = self.window(array, n, bound);
+        let window = self.window(array, n, purpose);
         let range = match layout.index_location {
             IndexLocation::Start => ByteRange::Range(0..window),
             IndexLocation::End => ByteRange::Suffix(window),
@@ -185,7 +196,9 @@ mod tests {
         let readers: Vec<_> = (0..6)
             .map(|_| {
                 let (cache, l) = (cache.clone(), l.clone());
-                tokio::spawn(async move { cache.get("a", "a/c/0", &l, None).await.map(|_| ()) })
+                tokio::spawn(async move {
+                    cache.get("a", "a/c/0", &l, IndexFor::Listing).await.map(|_| ())
+                })
             })
             .collect();
         for r in readers {
@@ -196,14 +209,14 @@ mod tests {
         plan.clear();
         assert!(!cache.is_known("a/c/0"), "the failure was not kept");
         assert!(matches!(
-            *cache.get("a", "a/c/0", &l, None).await.unwrap(),
+            *cache.get("a", "a/c/0", &l, IndexFor::Listing).await.unwrap(),
             ShardState::Present { .. }
         ));
     }
 
     /// The first index read of an array asks for the whole shard when the metadata bounds a
     /// shard within what the store keeps whole (then the chunk read after it is free), else
-    /// just the index; once a shard has been seen, twice its size.
+    /// just the index; once a shard has been seen, twice its size. A listing, the index alone.
     #[tokio::test]
     async fn the_first_index_read_takes_the_whole_shard_when_the_metadata_bounds_it() {
         use crate::store::layers::cache::{CacheConfig, CachingStore};
@@ -219,6 +232,8 @@ mod tests {
             let memory = Arc::new(MemoryStore::new());
             memory.put("a/c/0", bytes::Bytes::from(shard.clone())).await.unwrap();
             memory.put("a/c/1", bytes::Bytes::from(shard.clone())).await.unwrap();
+            memory.put("a/c/2", bytes::Bytes::from(shard.clone())).await.unwrap();
+            let reading = IndexFor::Reading { shard_bound: bound };
             let recording = Arc::new(RecordingStore::new(memory));
             let cfg = CacheConfig {
                 capacity: 64 << 20,
@@ -227,7 +242,7 @@ mod tests {
             };
             let store = Arc::new(CachingStore::new(recording.clone(), cfg));
             let cache = ShardIndexCache::new(store.clone(), Duration::from_secs(60), 1 << 20);
-            let state = cache.get("a", "a/c/0", &l, bound).await.unwrap();
+            let state = cache.get("a", "a/c/0", &l, reading).await.unwrap();
             assert!(matches!(*state, ShardState::Present { .. }), "{bound:?}");
             let calls = recording.take();
             assert_eq!(
@@ -239,13 +254,16 @@ mod tests {
             let chunk_reads = recording.take().len();
             assert_eq!(chunk_reads, usize::from(first_window == index), "{bound:?}");
             // The next shard: twice the size seen, whatever the bound.
-            cache.get("a", "a/c/1", &l, bound).await.unwrap();
+            cache.get("a", "a/c/1", &l, reading).await.unwrap();
             let calls = recording.take();
             assert_eq!(
                 calls,
                 vec![format!("get_ranged a/c/1 Suffix({})", 2 * shard.len())],
                 "{bound:?}"
             );
+            // A listing: the index alone, whatever is known of the shards' sizes.
+            cache.get("a", "a/c/2", &l, IndexFor::Listing).await.unwrap();
+            assert_eq!(recording.take(), vec![format!("get_ranged a/c/2 Suffix({index})")]);
         }
     }
 }

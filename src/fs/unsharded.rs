@@ -15,7 +15,7 @@ use futures::stream::{self, StreamExt};
 use super::error::{FsError, FsResult};
 use super::is_staged_name;
 use super::namespace::{read_all, read_range, Namespace, RawNamespace};
-use super::shard_indexes::{ShardIndexCache, ShardState};
+use super::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
 use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use super::spill::Body;
 use super::walk::{self, DirWalk, Step};
@@ -108,8 +108,8 @@ impl UnshardedNamespace {
         // Before this shard's own fetch is answered: a scan's next shards then go out beside
         // it, not one round trip later.
         self.read_shards_ahead(array, &loc.shard_coords);
-        let state =
-            self.indexes.get(&array.dir, &key, &array.array.layout, array.shard_bound).await?;
+        let reading = IndexFor::Reading { shard_bound: array.shard_bound };
+        let state = self.indexes.get(&array.dir, &key, &array.array.layout, reading).await?;
         Ok(Some((key, state, loc.local_index)))
     }
 
@@ -136,14 +136,11 @@ impl UnshardedNamespace {
             if self.indexes.is_known(&key) {
                 continue;
             }
-            let (indexes, dir, layout, bound) = (
-                self.indexes.clone(),
-                array.dir.clone(),
-                array.array.layout.clone(),
-                array.shard_bound,
-            );
+            let (indexes, dir, layout) =
+                (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
+            let reading = IndexFor::Reading { shard_bound: array.shard_bound };
             runtime.spawn(async move {
-                if let Err(e) = indexes.get(&dir, &key, &layout, bound).await {
+                if let Err(e) = indexes.get(&dir, &key, &layout, reading).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
                 }
             });
@@ -184,7 +181,8 @@ impl UnshardedNamespace {
         }
     }
 
-    /// The virtual entries of chunk-tree directory `rel` of `array`, from shard indexes only.
+    /// The virtual entries of chunk-tree directory `rel` of `array`, from shard indexes only
+    /// (fetched without the shards' data, however small they are).
     async fn list_chunk_dir(
         &self,
         array: &ShardedArray,
@@ -198,7 +196,7 @@ impl UnshardedNamespace {
         let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&array.dir, &key, layout, array.shard_bound).await?;
+                let state = self.indexes.get(&array.dir, &key, layout, IndexFor::Listing).await?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)

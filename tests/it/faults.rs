@@ -14,7 +14,7 @@ use common::zfs::{
     ino_of, list, local_of, put_sharded_array, raw_fs, read_file, remove_file, sharded_layout,
     stored_chunks, unsharded_fs, write_file, write_file_in,
 };
-use zarr_mount::fs::FsError;
+use zarr_mount::fs::{FsError, ZarrFs};
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::layers::cache::{CacheConfig, CachingStore};
 use zarr_mount::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
@@ -201,12 +201,9 @@ async fn shard_index_fetch_under_latency_is_shared_and_its_error_not_kept() {
     assert_eq!(index_fetches(b.recording.calls()), 2, "{:?}", b.recording.calls());
 }
 
-/// Over a whole-object cache, each shard costs one GET in all (index and chunks), as
-/// zarr-python's own whole-shard read does: the first because the array's metadata bounds a
-/// shard within what the cache keeps whole, the others by the size seen, whether the scan
-/// fetched them ahead or read them itself. Over a plain store, the index alone.
-#[tokio::test]
-async fn small_shards_behind_a_cache_cost_one_request_each() {
+/// `sharded_backend` with shard (0, 0) copied to (0, 1), (1, 0) and (1, 1), seen through the
+/// unsharded view over a whole-object cache that keeps them (1 MiB).
+async fn small_shards_behind_a_cache() -> (Backend, BTreeMap<u64, Vec<u8>>, ZarrFs) {
     let (b, chunks) = sharded_backend().await;
     let shard = b.memory.get("a/c/0/0").await.unwrap();
     for k in ["a/c/0/1", "a/c/1/0", "a/c/1/1"] {
@@ -215,6 +212,17 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     let cfg =
         CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
     let fs = unsharded_fs(Arc::new(CachingStore::new(b.store(), cfg)));
+    (b, chunks, fs)
+}
+
+/// Over a whole-object cache, each shard costs one GET in all (index and chunks), as
+/// zarr-python's own whole-shard read does: the first because the array's metadata bounds a
+/// shard within what the cache keeps whole, the others by the size seen, whether the scan
+/// fetched them ahead or read them itself. Over a plain store, the index alone.
+#[tokio::test]
+async fn small_shards_behind_a_cache_cost_one_request_each() {
+    let (b, chunks, fs) = small_shards_behind_a_cache().await;
+    let shard = b.memory.get("a/c/0/0").await.unwrap();
     read_file(&fs, "a/zarr.json").await.unwrap();
     b.recording.take();
     let read_shard = |sy: u64, sx: u64| {
@@ -255,6 +263,36 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     let index_len = sharded_layout().index_size();
     let calls = b.recording.calls();
     assert!(calls.iter().any(|c| c.contains(&format!("a/c/0/0 Suffix({index_len})"))), "{calls:?}");
+}
+
+/// A listing reads shard indexes alone, even over a whole-object cache and for shards known
+/// to be small: `ls -R`, `find` or `du` of an array must not download it. Reading the listed
+/// chunks then still costs one GET per shard.
+#[tokio::test]
+async fn listings_read_shard_indexes_alone() {
+    let (b, _, fs) = small_shards_behind_a_cache().await;
+    read_file(&fs, "a/c/0/0").await.unwrap(); // shard (0, 0) read whole: small shards known
+    b.recording.take();
+    // Row 4 of inner chunks lies in shards (1, 0) and (1, 1).
+    let names = list(&fs, "a/c/4").await.unwrap();
+    assert_eq!(names.len(), 8, "{names:?}");
+    let index_len = sharded_layout().index_size();
+    let mut calls = b.recording.take();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            format!("get_ranged a/c/1/0 Suffix({index_len})"),
+            format!("get_ranged a/c/1/1 Suffix({index_len})")
+        ]
+    );
+    // The chunks read after the listing: their shard whole, once (the listing learnt its size).
+    for x in 0..3 {
+        read_file(&fs, &format!("a/c/4/{x}")).await.unwrap();
+    }
+    let calls = b.recording.take();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(calls[0].starts_with("get_ranged a/c/1/0 Range(0.."), "{calls:?}");
 }
 
 /// The requests for `keys` the recording has seen so far (sorted, deduplicated).
