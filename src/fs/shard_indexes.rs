@@ -180,7 +180,7 @@ mod tests {
     use crate::fs::error::FsError;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
-    use crate::zarr::sharding::index::tests::layout;
+    use crate::zarr::sharding::index::tests::{layout, raw_index};
 
     /// Readers that share one failed index fetch each get its errno (EACCES here; a shared
     /// error used to become EIO), and the failure is not cached.
@@ -222,11 +222,7 @@ mod tests {
         use crate::store::layers::cache::{CacheConfig, CachingStore};
         use crate::store::layers::recording::RecordingStore;
         let l = layout(2, IndexLocation::End, false);
-        let mut shard = vec![7u8; 100];
-        for (o, n) in [(0u64, 50u64), (50, 50)] {
-            shard.extend_from_slice(&o.to_le_bytes());
-            shard.extend_from_slice(&n.to_le_bytes());
-        }
+        let shard = [vec![7u8; 100], raw_index(&[(0, 50), (50, 50)], false)].concat();
         let index = l.index_size();
         for (bound, first_window) in [(None, index), (Some(4096), 4096), (Some(64 << 20), index)] {
             let memory = Arc::new(MemoryStore::new());

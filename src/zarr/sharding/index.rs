@@ -223,7 +223,8 @@ pub(crate) mod tests {
         shard_layout(&m).unwrap()
     }
 
-    fn raw_index(pairs: &[(u64, u64)], crc: bool) -> Vec<u8> {
+    /// The encoded bytes of an index of `(offset, nbytes)` pairs (little endian, with a crc32c).
+    pub(crate) fn raw_index(pairs: &[(u64, u64)], crc: bool) -> Vec<u8> {
         let mut b = Vec::new();
         for (o, n) in pairs {
             b.extend_from_slice(&o.to_le_bytes());
