@@ -30,8 +30,7 @@ def metric(port: int, name: str) -> float:
 
 
 def shard_gets(moto: MotoServer, start: int) -> list[str]:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", (moto.dir / "moto.log").read_text(errors="replace")[start:])
-    return re.findall(rf'"GET (/{BUCKET}/arr\.zarr/c/\S+) HTTP', text)
+    return re.findall(rf'"GET (/{BUCKET}/arr\.zarr/c/\S+) HTTP', moto.log_since(start))
 
 
 def test_a_warm_cache_serves_zarr_python_from_copies(moto, mount_factory, tmp_path):
@@ -41,10 +40,7 @@ def test_a_warm_cache_serves_zarr_python_from_copies(moto, mount_factory, tmp_pa
     a = zarr.create_array(str(local), shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="float32",
                           compressors=None)
     a[:] = expected
-    client = moto.client()
-    for f in local.rglob("*"):
-        if f.is_file():
-            client.put_object(Bucket=BUCKET, Key=f"arr.zarr/{f.relative_to(local)}", Body=f.read_bytes())
+    moto.upload(local, "arr.zarr")
     cache = tmp_path / "cache"
 
     def mount():
@@ -66,7 +62,7 @@ def test_a_warm_cache_serves_zarr_python_from_copies(moto, mount_factory, tmp_pa
     copies = [p for p in (cache / "copies").rglob("*") if p.is_file()]
     assert len(copies) >= 6, copies  # six shards, and zarr.json
 
-    start = (moto.dir / "moto.log").stat().st_size
+    start = moto.log_size()
     warm, port = mount()
     read_all(warm)
     read_all(warm)

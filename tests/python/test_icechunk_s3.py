@@ -52,19 +52,12 @@ def upload(server: MotoServer, out: Path, info: dict) -> bytes:
 def moto_requests(server: MotoServer, start: int, key: str) -> list[tuple[str, str]]:
     """(method, status) of each request moto logged on `key` after byte `start` of its log
     (werkzeug: `127.0.0.1 - - [date] "GET /bkt/nc/source.nc HTTP/1.1" 206 -`)."""
-    text = (server.dir / "moto.log").read_text(errors="replace")[start:]
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     out = []
-    for m in re.finditer(r'"(\w+) (\S+) HTTP/[\d.]+" (\d{3})', text):
+    for m in re.finditer(r'"(\w+) (\S+) HTTP/[\d.]+" (\d{3})', server.log_since(start)):
         path = m.group(2).split("?")[0]
         if path == f"/{BUCKET}/{key}":
             out.append((m.group(1), m.group(3)))
     return out
-
-
-def log_size(server: MotoServer) -> int:
-    p = server.dir / "moto.log"
-    return len(p.read_text(errors="replace")) if p.exists() else 0
 
 
 def icechunk_arrays(repo: Path, info: dict) -> dict[str, np.ndarray]:
@@ -80,7 +73,7 @@ def icechunk_arrays(repo: Path, info: dict) -> dict[str, np.ndarray]:
 def read_every_chunk(m, moto: MotoServer, info: dict, nc: bytes) -> Counter:
     """Read every virtual chunk file through mount `m`: each is its referenced bytes. Returns
     the requests moto received for the NetCDF meanwhile, as {"METHOD status": count}."""
-    mark = log_size(moto)
+    mark = moto.log_size()
     for key, (offset, length) in sorted(info["chunks"].items()):
         got = (m.path / key).read_bytes()
         assert len(got) == length, key

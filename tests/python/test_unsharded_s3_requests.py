@@ -27,8 +27,7 @@ def received_bytes(port: int) -> float:
 
 
 def gets_since(moto: MotoServer, start: int) -> Counter:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", (moto.dir / "moto.log").read_text(errors="replace")[start:])
-    return Counter(re.findall(rf'"GET /{BUCKET}/arr\.zarr/(\S+) HTTP', text))
+    return Counter(re.findall(rf'"GET /{BUCKET}/arr\.zarr/(\S+) HTTP', moto.log_since(start)))
 
 
 def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_factory, tmp_path):
@@ -36,10 +35,7 @@ def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_
     expected = np.random.default_rng(14).standard_normal(SHAPE, dtype="float32")
     zarr.create_array(str(local), shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="float32",
                       compressors=zarr.codecs.ZstdCodec(level=1))[:] = expected
-    client = moto.client()
-    for f in local.rglob("*"):
-        if f.is_file():
-            client.put_object(Bucket=BUCKET, Key=f"arr.zarr/{f.relative_to(local)}", Body=f.read_bytes())
+    moto.upload(local, "arr.zarr")
     shards = sorted(str(p.relative_to(local)) for p in (local / "c").rglob("*") if p.is_file())
     assert len(shards) == 4
 
@@ -49,7 +45,7 @@ def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_
                           extra_args=[*moto.mount_args(), "--metrics-addr", f"127.0.0.1:{port}"])
         return m, port
 
-    start = (moto.dir / "moto.log").stat().st_size
+    start = moto.log_size()
     m, _ = mount()
     np.testing.assert_array_equal(zarr.open_array(str(m.path), mode="r")[:], expected)
     gets = gets_since(moto, start)

@@ -8,6 +8,7 @@ fixture that started it, also when the test fails.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -79,6 +80,24 @@ class MotoServer:
 
     def url(self, prefix: str) -> str:
         return f"s3://{BUCKET}/{prefix}"
+
+    def upload(self, src: Path, prefix: str) -> None:
+        """Put every file below `src` as an object under `prefix/` (paths as keys)."""
+        c = self.client()
+        for f in sorted(src.rglob("*")):
+            if f.is_file():
+                c.put_object(Bucket=BUCKET, Key=f"{prefix}/{f.relative_to(src)}", Body=f.read_bytes())
+
+    def log_size(self) -> int:
+        """Where the request log ends now (pass it to `log_since`)."""
+        p = self.dir / "moto.log"
+        return len(p.read_text(errors="replace")) if p.exists() else 0
+
+    def log_since(self, start: int) -> str:
+        """The request log after `start` (werkzeug lines such as `"GET /bkt/key HTTP/1.1" 206 -`),
+        without its colour codes."""
+        text = (self.dir / "moto.log").read_text(errors="replace")[start:]
+        return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
     def download(self, prefix: str, dest: Path) -> int:
         """Copy every object below `prefix/` into `dest` (keys as paths); returns how many."""
