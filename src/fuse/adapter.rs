@@ -18,6 +18,7 @@ use fuser::{
 use tokio::runtime::Handle;
 
 use super::io_modes::{IoModes, OpenMode};
+use super::openers::Openers;
 use crate::fs::listing::DirEntries;
 use crate::fs::{Attr, FileKind, FsError, Opened, SetAttr, ZarrFs};
 use crate::metrics::{CacheKind, Op};
@@ -65,6 +66,8 @@ pub struct FuseAdapter {
     maker: AttrMaker,
     /// FUSE passthrough, when the kernel took it at INIT (see `init`).
     passthrough: Option<Arc<Passthrough>>,
+    /// The process that opened each writer handle, for FLUSH (see `openers`).
+    openers: Arc<Openers>,
 }
 
 /// Opens answered with a local copy for the kernel to read directly.
@@ -78,7 +81,13 @@ struct Passthrough {
 impl FuseAdapter {
     pub fn new(fs: Arc<ZarrFs>, rt: Handle, uid: u32, gid: u32) -> Self {
         let ttl = fs.config().metadata_ttl;
-        FuseAdapter { fs, rt, maker: AttrMaker { uid, gid, ttl }, passthrough: None }
+        FuseAdapter {
+            fs,
+            rt,
+            maker: AttrMaker { uid, gid, ttl },
+            passthrough: None,
+            openers: Arc::default(),
+        }
     }
 
     /// OPEN on a passthrough connection: the first open of an inode with no open files looks
@@ -495,7 +504,7 @@ impl fuser::Filesystem for FuseAdapter {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, request: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let req = Req::new(Op::Open, self::ino(ino));
         if self.fs.is_openless() {
             // The kernel remembers this and sends no more OPENs; reads then come with fh 0.
@@ -514,9 +523,16 @@ impl fuser::Filesystem for FuseAdapter {
                 Err(e) => reply.error(errno(&e)),
             };
         }
+        let (openers, pid) = (self.openers.clone(), request.pid());
         self.spawn(
             req,
-            move |fs| async move { fs.open(ino.0, flags.0).await },
+            move |fs| async move {
+                let opened = fs.open(ino.0, flags.0).await?;
+                if !opened.read_only {
+                    openers.opened(opened.fh, pid);
+                }
+                Ok(opened)
+            },
             move |r, _| match r {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen_flags(&o)),
                 Err(e) => reply.error(errno(&e)),
@@ -526,7 +542,7 @@ impl fuser::Filesystem for FuseAdapter {
 
     fn create(
         &self,
-        _req: &Request,
+        request: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -536,9 +552,14 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         let req = Req::new(Op::Create, entry(parent, name));
         let name = name_of(name);
+        let (openers, pid) = (self.openers.clone(), request.pid());
         self.spawn(
             req,
-            move |fs| async move { fs.create(parent.0, &name?, flags).await },
+            move |fs| async move {
+                let (attr, opened) = fs.create(parent.0, &name?, flags).await?;
+                openers.opened(opened.fh, pid);
+                Ok((attr, opened))
+            },
             move |r, m| match r {
                 Ok((a, o)) => reply.created(
                     &m.ttl,
@@ -611,7 +632,7 @@ impl fuser::Filesystem for FuseAdapter {
 
     fn flush(
         &self,
-        _req: &Request,
+        request: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
@@ -623,9 +644,22 @@ impl fuser::Filesystem for FuseAdapter {
             req.refused(Errno::ENOSYS);
             return reply.error(Errno::ENOSYS);
         }
+        let (openers, pid) = (self.openers.clone(), request.pid());
         self.spawn(
             req,
-            move |fs| async move { writeback(fs.flush(fh.0).await) },
+            move |fs| async move {
+                // A copy of the descriptor closed in another process (a child at exec or
+                // exit): the writer may be mid-file, so nothing is stored (see `openers`).
+                if !openers.closed_by_opener(fh.0, pid) {
+                    tracing::debug!(
+                        fh = fh.0,
+                        pid,
+                        "close of an inherited descriptor: no write-back"
+                    );
+                    return Ok(());
+                }
+                writeback(fs.flush(fh.0).await)
+            },
             move |r, _| empty(r, reply),
         );
     }
@@ -641,6 +675,7 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         let req = Req::new(Op::Release, self::fh(fh));
+        self.openers.released(fh.0);
         if let Some(pt) = &self.passthrough {
             pt.modes.release(ino.0);
         }

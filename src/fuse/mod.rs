@@ -3,5 +3,6 @@
 pub mod adapter;
 pub mod io_modes;
 pub mod notify;
+pub mod openers;
 pub mod read_ahead;
 pub mod session;

@@ -294,3 +294,39 @@ fn unlink_while_writing_removes_the_stored_file() {
     assert!(!src.join("k").exists(), "the old content is still stored");
     assert_eq!(errno_of(fs::metadata(m.path("k"))), libc::ENOENT);
 }
+
+/// Children get copies of the writer's descriptors, and close them at exec (close-on-exec)
+/// or exit; the kernel sends a FLUSH for each. None of those may store the half-written
+/// file. The writer's own close stores it whole. A child that holds the last copy (a
+/// redirect) has its output stored once it exits.
+#[test]
+fn a_child_closing_an_inherited_descriptor_stores_nothing_half_written() {
+    let (_tmp, src, mnt) = dirs();
+    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let mut f = fs::File::create(m.path("k")).unwrap();
+    f.write_all(b"first half, ").unwrap();
+    // Another thread starts a program: its copy of `f` closes at exec.
+    std::thread::spawn(|| Command::new("true").status().unwrap()).join().unwrap();
+    // A forked child exits at once, closing its copies.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe { libc::_exit(0) };
+    }
+    assert!(pid > 0);
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    assert!(!src.join("k").exists(), "a child's close stored the half-written file");
+    f.write_all(b"second half").unwrap();
+    drop(f);
+    assert_eq!(fs::read(src.join("k")).unwrap(), b"first half, second half");
+
+    // `cmd > file`: the child writes and closes last; RELEASE stores its output.
+    let out = fs::File::create(m.path("out")).unwrap();
+    let status =
+        Command::new("sh").args(["-c", "printf 'from the child'"]).stdout(out).status().unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while fs::read(src.join("out")).unwrap_or_default() != b"from the child" {
+        assert!(std::time::Instant::now() < deadline, "the child's output was not stored");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -10,7 +10,8 @@
 //! two. Files written in place show the writer's progress to concurrent readers, as on any
 //! POSIX file system: one read request sees a prefix of the new value, and a reader that needs
 //! several requests may see pages of both. At the end every key must match the model, through
-//! the filesystem and in the store.
+//! the filesystem and in the store. Meanwhile another thread keeps starting programs, which
+//! inherit (and close) copies of the workers' open files.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -353,6 +354,13 @@ pub fn run(
     eprintln!("soak: {THREADS} threads for {length:?}, ZM_SOAK_SEED={seed}");
     let until = Instant::now() + length;
     let models: Vec<Model> = std::thread::scope(|s| {
+        // Programs started meanwhile get copies of the workers' open files and close them at
+        // exec: those closes must not store half-written files.
+        s.spawn(move || {
+            while Instant::now() < until {
+                let _ = std::process::Command::new("true").status();
+            }
+        });
         let workers: Vec<_> = (0..THREADS)
             .map(|me| {
                 let c = Ctx { t: &*t, store: &*store, rt, max_len };
