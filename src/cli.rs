@@ -80,6 +80,11 @@ pub struct Args {
     /// Default: 1/8 of RAM, at most 2G.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    /// A small array (its chunk objects at most this much by its metadata, at most 256 of
+    /// them) is fetched whole into memory at its first chunk read through the raw or default
+    /// view, e.g. 64M; 0 disables. Default: 32M (at most a quarter of --cache-size).
+    #[arg(long, value_name = "SIZE")]
+    pub array_prefetch: Option<String>,
     /// Keep bytes read from an object store (or a remote zip) in this directory, across
     /// remounts and reboots; one mount per directory. See README "Disk cache".
     #[arg(long, value_name = "DIR")]
@@ -159,6 +164,8 @@ pub struct MountConfig {
     pub remote: RemoteOptions,
     /// Bytes of the object cache in front of an object store (0 = none).
     pub cache_size: u64,
+    /// `--array-prefetch` in bytes, already bounded by the cache (0 = none).
+    pub array_prefetch: u64,
     /// Seconds between stats log lines (0 = none).
     pub stats_interval: u64,
     /// Where to serve /metrics (already defaulted to loopback), if anywhere.
@@ -174,6 +181,10 @@ pub struct MountConfig {
     /// `--authorize-virtual` (Icechunk and reference sources).
     pub authorize_virtual: Vec<String>,
 }
+
+/// `--array-prefetch` unless given: arrays up to 32 MiB, such as a 2048 x 2048 float32
+/// image, or the coordinate variables and masks that readers load whole.
+const DEFAULT_ARRAY_PREFETCH: u64 = 32 << 20;
 
 /// A problem with the arguments: printed as one line, exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -197,6 +208,12 @@ impl Args {
                 .map_err(|e| usage(format!("--cache-size {e}")))?,
             None => crate::store::layers::cache::default_cache_bytes(),
         };
+        let array_prefetch = match &self.array_prefetch {
+            Some(s) => crate::store::layers::cache::parse_size(s)
+                .map_err(|e| usage(format!("--array-prefetch {e}")))?,
+            None => DEFAULT_ARRAY_PREFETCH,
+        }
+        .min(cache_size / 4);
         let read_ahead = match &self.read_ahead {
             Some(s) => Some(
                 crate::store::layers::cache::parse_size(s)
@@ -316,6 +333,7 @@ impl Args {
             log_file: self.log_file,
             remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
             cache_size,
+            array_prefetch,
             stats_interval: self.stats_interval,
             metrics_addr,
             disk_cache,

@@ -3,7 +3,8 @@
 //! the whole mapping is unit tested.
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
-//! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `endpoint_url=`, `region=`,
+//! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
+//!   `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
 //!   `metrics_addr=`, `cache_dir=`, `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`,
 //!   `spill_threshold=`, `ref=`, `metadata_cache_entries=`, `authorize_virtual=` -> the flag of
@@ -64,6 +65,7 @@ const VALUE_FLAGS: &[&str] = &[
     "gid",
     "metadata_ttl",
     "cache_size",
+    "array_prefetch",
     "endpoint_url",
     "region",
     "log_file",
@@ -180,6 +182,7 @@ mod tests {
         assert_eq!(args("log_file=/var/log/zm.log"), ["--log-file", "/var/log/zm.log"]);
         assert_eq!(args("fuse_threads=4"), ["--fuse-threads", "4"]);
         assert_eq!(args("read_ahead=4M"), ["--read-ahead", "4M"]);
+        assert_eq!(args("array_prefetch=0"), ["--array-prefetch", "0"]);
         assert_eq!(args("stats_interval=60"), ["--stats-interval", "60"]);
         assert_eq!(args("metrics_addr=127.0.0.1:9464"), ["--metrics-addr", "127.0.0.1:9464"]);
         assert_eq!(

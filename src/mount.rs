@@ -266,7 +266,8 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
     use crate::fs::presented::PresentedNamespace;
     use crate::fs::unsharded::UnshardedNamespace;
     let ttl = cfg.metadata_ttl;
-    let raw = RawNamespace::new(store).with_chunk_trees(ttl);
+    let raw =
+        RawNamespace::new(store).with_chunk_trees(ttl).with_array_prefetch(cfg.array_prefetch);
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
         let unsharded = Arc::new(UnshardedNamespace::new(
             RawNamespace::new(raw.store().clone()).with_chunk_trees(ttl),

@@ -2,6 +2,7 @@
 //! carries out reads and writes. `RawNamespace` shows the store as it is; other views wrap it.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -10,6 +11,7 @@ use bytes::Bytes;
 
 use super::error::{FsError, FsResult};
 use super::spill::Body;
+use crate::metrics::Ahead;
 use crate::store::{
     join_key, split_key, ByteRange, EntryListing, MetaWanted, PutMode, Store, StoreError,
 };
@@ -110,6 +112,9 @@ pub struct RawNamespace {
     trees: Option<TtlCache<KnownArray>>,
     /// How much of a metadata document its lookup reads (0: the lookup reads nothing).
     metadata_lookup_bytes: u64,
+    /// Arrays whose chunks take at most this much are fetched whole at their first chunk
+    /// read (0: never; see `with_array_prefetch`).
+    array_prefetch: u64,
 }
 
 /// What a metadata document read through the mount says about its array's chunk files.
@@ -118,11 +123,20 @@ struct KnownArray {
     tree: ChunkTree,
     /// An upper estimate of one chunk object's size (`zarr::chunk_tree::stored_chunk_bound`).
     chunk_bound: Option<u64>,
+    /// Its chunks were prefetched (see `with_array_prefetch`), once per reading of the
+    /// metadata document.
+    prefetched: Arc<AtomicBool>,
 }
 
 /// A metadata document's lookup reads up to this much of it (see `with_chunk_trees`); a larger
 /// document gets its true size from the answer and is read as any file is.
 const METADATA_LOOKUP_BYTES: u64 = 1 << 20;
+
+/// An array of more chunk objects than this is never prefetched whole, however small: a
+/// request each would be many requests for one guess.
+const ARRAY_PREFETCH_MAX_CHUNKS: u64 = 256;
+/// Prefetch requests of one array in flight at once.
+const ARRAY_PREFETCH_IN_FLIGHT: usize = 16;
 
 /// Arrays whose chunk trees are kept at once.
 const CHUNK_TREES: usize = 4096;
@@ -138,7 +152,19 @@ impl RawNamespace {
             started: SystemTime::now(),
             trees: None,
             metadata_lookup_bytes: 0,
+            array_prefetch: 0,
         }
+    }
+
+    /// Fetch all the chunks of a small array (at most `bytes` by its metadata's estimate, and
+    /// at most `ARRAY_PREFETCH_MAX_CHUNKS` objects) as soon as its first chunk is looked up,
+    /// each one whole into the object cache, `ARRAY_PREFETCH_IN_FLIGHT` at a time. Readers ask
+    /// for a few chunks at a time (zarr-python 10, zarr-python 2 and most plain readers one),
+    /// one round trip per wave; a small array is most often read whole (coordinates, masks,
+    /// thumbnails), so its later waves are then served from memory. Needs `with_chunk_trees`.
+    pub fn with_array_prefetch(mut self, bytes: u64) -> Self {
+        self.array_prefetch = bytes;
+        self
     }
 
     /// Answer lookups inside the chunk tree of an array whose metadata document was read
@@ -177,12 +203,44 @@ impl RawNamespace {
         self.store.lookup(path).await
     }
 
-    /// What the chunk tree of the nearest known array above `path` says it is.
-    fn tree_lookup(&self, path: &str) -> Option<(TreeLookup, Option<u64>)> {
+    /// What the chunk tree of the nearest known array above `path` says it is, that array's
+    /// directory, and what is known of it.
+    fn tree_lookup<'p>(&self, path: &'p str) -> Option<(TreeLookup, &'p str, KnownArray)> {
         let trees = self.trees.as_ref()?;
         ancestors(path, MAX_TREE_DEPTH).find_map(|(dir, rel)| {
-            trees.get(dir).map(|known| (classify(&known.tree, rel), known.chunk_bound))
+            trees.get(dir).map(|known| (classify(&known.tree, rel), dir, known))
         })
+    }
+
+    /// A chunk of the array at `dir` is being looked up (`looking`): if the array is small
+    /// enough, start fetching its other chunks (see `with_array_prefetch`).
+    fn prefetch_array(&self, dir: &str, known: &KnownArray, looking: &str) {
+        let Some(bound) = known.chunk_bound else { return };
+        let Some(count) = known.tree.chunk_count() else { return };
+        let small = count.saturating_mul(bound) <= self.array_prefetch
+            && (2..=ARRAY_PREFETCH_MAX_CHUNKS).contains(&count)
+            && bound <= self.store.whole_object_limit();
+        if !small || known.prefetched.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let keys: Vec<String> = known
+            .tree
+            .all_chunks()
+            .map(|c| join_key(dir, &known.tree.key(&c)))
+            .filter(|k| k != looking && !self.store.keeps_local_copy(k))
+            .collect();
+        tracing::debug!(array = dir, chunks = keys.len(), "prefetching a small array");
+        let store = self.store.clone();
+        rt.spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(keys)
+                .for_each_concurrent(ARRAY_PREFETCH_IN_FLIGHT, |k| {
+                    let store = store.clone();
+                    async move { store.prefetch(&k, bound, Ahead::Array).await }
+                })
+                .await;
+        });
     }
 
     /// The metadata of a chunk object, found by the cheapest request that also serves the
@@ -215,7 +273,8 @@ impl RawNamespace {
         match ChunkTree::from_metadata(name, data) {
             Some(tree) => {
                 let chunk_bound = stored_chunk_bound(name, data);
-                trees.put(dir.to_string(), KnownArray { tree, chunk_bound })
+                let known = KnownArray { tree, chunk_bound, prefetched: Arc::default() };
+                trees.put(dir.to_string(), known)
             }
             None => trees.forget(dir),
         }
@@ -258,9 +317,10 @@ impl Namespace for RawNamespace {
             return Ok(Some(self.dir_node()));
         }
         match self.tree_lookup(path) {
-            Some((TreeLookup::Dir, _)) => return Ok(Some(self.dir_node())),
-            Some((TreeLookup::ChunkFile, bound)) if !self.is_virtual_dir(path) => {
-                return match self.chunk_meta(path, bound).await {
+            Some((TreeLookup::Dir, ..)) => return Ok(Some(self.dir_node())),
+            Some((TreeLookup::ChunkFile, dir, known)) if !self.is_virtual_dir(path) => {
+                self.prefetch_array(dir, &known, path);
+                return match self.chunk_meta(path, known.chunk_bound).await {
                     Ok(meta) => Ok(meta.map(|meta| self.object_node(path, meta))),
                     Err(StoreError::InvalidKey(..)) => Ok(None),
                     Err(e) => Err(e.into()),
@@ -472,7 +532,7 @@ impl Namespace for RawNamespace {
 
     async fn prefetch(&self, node: &Node) {
         if let Backing::Object { key, .. } = &node.backing {
-            self.store.prefetch(key, node.size).await;
+            self.store.prefetch(key, node.size, Ahead::ScanAhead).await;
         }
     }
 
@@ -683,6 +743,13 @@ mod tests {
     /// reach the backend recorded: the stack a cloud mount has.
     fn cloud_namespace() -> (RawNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>)
     {
+        cloud_namespace_prefetching(0)
+    }
+
+    /// `cloud_namespace` that prefetches arrays of up to `array_prefetch` bytes.
+    fn cloud_namespace_prefetching(
+        array_prefetch: u64,
+    ) -> (RawNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>) {
         use crate::store::backends::object::ObjectStoreBackend;
         use crate::store::layers::cache::{CacheConfig, CachingStore};
         let mem = Arc::new(object_store::memory::InMemory::new());
@@ -694,7 +761,57 @@ mod tests {
             ttl: Duration::from_secs(3600),
         };
         let cached = Arc::new(CachingStore::new(rec.clone(), cfg));
-        (RawNamespace::new(cached).with_chunk_trees(Duration::from_secs(3600)), rec, mem)
+        let ns = RawNamespace::new(cached)
+            .with_chunk_trees(Duration::from_secs(3600))
+            .with_array_prefetch(array_prefetch);
+        (ns, rec, mem)
+    }
+
+    /// The first chunk lookup of a small array starts fetching its other chunks: lookups and
+    /// reads of them then send nothing. Absent chunks stay absent. A larger array, or the
+    /// option off, prefetches nothing; and an array is prefetched once per reading of its
+    /// metadata.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_array_is_fetched_whole_at_its_first_chunk_lookup() {
+        let (ns, rec, mem) = cloud_namespace_prefetching(1 << 20);
+        put_raw(&mem, "a/zarr.json", V3_ARRAY).await;
+        for (k, v) in [("a/c/0/0", "abcd"), ("a/c/0/1", "efgh"), ("a/c/1/0", "ijkl")] {
+            put_raw(&mem, k, v).await;
+        }
+        read_whole(&ns, "a/zarr.json").await;
+        rec.take();
+        assert_eq!(kind(&ns, "a/c/0/0").await, Some(false));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while rec.calls().len() < 4 {
+            assert!(std::time::Instant::now() < deadline, "no prefetch: {:?}", rec.calls());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut calls = rec.take();
+        calls.sort();
+        assert_eq!(calls.len(), 4, "one request per chunk: {calls:?}");
+        for (chunk, bytes) in [("a/c/0/1", b"efgh"), ("a/c/1/0", b"ijkl")] {
+            let node = ns.lookup(chunk).await.unwrap().unwrap();
+            assert_eq!(&ns.read(chunk, &node, 0, 10).await.unwrap()[..], bytes);
+        }
+        assert_eq!(rec.calls(), Vec::<String>::new(), "served from the prefetch");
+        assert_eq!(kind(&ns, "a/c/1/1").await, None);
+        rec.take();
+        // Once per reading of the metadata: the absent chunk is not fetched again.
+        assert_eq!(kind(&ns, "a/c/1/1").await, None);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(rec.take().len(), 1);
+
+        for (budget, why) in [(10_000, "larger than the budget"), (0, "prefetching off")] {
+            let (ns, rec, mem) = cloud_namespace_prefetching(budget);
+            put_raw(&mem, "a/zarr.json", V3_ARRAY).await;
+            put_raw(&mem, "a/c/0/0", "abcd").await;
+            put_raw(&mem, "a/c/0/1", "efgh").await;
+            read_whole(&ns, "a/zarr.json").await;
+            rec.take();
+            assert_eq!(kind(&ns, "a/c/0/0").await, Some(false));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(rec.take().len(), 1, "{why}");
+        }
     }
 
     async fn put_raw(mem: &object_store::memory::InMemory, key: &str, data: &str) {

@@ -176,13 +176,15 @@ impl CacheKind {
     }
 }
 
-/// The two kinds of fetching ahead (the `kind` label of the read-ahead series).
+/// The kinds of fetching ahead (the `kind` label of the read-ahead series).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ahead {
     /// Within one file: a sequential reader's growing window (`fs/readahead.rs`).
     ReadAhead,
     /// Across files: the next files of a directory read in listing order (`fs/scan_ahead.rs`).
     ScanAhead,
+    /// Every chunk of a small array, at its first chunk read (`RawNamespace::with_array_prefetch`).
+    Array,
 }
 
 impl Ahead {
@@ -190,6 +192,7 @@ impl Ahead {
         match self {
             Ahead::ReadAhead => "read_ahead",
             Ahead::ScanAhead => "scan_ahead",
+            Ahead::Array => "array",
         }
     }
 }
@@ -322,6 +325,7 @@ pub struct Metrics {
     caches: Vec<CacheMetrics>,
     read_ahead: AheadMetrics,
     scan_ahead: AheadMetrics,
+    array_ahead: AheadMetrics,
     pub shard_rewrites: IntCounter,
     pub shard_rewrite_chunks: Histogram,
     /// Rewrites that found the shard changed underneath them (compare-and-swap lost).
@@ -505,11 +509,12 @@ impl Metrics {
                 .collect()
         };
 
-        let (read_ahead, scan_ahead) = {
+        let (read_ahead, scan_ahead, array_ahead) = {
             let fetched = counter_vec(
                 "ahead_fetched_bytes_total",
                 "Bytes fetched before a reader asked for them, by kind (read_ahead within a \
-                 file, scan_ahead across the files of a directory).",
+                 file, scan_ahead across the files of a directory, array for the chunks of a \
+                 small array).",
                 &["kind"],
             );
             let used = counter_vec(
@@ -527,7 +532,7 @@ impl Metrics {
                 used: used.with_label_values(&[a.name()]),
                 wasted: wasted.with_label_values(&[a.name()]),
             };
-            (of(Ahead::ReadAhead), of(Ahead::ScanAhead))
+            (of(Ahead::ReadAhead), of(Ahead::ScanAhead), of(Ahead::Array))
         };
 
         let shard_rewrite_chunks = {
@@ -557,6 +562,7 @@ impl Metrics {
             caches,
             read_ahead,
             scan_ahead,
+            array_ahead,
             shard_rewrites: counter(
                 "shard_rewrites_total",
                 "Shards rewritten to store chunk writes made through the unsharded view.",
@@ -618,6 +624,7 @@ impl Metrics {
         match a {
             Ahead::ReadAhead => &self.read_ahead,
             Ahead::ScanAhead => &self.scan_ahead,
+            Ahead::Array => &self.array_ahead,
         }
     }
 

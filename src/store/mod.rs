@@ -262,9 +262,10 @@ pub trait StoreHints: Send + Sync + 'static {
     fn whole_object_limit(&self) -> u64 {
         0
     }
-    /// A hint that `key` (of `size` bytes) will likely be read soon: a store may start
-    /// fetching it now. Errors are not reported; the read itself will meet them.
-    async fn prefetch(&self, _key: &str, _size: u64) {}
+    /// A hint that `key` (of `size` bytes, or at most that when its size is not known yet)
+    /// will likely be read soon: a store may start fetching it now. `why` names the guess in
+    /// the metrics. Errors are not reported; the read itself will meet them.
+    async fn prefetch(&self, _key: &str, _size: u64, _why: crate::metrics::Ahead) {}
     /// A local file holding exactly the bytes of `key` at `version`, for the kernel to read
     /// directly (FUSE passthrough), when this store keeps one (the disk cache's copies).
     /// May block on file I/O: call it off the async runtime.

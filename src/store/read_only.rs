@@ -62,8 +62,8 @@ impl<B: ReadBackend> StoreHints for ReadOnly<B> {
     fn whole_object_limit(&self) -> u64 {
         self.0.whole_object_limit()
     }
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.0.prefetch(key, size).await
+    async fn prefetch(&self, key: &str, size: u64, why: crate::metrics::Ahead) {
+        self.0.prefetch(key, size, why).await
     }
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         self.0.local_copy(key, version)

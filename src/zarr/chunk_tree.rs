@@ -117,6 +117,24 @@ impl ChunkTree {
         self.encoding.decode(rel, self.ndim())
     }
 
+    /// How many chunks the grid has (`None` if that overflows).
+    pub fn chunk_count(&self) -> Option<u64> {
+        self.grid.iter().try_fold(1u64, |n, &g| n.checked_mul(g))
+    }
+
+    /// Every chunk's coordinates, in C order (the last coordinate fastest).
+    pub fn all_chunks(&self) -> impl Iterator<Item = Vec<u64>> + '_ {
+        let count = if self.grid.contains(&0) { 0 } else { self.chunk_count().unwrap_or(0) };
+        (0..count).map(move |mut i| {
+            let mut coords = vec![0; self.grid.len()];
+            for (c, &g) in coords.iter_mut().zip(&self.grid).rev() {
+                *c = i % g;
+                i /= g;
+            }
+            coords
+        })
+    }
+
     /// The chunk a path names: a chunk key inside the grid.
     pub fn chunk(&self, rel: &str) -> Option<Vec<u64>> {
         self.key_coords(rel).filter(|c| self.contains(c))
@@ -286,6 +304,20 @@ mod tests {
 
     fn dir(fixed: &[u64], children: Children) -> Option<TreeDir> {
         Some(TreeDir { fixed: fixed.to_vec(), children })
+    }
+
+    #[test]
+    fn all_chunks_in_c_order() {
+        let t = ChunkTree::new(D_SLASH, vec![2, 3]);
+        let all: Vec<Vec<u64>> = t.all_chunks().collect();
+        assert_eq!(all, [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]);
+        assert_eq!(t.chunk_count(), Some(6));
+        assert_eq!(
+            ChunkTree::new(D_SLASH, vec![]).all_chunks().collect::<Vec<_>>(),
+            [Vec::<u64>::new()]
+        );
+        assert_eq!(ChunkTree::new(D_SLASH, vec![4, 0]).all_chunks().count(), 0);
+        assert_eq!(ChunkTree::new(D_SLASH, vec![u64::MAX, 3]).chunk_count(), None);
     }
 
     #[test]

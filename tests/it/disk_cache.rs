@@ -302,6 +302,14 @@ fn cache_flags_are_checked_before_anything_is_mounted() {
     assert!(!common::is_mounted(&mnt.canonicalize().unwrap()));
 }
 
+/// The `zarr.json` of a `side` x `side` uint8 array in 2 x 2 chunks, stored raw (`c/Y/X`).
+fn uint8_array_of_2x2_chunks(side: u64) -> Vec<u8> {
+    format!(
+        r#"{{"zarr_format":3,"node_type":"array","shape":[{side},{side}],"data_type":"uint8","chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":[2,2]}}}},"chunk_key_encoding":{{"name":"default","configuration":{{"separator":"/"}}}},"fill_value":0,"codecs":[{{"name":"bytes"}}]}}"#
+    )
+    .into_bytes()
+}
+
 /// The raw view over an array on S3: once its `zarr.json` was read, the directories of its
 /// chunk tree cost no request and a chunk file one HEAD (no LIST); names outside the grid are
 /// still asked for. A remount on the warm cache directory then reads the array without a
@@ -311,7 +319,7 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     let Some(moto) = S3::start(S3Server::Moto) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
-    let meta = br#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+    let meta = &uint8_array_of_2x2_chunks(4)[..];
     let objects: Vec<(String, Vec<u8>)> = vec![
         ("pre/zarr.json".into(), meta.to_vec()),
         ("pre/c/0/0".into(), vec![1, 2, 3, 4]),
@@ -319,7 +327,18 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     ];
     moto.put_all(&objects);
     let mnt = tmp.path().join("mnt");
-    let args = ["--view", "raw", "--cache-dir", cache.to_str().unwrap(), "--metadata-ttl", "60"];
+    // Request by request: no prefetch of the array's other chunks (next test).
+    let cache_dir = cache.to_str().unwrap();
+    let args = [
+        "--view",
+        "raw",
+        "--cache-dir",
+        cache_dir,
+        "--metadata-ttl",
+        "60",
+        "--array-prefetch",
+        "0",
+    ];
     let mut m = mount(&moto, &mnt, &args);
     let from = moto.log().len();
     assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
@@ -373,6 +392,56 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     assert!(!m.path(".zarray").exists() && !m.path(".zattrs").exists());
     assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [1, 2, 3, 4]);
     assert_eq!(std::fs::read(m.path("c/1/1")).unwrap(), [5, 6, 7, 8]);
+    let reqs = moto.requests_since(from);
+    assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
+    m.stop();
+}
+
+/// The first chunk read of a small array fetches all its chunks at once (`--array-prefetch`):
+/// the other chunks are then read with no request, and they land in the disk cache too, so
+/// a warm remount reads every chunk without a request.
+#[test]
+fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
+    let Some(moto) = S3::start(S3Server::Moto) else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let meta = &uint8_array_of_2x2_chunks(6)[..];
+    let mut objects: Vec<(String, Vec<u8>)> = vec![("pre/zarr.json".into(), meta.to_vec())];
+    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
+        objects.push((format!("pre/c/{y}/{x}"), vec![i as u8; 4]));
+    }
+    moto.put_all(&objects);
+    let mnt = cache.path().join("mnt");
+    let dir = cache.path().join("cache");
+    let args = ["--cache-dir", dir.to_str().unwrap(), "--metadata-ttl", "60"];
+    let mut m = mount(&moto, &mnt, &args);
+    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [0; 4]);
+    // The other 8 chunks were asked for together with the first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let chunk_gets = || {
+        let reqs = moto.requests_since(0);
+        reqs.iter().filter(|r| r.starts_with("GET /bkt/pre/c/")).count()
+    };
+    while chunk_gets() < 9 {
+        assert!(std::time::Instant::now() < deadline, "no prefetch: {:#?}", moto.requests_since(0));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let from = moto.log().len();
+    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
+        assert_eq!(std::fs::read(m.path(&format!("c/{y}/{x}"))).unwrap(), [i as u8; 4]);
+    }
+    let reqs = moto.requests_since(from);
+    assert!(reqs.is_empty(), "chunks read after the prefetch: {reqs:#?}");
+    assert_eq!(chunk_gets(), 9, "one GET per chunk: {:#?}", moto.requests_since(0));
+    m.stop();
+    drop(m);
+
+    let from = moto.log().len();
+    let mut m = mount(&moto, &mnt, &args);
+    assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
+    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
+        assert_eq!(std::fs::read(m.path(&format!("c/{y}/{x}"))).unwrap(), [i as u8; 4]);
+    }
     let reqs = moto.requests_since(from);
     assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
     m.stop();

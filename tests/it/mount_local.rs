@@ -259,6 +259,9 @@ fn bad_arguments_are_refused_before_mounting() {
         Command::new(BIN).arg(&src).arg(&mnt).args(["--view", "v3"]).output().unwrap();
     assert_eq!(unknown_view.status.code(), Some(2));
     assert!(!is_mounted(&mnt));
+    let lots = [os(&src), os(&mnt), "--array-prefetch".into(), "lots".into()];
+    let lots: Vec<&std::ffi::OsStr> = lots.iter().map(|s| s.as_os_str()).collect();
+    assert!(refused(&lots).contains("--array-prefetch"));
     // Already a mount point.
     let m = Mount::start(&src, &mnt, &["--view", "raw"]);
     assert!(refused(&[&os(&src), &os(&m.mnt)]).contains("already a mount point"));

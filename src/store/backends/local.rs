@@ -616,7 +616,7 @@ impl StoreHints for LocalStore {
 
     /// The kernel reads the file into its page cache in the background (`POSIX_FADV_WILLNEED`),
     /// so the read that follows finds it there instead of waiting for the disk.
-    async fn prefetch(&self, key: &str, size: u64) {
+    async fn prefetch(&self, key: &str, size: u64, _why: crate::metrics::Ahead) {
         let key = key.to_string();
         let len = size.min(PREFETCH_BYTES) as libc::off_t;
         let r = self
@@ -867,9 +867,12 @@ mod tests {
                 panic!("reading {name:?} hung");
             };
             assert!(matches!(read, Err(StoreError::NotFound(_))), "{name}: {read:?}");
-            if tokio::time::timeout(Duration::from_secs(5), s.prefetch(name, 1 << 20))
-                .await
-                .is_err()
+            if tokio::time::timeout(
+                Duration::from_secs(5),
+                s.prefetch(name, 1 << 20, crate::metrics::Ahead::ScanAhead),
+            )
+            .await
+            .is_err()
             {
                 // SAFETY: as above.
                 unsafe {

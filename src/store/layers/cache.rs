@@ -22,6 +22,7 @@ use lru::LruCache;
 
 use crate::flight_lru::FlightLru;
 use crate::locks::lock;
+use crate::metrics::Ahead;
 
 use crate::store::{
     ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
@@ -76,9 +77,9 @@ struct Entry {
     data: Bytes,
     meta: ObjectMeta,
     confirmed: Instant,
-    /// Fetched by `prefetch` (scan-ahead) and not read since: counted as used bytes at its
-    /// first read, as wasted if it leaves the cache unread.
-    prefetched: bool,
+    /// Fetched by `prefetch` (for this reason) and not read since: counted as used bytes at
+    /// its first read, as wasted if it leaves the cache unread.
+    prefetched: Option<Ahead>,
 }
 
 type Fetched = Option<(Bytes, ObjectMeta)>;
@@ -164,9 +165,8 @@ impl CachingStore {
     /// A cached copy that may be used now; a stale one is confirmed with a HEAD first.
     async fn cached(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let held = self.objects.get_with(key, |e| {
-            if std::mem::take(&mut e.prefetched) {
-                let ahead = crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
-                ahead.used.inc_by(e.data.len() as u64);
+            if let Some(why) = e.prefetched.take() {
+                crate::metrics::global().ahead(why).used.inc_by(e.data.len() as u64);
             }
             (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl)
         });
@@ -190,20 +190,31 @@ impl CachingStore {
 
     /// Fetch the whole object once, however many callers ask at the same time.
     async fn fetch_whole(&self, key: &str) -> StoreResult<Fetched> {
-        let fetch = || self.inner.get_ranged(key, ByteRange::Range(0..u64::MAX));
+        self.fetch_within(key, u64::MAX).await
+    }
+
+    /// Fetch the first `limit` bytes of an object expected to be no larger (an upper estimate
+    /// of its size), once however many callers ask at the same time; kept only if that was
+    /// all of it. Whoever joins a fetch gets what it fetched, which may be less than whole.
+    async fn fetch_within(&self, key: &str, limit: u64) -> StoreResult<Fetched> {
+        let fetch = || self.inner.get_ranged(key, ByteRange::Range(0..limit));
         let result = self.objects.load(key, fetch, |r| self.entry(r.as_ref()?)).await?;
         self.observe(key, result.as_ref().map(|(_, m)| m));
         Ok(result)
     }
 
-    /// What to keep of a whole object read, and its size: nothing over the object limit.
+    /// What to keep of an object read from its start, and its size: nothing over the object
+    /// limit, nothing but the whole object.
     fn entry(&self, (data, meta): &(Bytes, ObjectMeta)) -> Option<(Entry, u64)> {
         let size = data.len() as u64;
+        if size != meta.size {
+            return None;
+        }
         let entry = Entry {
             data: data.clone(),
             meta: meta.clone(),
             confirmed: Instant::now(),
-            prefetched: false,
+            prefetched: None,
         };
         (size <= self.cfg.object_limit).then_some((entry, size))
     }
@@ -223,6 +234,20 @@ impl CachingStore {
                 .await?
                 .map(|(data, meta)| (slice(&data, &range), meta)));
         }
+        // The start of an object of unknown size, as much as it is expected to hold at most
+        // (a chunk's lookup, `RawNamespace::chunk_meta`): shared with a prefetch of it.
+        if let ByteRange::Range(r) = &range {
+            let bounded = r.start == 0 && r.end <= self.cfg.object_limit;
+            if bounded && self.cfg.capacity > 0 && self.sizes().peek(key).is_none() {
+                match self.fetch_within(key, r.end).await? {
+                    Some((data, meta)) if data.len() as u64 == meta.size.min(r.end) => {
+                        return Ok(Some((slice(&data, &range), meta)));
+                    }
+                    None => return Ok(None),
+                    Some(_) => {} // a shorter fetch was joined: read it here
+                }
+            }
+        }
         let epoch = self.objects.epoch();
         let r = self.inner.get_ranged(key, range).await?;
         self.observe(key, r.as_ref().map(|(_, m)| m));
@@ -241,8 +266,8 @@ impl CachingStore {
 /// `e` left the cache (evicted, replaced or invalidated).
 fn left(e: &Entry) {
     let n = e.data.len() as u64;
-    if e.prefetched {
-        crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead).wasted.inc_by(n);
+    if let Some(why) = e.prefetched {
+        crate::metrics::global().ahead(why).wasted.inc_by(n);
     }
 }
 
@@ -394,24 +419,26 @@ impl crate::store::layers::Layer for CachingStore {
     }
 
     /// Small objects are fetched whole into the cache (sharing a fetch already under way);
-    /// larger ones are left to their reads.
-    async fn prefetch(&self, key: &str, _size: u64) {
-        if !self.wants_whole(key) || self.objects.contains(key) {
+    /// larger ones are left to their reads. `size` may be an upper estimate of an object of
+    /// unknown size (`RawNamespace`'s prefetch of a small array's chunks).
+    async fn prefetch(&self, key: &str, size: u64, why: Ahead) {
+        let known_large = self.sizes().peek(key).is_some_and(|(s, _)| *s > self.cfg.object_limit);
+        let small = self.wants_whole(key) || size <= self.cfg.object_limit;
+        if self.cfg.capacity == 0 || known_large || !small || self.objects.contains(key) {
             return;
         }
-        match self.fetch_whole(key).await {
-            Ok(Some((data, _))) => {
+        let limit = if self.wants_whole(key) { u64::MAX } else { size };
+        match self.fetch_within(key, limit).await {
+            Ok(Some((data, meta))) if data.len() as u64 == meta.size => {
                 // Only if it was kept (and is still the fetched copy): else nothing is held.
                 self.objects.peek_with(key, |e| {
                     if e.data.len() == data.len() {
-                        e.prefetched = true;
-                        let ahead =
-                            crate::metrics::global().ahead(crate::metrics::Ahead::ScanAhead);
-                        ahead.fetched.inc_by(data.len() as u64);
+                        e.prefetched = Some(why);
+                        crate::metrics::global().ahead(why).fetched.inc_by(data.len() as u64);
                     }
                 });
             }
-            Ok(None) => {}
+            Ok(_) => {}
             Err(e) => tracing::debug!(key = ?key, error = %e, "prefetch failed"),
         }
     }
@@ -422,6 +449,7 @@ mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::{RecordingStore, READS};
+    use crate::store::StoreHints;
 
     /// A cache over a recording in-memory store whose reads each take `delay`.
     fn setup(
@@ -509,6 +537,44 @@ mod tests {
         assert_eq!(cache.get_range("k", 6..11).await.unwrap().as_ref(), b"world");
         assert_eq!(cache.get_range("k", 0..11).await.unwrap().as_ref(), b"hello world");
         assert_eq!(c.count(&READS), 2);
+    }
+
+    /// A chunk's lookup reads as much as the metadata bounds it to (`0..bound`): one fetch
+    /// with a prefetch of the same chunk under way, and the bytes asked for whatever the
+    /// object's true size.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_bounded_read_shares_a_prefetch_of_an_object_of_unknown_size() {
+        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
+        c.put("chunk", Bytes::from(vec![9u8; 300])).await.unwrap();
+        let ahead = {
+            let cache = cache.clone();
+            tokio::spawn(
+                async move { StoreHints::prefetch(&*cache, "chunk", 400, Ahead::Array).await },
+            )
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (data, meta) =
+            cache.get_ranged("chunk", ByteRange::Range(0..400)).await.unwrap().unwrap();
+        ahead.await.unwrap();
+        assert_eq!((data.len(), meta.size), (300, 300));
+        assert_eq!(c.count(&READS), 1, "the lookup joined the prefetch");
+        assert_eq!(cache.get("chunk").await.unwrap().len(), 300);
+        assert_eq!(c.count(&READS), 1, "kept whole");
+
+        // A bound below the true size: the bytes asked for, nothing kept; a prefetch with too
+        // small a bound keeps nothing either.
+        c.put("larger", Bytes::from(vec![4u8; 700])).await.unwrap();
+        StoreHints::prefetch(&*cache, "larger", 500, Ahead::Array).await;
+        assert_eq!(cache.cached_objects(), 1);
+        let (data, meta) =
+            cache.get_ranged("larger", ByteRange::Range(0..600)).await.unwrap().unwrap();
+        assert_eq!((data.len(), meta.size), (600, 700));
+        // Over the object limit (1000 here): never prefetched.
+        c.put("huge", Bytes::from(vec![1u8; 2000])).await.unwrap();
+        let before = c.count(&READS);
+        StoreHints::prefetch(&*cache, "huge", 2000, Ahead::Array).await;
+        assert_eq!(c.count(&READS), before);
+        assert!(cache.get_ranged("absent", ByteRange::Range(0..10)).await.unwrap().is_none());
     }
 
     #[tokio::test]

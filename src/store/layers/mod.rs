@@ -120,8 +120,8 @@ pub trait Layer: Send + Sync + 'static {
     fn whole_object_limit(&self) -> u64 {
         self.inner().whole_object_limit()
     }
-    async fn prefetch(&self, key: &str, size: u64) {
-        self.inner().prefetch(key, size).await
+    async fn prefetch(&self, key: &str, size: u64, why: crate::metrics::Ahead) {
+        self.inner().prefetch(key, size, why).await
     }
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         self.inner().local_copy(key, version)
@@ -149,8 +149,8 @@ impl<L: Layer> StoreHints for L {
     fn whole_object_limit(&self) -> u64 {
         Layer::whole_object_limit(self)
     }
-    async fn prefetch(&self, key: &str, size: u64) {
-        Layer::prefetch(self, key, size).await
+    async fn prefetch(&self, key: &str, size: u64, why: crate::metrics::Ahead) {
+        Layer::prefetch(self, key, size, why).await
     }
     fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
         Layer::local_copy(self, key, version)
