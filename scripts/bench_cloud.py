@@ -15,6 +15,11 @@ measured at each delay, in one run, against a baseline measured the same way:
      from s3s-fs instead of moto: s3s-fs reads each range from a file, where moto answers every
      ranged GET from one in-memory copy of the whole object (which penalises many part GETs).
   4. peak RSS (VmHWM) of the daemon with and without the disk cache in 1. and 3.
+  6. (part `chunks`) an unsharded array of 64 chunks (SHAPE x SHAPE float32, 256 x 256 chunks)
+     read whole, no disk cache, each contender on a fresh mount, alternated over rounds
+     (medians): zarr-python 3 through the raw and default views and zarr-python 2 (v2 array,
+     raw view, from .venv-zarr2 when present), each with --array-prefetch 0 and its default,
+     against zarr-python 3's obstore store (see bench_chunks).
   5. `rclone mount` of the same S3 prefix through the same proxy (its defaults: no VFS cache,
      chunked ranged reads), a fresh mount and a cold page cache, in 1. and 3., when `rclone` is
      on PATH (scripts/bench.sh --cloud installs it); ratios vs rclone are printed in the same run.
@@ -163,6 +168,8 @@ def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, loca
             bench_files(binary, work, proxy, delay, nfiles, local_files)
         if "zarr" in parts:
             bench_zarr(binary, work, proxy, delay, ref)
+        if "chunks" in parts:
+            bench_chunks(binary, work, proxy, ref)
         if "big" in parts and big_server == "moto":
             bench_big(binary, work, proxy, delay, big_mib, "moto", single_stream_get, lambda: None)
     if "big" in parts and big_server != "moto":
@@ -294,6 +301,65 @@ def bench_zarr(binary, work: Path, proxy, delay, ref):
         shutil.rmtree(zcache, ignore_errors=True)
 
 
+ZARR2_PYTHON = REPO / ".venv-zarr2" / "bin" / "python"
+# zarr-python 2 in its own venv: open the array at argv[1], read it whole, print milliseconds.
+ZARR2_READ = """
+import sys, time, zarr
+t = time.perf_counter(); x = zarr.open_array(sys.argv[1], mode="r")[:]
+print((time.perf_counter() - t) * 1000, x.sum(dtype="float64"))
+"""
+
+
+def bench_chunks(binary, work: Path, proxy, ref, rounds=5):
+    """6. The 64-chunk arrays `chunks.zarr` (v3) and `chunks2.zarr` (v2), whole, through fresh
+    mounts without a disk cache, with and without --array-prefetch; rounds alternate the
+    contenders and the medians are compared (the machine's noise hits all of them alike)."""
+    import statistics
+    from obstore.store import S3Store
+    mnt = work / "mnt"
+
+    def obstore_read():
+        store = zarr.storage.ObjectStore(S3Store(
+            "bench", prefix="chunks.zarr", endpoint=proxy.url, access_key_id="test", secret_access_key="test",
+            region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}),
+            read_only=True)
+        return timed(lambda: np.array_equal(zarr.open_array(store, mode="r")[:], ref) or sys.exit("bad read"))
+
+    def zarr3_read(view_args, extra):
+        with Mounted(binary, "s3://bench/chunks.zarr", mnt, *mount_args(proxy, *view_args, *extra), env=S3_ENV):
+            return timed(lambda: np.array_equal(zarr.open_array(str(mnt), mode="r")[:], ref) or sys.exit("bad read"))
+
+    want = float(ref.sum(dtype="float64"))
+
+    def zarr2_read(extra):
+        with Mounted(binary, "s3://bench/chunks2.zarr", mnt, *mount_args(proxy, "--view", "raw", *extra),
+                     env=S3_ENV):
+            out = subprocess.run([str(ZARR2_PYTHON), "-c", ZARR2_READ, str(mnt)], capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"zarr-python 2: {out.stderr}")
+            ms, total = out.stdout.split()
+            if abs(float(total) - want) > 1e-3 * abs(want) + 1e-3:
+                sys.exit("zarr-python 2: bad read")
+            return float(ms) / 1000
+
+    obstore_read()  # connections up, as a long-running reader has them
+    contenders = {"obstore": obstore_read}
+    for label, view_args in [("raw", ["--view", "raw"]), ("default", [])]:
+        contenders[f"zarr 3, {label} view, no array prefetch"] = (
+            lambda v=view_args: zarr3_read(v, ["--array-prefetch", "0"]))
+        contenders[f"zarr 3, {label} view, array prefetch"] = lambda v=view_args: zarr3_read(v, [])
+    if ZARR2_PYTHON.exists():
+        contenders["zarr 2, raw view, no array prefetch"] = lambda: zarr2_read(["--array-prefetch", "0"])
+        contenders["zarr 2, raw view, array prefetch"] = lambda: zarr2_read([])
+    times = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, run in contenders.items():
+            times[name].append(run())
+    base = statistics.median(times.pop("obstore"))
+    for name, ts in times.items():
+        ratio_line(f"64 chunks, {name} vs obstore", base, statistics.median(ts), ref.nbytes)
+
+
 def bench_big(binary, work: Path, proxy, delay, big_mib, server, get_one, warm):
     """3. one large object, sequential, through `proxy`. `warm` puts the server's copy of it back
     in the page cache after the caches were dropped (a real store's disks are not ours: the
@@ -334,7 +400,8 @@ def main():
     ap.add_argument("--files", type=int, default=128, help="how many 1 MiB objects")
     ap.add_argument("--big-mib", type=int, default=1024, help="size of the large object in MiB")
     ap.add_argument("--shape", type=int, default=2048, help="the array is SHAPE x SHAPE float32")
-    ap.add_argument("--parts", default="files,zarr,big", help="which parts to run (files, zarr, big)")
+    ap.add_argument("--parts", default="files,zarr,big",
+                    help="which parts to run (files, zarr, big, chunks)")
     ap.add_argument("--big-server", default="moto", choices=["moto", "s3s-fs"],
                     help="the server of the large object (3.)")
     ap.add_argument("--conn-mbps", type=float, default=0.0,
@@ -374,6 +441,18 @@ def main():
                                       dtype="float32", compressors=zarr.codecs.ZstdCodec(level=1))
                 ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
                 a[:] = ref
+            if "chunks" in parts:
+                import numcodecs
+                from obstore.store import S3Store
+                n = args.shape
+                ref = np.random.default_rng(6).standard_normal((n, n), dtype="float32")
+                for name, fmt, codec in [("chunks.zarr", 3, zarr.codecs.ZstdCodec(level=1)),
+                                         ("chunks2.zarr", 2, numcodecs.Zstd(level=1))]:
+                    store = zarr.storage.ObjectStore(S3Store(
+                        "bench", prefix=name, endpoint=s3.url, access_key_id="test", secret_access_key="test",
+                        region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
+                    zarr.create_array(store, shape=(n, n), chunks=(256, 256), dtype="float32", zarr_format=fmt,
+                                      compressors=codec)[:] = ref
             for d in [float(x) for x in args.delays.split(",")]:
                 bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server,
                             args.conn_mbps)
