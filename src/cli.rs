@@ -80,9 +80,9 @@ pub struct Args {
     /// Default: 1/8 of RAM, at most 2G.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
-    /// A small array (its chunk objects at most this much by its metadata, at most 256 of
-    /// them) is fetched whole into memory at its first chunk read through the raw or default
-    /// view, e.g. 64M; 0 disables. Default: 32M (at most a quarter of --cache-size).
+    /// On an object store, a small array (its chunk objects at most this much by its
+    /// metadata, at most 256 of them) is fetched whole into memory at its first chunk read,
+    /// e.g. 64M; 0 disables. Default: 32M (at most a quarter of --cache-size).
     #[arg(long, value_name = "SIZE")]
     pub array_prefetch: Option<String>,
     /// Keep bytes read from an object store (or a remote zip) in this directory, across

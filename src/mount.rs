@@ -270,7 +270,9 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         RawNamespace::new(store).with_chunk_trees(ttl).with_array_prefetch(cfg.array_prefetch);
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
         let unsharded = Arc::new(UnshardedNamespace::new(
-            RawNamespace::new(raw.store().clone()).with_chunk_trees(ttl),
+            RawNamespace::new(raw.store().clone())
+                .with_chunk_trees(ttl)
+                .with_array_prefetch(cfg.array_prefetch),
             ttl,
         ));
         let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;

@@ -399,7 +399,7 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
 
 /// The first chunk read of a small array fetches all its chunks at once (`--array-prefetch`):
 /// the other chunks are then read with no request, and they land in the disk cache too, so
-/// a warm remount reads every chunk without a request.
+/// a warm remount reads every chunk without a request. The v2 view does the same.
 #[test]
 fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
     let Some(moto) = S3::start(S3Server::Moto) else { return };
@@ -444,6 +444,23 @@ fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
     }
     let reqs = moto.requests_since(from);
     assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
+    m.stop();
+    drop(m);
+
+    // The v2 view (zarr-python 2 reading a v3 array) prefetches the same way.
+    let mut m = mount(&moto, &mnt, &["--view", "v2", "--metadata-ttl", "60"]);
+    assert!(std::fs::read(m.path(".zarray")).is_ok());
+    assert_eq!(std::fs::read(m.path("0/0")).unwrap(), [0; 4]);
+    while chunk_gets() < 18 {
+        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let from = moto.log().len();
+    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
+        assert_eq!(std::fs::read(m.path(&format!("{y}/{x}"))).unwrap(), [i as u8; 4]);
+    }
+    let reqs = moto.requests_since(from);
+    assert!(reqs.is_empty(), "v2 view: chunks read after the prefetch: {reqs:#?}");
     m.stop();
 }
 
