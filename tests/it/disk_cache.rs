@@ -405,11 +405,35 @@ fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
     let Some(moto) = S3::start(S3Server::Moto) else { return };
     let cache = tempfile::tempdir().unwrap();
     let meta = &uint8_array_of_2x2_chunks(6)[..];
+    // Chunk (y, x) of the 3 x 3 grid holds 4 bytes of its number in C order.
+    let chunks = || (0..3u8).flat_map(|y| (0..3u8).map(move |x| (y, x, vec![y * 3 + x; 4])));
     let mut objects: Vec<(String, Vec<u8>)> = vec![("pre/zarr.json".into(), meta.to_vec())];
-    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
-        objects.push((format!("pre/c/{y}/{x}"), vec![i as u8; 4]));
-    }
+    objects.extend(chunks().map(|(y, x, bytes)| (format!("pre/c/{y}/{x}"), bytes)));
     moto.put_all(&objects);
+    let chunk_gets = || {
+        let reqs = moto.requests_since(0);
+        reqs.iter().filter(|r| r.starts_with("GET /bkt/pre/c/")).count()
+    };
+    let wait_for_chunk_gets = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while chunk_gets() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no prefetch: {:#?}",
+                moto.requests_since(0)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    // Every chunk read through `m` (at `prefix`y/x) with no request to the store.
+    let read_all_from_memory = |m: &Mount, prefix: &str, what: &str| {
+        let from = moto.log().len();
+        for (y, x, bytes) in chunks() {
+            assert_eq!(std::fs::read(m.path(&format!("{prefix}{y}/{x}"))).unwrap(), bytes);
+        }
+        let reqs = moto.requests_since(from);
+        assert!(reqs.is_empty(), "{what}: {reqs:#?}");
+    };
     let mnt = cache.path().join("mnt");
     let dir = cache.path().join("cache");
     let args = ["--cache-dir", dir.to_str().unwrap(), "--metadata-ttl", "60"];
@@ -417,33 +441,15 @@ fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
     assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
     assert_eq!(std::fs::read(m.path("c/0/0")).unwrap(), [0; 4]);
     // The other 8 chunks were asked for together with the first.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let chunk_gets = || {
-        let reqs = moto.requests_since(0);
-        reqs.iter().filter(|r| r.starts_with("GET /bkt/pre/c/")).count()
-    };
-    while chunk_gets() < 9 {
-        assert!(std::time::Instant::now() < deadline, "no prefetch: {:#?}", moto.requests_since(0));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let from = moto.log().len();
-    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
-        assert_eq!(std::fs::read(m.path(&format!("c/{y}/{x}"))).unwrap(), [i as u8; 4]);
-    }
-    let reqs = moto.requests_since(from);
-    assert!(reqs.is_empty(), "chunks read after the prefetch: {reqs:#?}");
+    wait_for_chunk_gets(9);
+    read_all_from_memory(&m, "c/", "chunks read after the prefetch");
     assert_eq!(chunk_gets(), 9, "one GET per chunk: {:#?}", moto.requests_since(0));
     m.stop();
     drop(m);
 
-    let from = moto.log().len();
     let mut m = mount(&moto, &mnt, &args);
     assert_eq!(std::fs::read(m.path("zarr.json")).unwrap(), meta);
-    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
-        assert_eq!(std::fs::read(m.path(&format!("c/{y}/{x}"))).unwrap(), [i as u8; 4]);
-    }
-    let reqs = moto.requests_since(from);
-    assert!(reqs.is_empty(), "requests of a warm remount: {reqs:#?}");
+    read_all_from_memory(&m, "c/", "a warm remount");
     m.stop();
     drop(m);
 
@@ -451,16 +457,8 @@ fn a_small_array_is_fetched_whole_at_its_first_chunk_read() {
     let mut m = mount(&moto, &mnt, &["--view", "v2", "--metadata-ttl", "60"]);
     assert!(std::fs::read(m.path(".zarray")).is_ok());
     assert_eq!(std::fs::read(m.path("0/0")).unwrap(), [0; 4]);
-    while chunk_gets() < 18 {
-        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(10));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let from = moto.log().len();
-    for (i, (y, x)) in (0..3).flat_map(|y| (0..3).map(move |x| (y, x))).enumerate() {
-        assert_eq!(std::fs::read(m.path(&format!("{y}/{x}"))).unwrap(), [i as u8; 4]);
-    }
-    let reqs = moto.requests_since(from);
-    assert!(reqs.is_empty(), "v2 view: chunks read after the prefetch: {reqs:#?}");
+    wait_for_chunk_gets(18);
+    read_all_from_memory(&m, "", "v2 view: chunks read after the prefetch");
     m.stop();
 }
 
