@@ -558,7 +558,7 @@ fn is_array_doc(name: &str) -> bool {
 }
 
 impl RawNamespace {
-    fn object_node(&self, key: &str, meta: crate::store::ObjectMeta) -> Node {
+    pub(super) fn object_node(&self, key: &str, meta: crate::store::ObjectMeta) -> Node {
         Node {
             size: meta.size,
             modified: meta.modified,

@@ -39,6 +39,9 @@ pub struct UnshardedNamespace {
     raw: RawNamespace,
     store: Arc<dyn Store>,
     kinds: TtlCache<DirKind>,
+    /// The `zarr.json` each directory's kind was read from, or `None` where there was none
+    /// (see `lookup`).
+    docs: TtlCache<Option<crate::store::ObjectMeta>>,
     indexes: Arc<ShardIndexCache>,
     writer: ShardWriter,
 }
@@ -59,11 +62,18 @@ impl DirWalk for UnshardedNamespace {
     async fn read_kind(&self, dir: &str) -> FsResult<DirKind> {
         let key = join_key(dir, "zarr.json");
         let range = crate::store::ByteRange::Range(0..u64::MAX);
+        self.docs.forget(dir);
         match self.store.get_ranged(&key, range).await {
-            Ok(Some((bytes, meta))) => Ok(classify(dir, &bytes, meta.modified)),
-            Ok(None) | Err(StoreError::NotFound(_)) | Err(StoreError::IsADirectory(_)) => {
+            Ok(Some((bytes, meta))) => {
+                let kind = classify(dir, &bytes, meta.modified);
+                self.docs.put(dir.to_string(), Some(meta));
+                Ok(kind)
+            }
+            Ok(None) | Err(StoreError::NotFound(_)) => {
+                self.docs.put(dir.to_string(), None);
                 Ok(DirKind::Other)
             }
+            Err(StoreError::IsADirectory(_)) => Ok(DirKind::Other),
             Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => {
                 Ok(DirKind::Other)
             }
@@ -90,11 +100,13 @@ impl UnshardedNamespace {
             raw,
             store,
             kinds: TtlCache::new(DIR_KIND_CACHE, ttl),
+            docs: TtlCache::new(DIR_KIND_CACHE, ttl),
         }
     }
 
     fn forget_kind(&self, dir: &str) {
         self.kinds.forget(dir);
+        self.docs.forget(dir);
     }
 
     /// The state of the shard holding inner chunk `coords`, and the local entry index.
@@ -401,7 +413,12 @@ impl Namespace for UnshardedNamespace {
         // directories' zarr.json instead of after them: zarr-python asks for zarr.json,
         // .zarray and .zattrs at once, and would otherwise wait two round trips. The early
         // answer is used only where the walk agrees it is the raw store's.
-        let early = is_v2_metadata_doc(split_key(path).1).then(|| self.raw.lookup(path));
+        let (dir, name) = split_key(path);
+        let early = is_v2_metadata_doc(name).then(|| self.raw.lookup(path));
+        // The zarr.json of a directory not classified yet: the walk below reads it (with any
+        // concurrent walk of the same directory) to classify the directory. What it found
+        // answers the lookup: a second read of it would cost another round trip.
+        let walk_reads_it = name == "zarr.json" && self.kinds.get(dir).is_none();
         let (place, early) = match early {
             Some(raw) => {
                 let (place, raw) = tokio::join!(self.place(path), raw);
@@ -418,12 +435,15 @@ impl Namespace for UnshardedNamespace {
             (Place::InArray { array, rel, .. }, _) => self.lookup_in_array(&array, &rel).await,
             (Place::Outside { .. }, Some(raw)) => raw,
             (Place::Outside { parent: parent_kind }, None) => {
-                if split_key(path).1 == "zarr.json" {
+                if name == "zarr.json" {
                     if let DirKind::Group { rewritten: Some(bytes), modified } = &parent_kind {
                         return Ok(Some(Node::generated(bytes, *modified)));
                     }
                 }
-                self.raw.lookup(path).await
+                match self.docs.get(dir).filter(|_| walk_reads_it) {
+                    Some(found) => Ok(found.map(|meta| self.raw.object_node(path, meta))),
+                    None => self.raw.lookup(path).await,
+                }
             }
         }
     }
@@ -608,5 +628,64 @@ impl Namespace for UnshardedNamespace {
     /// Files passed through are whole objects of the store; inner chunks are not.
     fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
         self.raw.local_copy(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::namespace::{read_all, Namespace};
+    use crate::store::backends::object::ObjectStoreBackend;
+    use crate::store::layers::cache::{CacheConfig, CachingStore};
+    use crate::store::layers::recording::RecordingStore;
+    use object_store::ObjectStoreExt;
+
+    const PLAIN_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+
+    /// The view over an object store (in memory) behind the memory cache, with the requests
+    /// that reach the store recorded.
+    fn cloud_view() -> (UnshardedNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>)
+    {
+        let mem = Arc::new(object_store::memory::InMemory::new());
+        let backend = ObjectStoreBackend::new(mem.clone(), "", "memory://test".into());
+        let rec = Arc::new(RecordingStore::new(Arc::new(backend)));
+        let ttl = Duration::from_secs(3600);
+        let cfg = CacheConfig { capacity: 64 << 20, object_limit: 8 << 20, ttl };
+        let cached = Arc::new(CachingStore::new(rec.clone(), cfg));
+        let view = UnshardedNamespace::new(RawNamespace::new(cached).with_chunk_trees(ttl), ttl);
+        (view, rec, mem)
+    }
+
+    async fn put(mem: &object_store::memory::InMemory, key: &str, data: &str) {
+        let payload = object_store::PutPayload::from(data.as_bytes().to_vec());
+        mem.put(&object_store::path::Path::from(key), payload).await.unwrap();
+    }
+
+    async fn read_whole(view: &UnshardedNamespace, path: &str) -> Vec<u8> {
+        let node = view.lookup(path).await.unwrap().unwrap();
+        read_all(view, path, &node).await.unwrap()
+    }
+
+    /// The zarr.json of an array this view does not unpack, looked up and read as zarr-python
+    /// opens the array: one request, though the view reads it too to classify the directory;
+    /// its absence too. A later lookup still asks the store, so another writer's change shows.
+    #[tokio::test]
+    async fn a_plain_array_document_costs_one_request() {
+        let (view, rec, mem) = cloud_view();
+        put(&mem, "a/zarr.json", PLAIN_ARRAY).await;
+        assert!(view.lookup("a").await.unwrap().unwrap().is_dir()); // as the kernel does first
+        rec.take();
+        assert_eq!(read_whole(&view, "a/zarr.json").await, PLAIN_ARRAY.as_bytes());
+        assert_eq!(rec.take(), [format!("get_ranged a/zarr.json Range(0..{})", u64::MAX)]);
+        // A directory with no zarr.json (a v2 array, probed by zarr-python 3): one request.
+        put(&mem, "v2/.zarray", "{}").await;
+        assert!(view.lookup("v2").await.unwrap().unwrap().is_dir());
+        rec.take();
+        assert!(view.lookup("v2/zarr.json").await.unwrap().is_none());
+        assert_eq!(rec.take().len(), 1);
+        let bigger = PLAIN_ARRAY.replace("[4,4]", "[8,8]");
+        put(&mem, "a/zarr.json", &bigger).await;
+        assert_eq!(read_whole(&view, "a/zarr.json").await, bigger.as_bytes());
+        assert_eq!(rec.take(), ["lookup_reading a/zarr.json"]);
     }
 }

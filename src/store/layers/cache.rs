@@ -292,13 +292,6 @@ impl crate::store::layers::Layer for CachingStore {
         if self.cfg.capacity == 0 || key.is_empty() {
             return Ok((crate::store::layers::Layer::lookup(self, key).await?, None));
         }
-        // Already read (the unsharded view reads each directory's zarr.json before the kernel
-        // looks the name up): the document is the answer, no request.
-        if let Some((data, meta)) = self.cached(key).await? {
-            self.objects.hit();
-            let head = slice(&data, &ByteRange::Range(0..limit));
-            return Ok((Lookup { file: Some(meta), dir: false }, Some(head)));
-        }
         let epoch = self.objects.epoch();
         let (l, data) = self.inner.lookup_reading(key, limit).await?;
         self.observe(key, l.file.as_ref());
@@ -582,27 +575,6 @@ mod tests {
         StoreHints::prefetch(&*cache, "huge", 2000, Ahead::Array).await;
         assert_eq!(c.count(&READS), before);
         assert!(cache.get_ranged("absent", ByteRange::Range(0..10)).await.unwrap().is_none());
-    }
-
-    /// A metadata document's lookup (`lookup_reading`) of a document already read is answered
-    /// from memory: the unsharded view reads `zarr.json` before the kernel looks it up.
-    #[tokio::test]
-    async fn a_document_lookup_after_its_read_sends_nothing() {
-        let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::ZERO);
-        c.put("a/zarr.json", Bytes::from_static(b"{\"zarr_format\": 3}")).await.unwrap();
-        assert_eq!(cache.get("a/zarr.json").await.unwrap().len(), 18);
-        let calls =
-            c.count(&["get", "get_range", "get_ranged", "lookup", "lookup_reading", "head"]);
-        let (found, data) = cache.lookup_reading("a/zarr.json", 4).await.unwrap();
-        assert_eq!((found.file.map(|m| m.size), found.dir), (Some(18), false));
-        assert_eq!(data.as_deref(), Some(&b"{\"za"[..]), "the first `limit` bytes");
-        let after =
-            c.count(&["get", "get_range", "get_ranged", "lookup", "lookup_reading", "head"]);
-        assert_eq!(after, calls, "answered from memory");
-        // Not read yet: the lookup goes to the store.
-        let (absent, _) = cache.lookup_reading("b/zarr.json", 4).await.unwrap();
-        assert!(absent.file.is_none());
-        assert_eq!(c.count(&["lookup_reading"]), 1);
     }
 
     #[tokio::test]
