@@ -33,6 +33,8 @@ use crate::store::{
 pub const DEFAULT_OBJECT_LIMIT: u64 = 8 << 20;
 /// How many object sizes are remembered (to decide, before a read, whether to fetch whole).
 const SIZE_HINTS: usize = 200_000;
+/// Absences found by prefetches that are kept (see `CachingStore::absent`).
+const ABSENCES: usize = 100_000;
 
 /// Default cache size: 1/8 of RAM, at most 2 GiB.
 pub fn default_cache_bytes() -> u64 {
@@ -91,6 +93,10 @@ pub struct CachingStore {
     objects: FlightLru<Entry, Fetched, StoreError>,
     /// Last known (size, version) of objects, from any metadata seen.
     sizes: Mutex<LruCache<String, (u64, String)>>,
+    /// Objects a prefetch found absent, and when: a chunk missing from a sparse array (its
+    /// fill value) is then absent to the reader's lookup too, with no second request, for
+    /// the TTL.
+    absent: Mutex<LruCache<String, Instant>>,
 }
 
 fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
@@ -106,6 +112,7 @@ impl CachingStore {
             cfg,
             objects: FlightLru::new(cfg.capacity, metrics).on_leave(left),
             sizes: Mutex::new(LruCache::new(NonZeroUsize::new(SIZE_HINTS).expect("nonzero"))),
+            absent: Mutex::new(LruCache::new(NonZeroUsize::new(ABSENCES).expect("nonzero"))),
         }
     }
 
@@ -127,6 +134,7 @@ impl CachingStore {
     fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
         match meta {
             Some(m) => {
+                lock(&self.absent).pop(key);
                 self.sizes().put(key.to_string(), (m.size, m.version.clone()));
                 let same = self.objects.peek_with(key, |e| {
                     let same = e.meta.version == m.version;
@@ -148,12 +156,42 @@ impl CachingStore {
 
     fn invalidate(&self, key: &str) {
         self.sizes().pop(key);
-        self.objects.invalidate(key);
+        self.objects.invalidate(key); // first: an absence found before it is not kept after
+        lock(&self.absent).pop(key);
+    }
+
+    /// A prefetch that started at `epoch` found `key` absent: keep that unless something was
+    /// invalidated since (a write through the mount may have made it).
+    fn found_absent(&self, key: &str, epoch: u64) {
+        let mut absent = lock(&self.absent);
+        if self.objects.epoch() == epoch {
+            absent.put(key.to_string(), Instant::now());
+        }
+    }
+
+    /// A prefetch found `key` absent less than a TTL ago.
+    fn known_absent(&self, key: &str) -> bool {
+        let mut absent = lock(&self.absent);
+        match absent.peek(key) {
+            Some(at) if at.elapsed() < self.cfg.ttl => true,
+            Some(_) => {
+                absent.pop(key);
+                false
+            }
+            None => false,
+        }
     }
 
     fn invalidate_prefix(&self, prefix: &str) {
         let p = format!("{prefix}/");
         self.objects.invalidate_where(|k| k.starts_with(&p));
+        let mut absent = lock(&self.absent);
+        let gone: Vec<String> =
+            absent.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
+        for k in gone {
+            absent.pop(&k);
+        }
+        drop(absent);
         let mut sizes = self.sizes();
         let keys: Vec<String> =
             sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
@@ -223,6 +261,10 @@ impl CachingStore {
         if let Some((data, meta)) = self.cached(key).await? {
             self.objects.hit();
             return Ok(Some((slice(&data, &range), meta)));
+        }
+        if self.known_absent(key) {
+            self.objects.hit();
+            return Ok(None);
         }
         self.objects.miss();
         // A read of everything (a metadata document) goes through the shared fetch too, so
@@ -314,6 +356,9 @@ impl crate::store::layers::Layer for CachingStore {
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+        if self.known_absent(key) {
+            return Ok(None);
+        }
         let m = self.inner.head(key).await?;
         self.observe(key, m.as_ref());
         Ok(m)
@@ -428,7 +473,9 @@ impl crate::store::layers::Layer for CachingStore {
             return;
         }
         let limit = if self.wants_whole(key) { u64::MAX } else { size };
+        let epoch = self.objects.epoch();
         match self.fetch_within(key, limit).await {
+            Ok(None) => self.found_absent(key, epoch),
             Ok(Some((data, meta))) if data.len() as u64 == meta.size => {
                 // Only if it was kept (and is still the fetched copy): else nothing is held.
                 self.objects.peek_with(key, |e| {
@@ -575,6 +622,27 @@ mod tests {
         StoreHints::prefetch(&*cache, "huge", 2000, Ahead::Array).await;
         assert_eq!(c.count(&READS), before);
         assert!(cache.get_ranged("absent", ByteRange::Range(0..10)).await.unwrap().is_none());
+    }
+
+    /// An object a prefetch found absent is absent to reads and HEADs with no request, until
+    /// something writes it or the TTL ends.
+    #[tokio::test]
+    async fn an_absence_found_by_a_prefetch_is_kept_for_the_ttl() {
+        let (c, cache) = setup(1 << 20, Duration::from_millis(300), Duration::ZERO);
+        let asked = || c.count(&["get", "get_range", "get_ranged", "head"]);
+        StoreHints::prefetch(&*cache, "c/1", 100, Ahead::Array).await;
+        assert_eq!(asked(), 1);
+        assert!(cache.get_ranged("c/1", ByteRange::Range(0..100)).await.unwrap().is_none());
+        assert!(cache.head("c/1").await.unwrap().is_none());
+        assert_eq!(asked(), 1, "absent, from memory");
+        cache.put("c/1", Bytes::from_static(b"new")).await.unwrap();
+        assert_eq!(cache.get("c/1").await.unwrap().as_ref(), b"new", "written: no longer absent");
+
+        StoreHints::prefetch(&*cache, "c/2", 100, Ahead::Array).await;
+        let before = asked();
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert!(cache.head("c/2").await.unwrap().is_none());
+        assert_eq!(asked(), before + 1, "past the TTL the store is asked again");
     }
 
     #[tokio::test]
