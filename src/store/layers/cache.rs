@@ -469,7 +469,8 @@ impl crate::store::layers::Layer for CachingStore {
     async fn prefetch(&self, key: &str, size: u64, why: Ahead) {
         let known_large = self.sizes().peek(key).is_some_and(|(s, _)| *s > self.cfg.object_limit);
         let small = self.wants_whole(key) || size <= self.cfg.object_limit;
-        if self.cfg.capacity == 0 || known_large || !small || self.objects.contains(key) {
+        let held = self.objects.contains(key) || self.known_absent(key);
+        if self.cfg.capacity == 0 || known_large || !small || held {
             return;
         }
         let limit = if self.wants_whole(key) { u64::MAX } else { size };
@@ -640,6 +641,8 @@ mod tests {
 
         StoreHints::prefetch(&*cache, "c/2", 100, Ahead::Array).await;
         let before = asked();
+        StoreHints::prefetch(&*cache, "c/2", 100, Ahead::Array).await;
+        assert_eq!(asked(), before, "a known absence is not prefetched again");
         tokio::time::sleep(Duration::from_millis(350)).await;
         assert!(cache.head("c/2").await.unwrap().is_none());
         assert_eq!(asked(), before + 1, "past the TTL the store is asked again");
