@@ -625,12 +625,12 @@ impl RawNamespace {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
 
-    const V3_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+    pub(crate) const V3_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
     const V2_NESTED: &str = r#"{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}"#;
 
     async fn namespace(keys: &[(&str, &str)]) -> (RawNamespace, Arc<RecordingStore>) {
@@ -742,8 +742,8 @@ mod tests {
 
     /// An object-store backend (in memory) behind the memory cache, with the requests that
     /// reach the backend recorded: the stack a cloud mount has.
-    fn cloud_namespace() -> (RawNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>)
-    {
+    pub(crate) fn cloud_namespace(
+    ) -> (RawNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>) {
         cloud_namespace_prefetching(0)
     }
 
@@ -819,7 +819,7 @@ mod tests {
         }
     }
 
-    async fn put_raw(mem: &object_store::memory::InMemory, key: &str, data: &str) {
+    pub(crate) async fn put_raw(mem: &object_store::memory::InMemory, key: &str, data: &str) {
         use object_store::ObjectStoreExt;
         let payload = object_store::PutPayload::from(data.as_bytes().to_vec());
         mem.put(&object_store::path::Path::from(key), payload).await.unwrap();

@@ -634,31 +634,16 @@ impl Namespace for UnshardedNamespace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::namespace::tests::{cloud_namespace, put_raw as put, V3_ARRAY as PLAIN_ARRAY};
     use crate::fs::namespace::{read_all, Namespace};
-    use crate::store::backends::object::ObjectStoreBackend;
-    use crate::store::layers::cache::{CacheConfig, CachingStore};
     use crate::store::layers::recording::RecordingStore;
-    use object_store::ObjectStoreExt;
 
-    const PLAIN_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
-
-    /// The view over an object store (in memory) behind the memory cache, with the requests
-    /// that reach the store recorded.
+    /// The view over `namespace::tests::cloud_namespace`: an object store (in memory) behind
+    /// the memory cache, with the requests that reach the store recorded.
     fn cloud_view() -> (UnshardedNamespace, Arc<RecordingStore>, Arc<object_store::memory::InMemory>)
     {
-        let mem = Arc::new(object_store::memory::InMemory::new());
-        let backend = ObjectStoreBackend::new(mem.clone(), "", "memory://test".into());
-        let rec = Arc::new(RecordingStore::new(Arc::new(backend)));
-        let ttl = Duration::from_secs(3600);
-        let cfg = CacheConfig { capacity: 64 << 20, object_limit: 8 << 20, ttl };
-        let cached = Arc::new(CachingStore::new(rec.clone(), cfg));
-        let view = UnshardedNamespace::new(RawNamespace::new(cached).with_chunk_trees(ttl), ttl);
-        (view, rec, mem)
-    }
-
-    async fn put(mem: &object_store::memory::InMemory, key: &str, data: &str) {
-        let payload = object_store::PutPayload::from(data.as_bytes().to_vec());
-        mem.put(&object_store::path::Path::from(key), payload).await.unwrap();
+        let (raw, rec, mem) = cloud_namespace();
+        (UnshardedNamespace::new(raw, Duration::from_secs(3600)), rec, mem)
     }
 
     async fn read_whole(view: &UnshardedNamespace, path: &str) -> Vec<u8> {
