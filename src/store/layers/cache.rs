@@ -228,7 +228,15 @@ impl CachingStore {
 
     /// Fetch the whole object once, however many callers ask at the same time.
     async fn fetch_whole(&self, key: &str) -> StoreResult<Fetched> {
-        self.fetch_within(key, u64::MAX).await
+        match self.fetch_within(key, u64::MAX).await? {
+            // It joined a shorter fetch (a prefetch whose estimate was below the true size).
+            Some((data, meta)) if (data.len() as u64) < meta.size => {
+                let whole = self.inner.get_ranged(key, ByteRange::Range(0..u64::MAX)).await?;
+                self.observe(key, whole.as_ref().map(|(_, m)| m));
+                Ok(whole)
+            }
+            fetched => Ok(fetched),
+        }
     }
 
     /// Fetch the first `limit` bytes of an object expected to be no larger (an upper estimate
@@ -617,6 +625,17 @@ mod tests {
         let (data, meta) =
             cache.get_ranged("larger", ByteRange::Range(0..600)).await.unwrap().unwrap();
         assert_eq!((data.len(), meta.size), (600, 700));
+        // A whole read that joins a prefetch whose estimate was too small still gets it all.
+        c.put("under", Bytes::from(vec![6u8; 800])).await.unwrap();
+        let ahead = {
+            let cache = cache.clone();
+            tokio::spawn(
+                async move { StoreHints::prefetch(&*cache, "under", 200, Ahead::Array).await },
+            )
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(cache.get("under").await.unwrap().len(), 800);
+        ahead.await.unwrap();
         // Over the object limit (1000 here): never prefetched.
         c.put("huge", Bytes::from(vec![1u8; 2000])).await.unwrap();
         let before = c.count(&READS);
