@@ -595,6 +595,22 @@ mod tests {
         assert_eq!(c.count(&READS), 2);
     }
 
+    /// A prefetch of `key` with the size estimate `size` in the background, under way when
+    /// this returns (`setup`'s store answers in 100 ms).
+    async fn prefetch_under_way(
+        cache: &Arc<CachingStore>,
+        key: &'static str,
+        size: u64,
+    ) -> tokio::task::JoinHandle<()> {
+        let cache = cache.clone();
+        let ahead =
+            tokio::spawn(
+                async move { StoreHints::prefetch(&*cache, key, size, Ahead::Array).await },
+            );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        ahead
+    }
+
     /// A chunk's lookup reads as much as the metadata bounds it to (`0..bound`): one fetch
     /// with a prefetch of the same chunk under way, and the bytes asked for whatever the
     /// object's true size.
@@ -602,13 +618,7 @@ mod tests {
     async fn a_bounded_read_shares_a_prefetch_of_an_object_of_unknown_size() {
         let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
         c.put("chunk", Bytes::from(vec![9u8; 300])).await.unwrap();
-        let ahead = {
-            let cache = cache.clone();
-            tokio::spawn(
-                async move { StoreHints::prefetch(&*cache, "chunk", 400, Ahead::Array).await },
-            )
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let ahead = prefetch_under_way(&cache, "chunk", 400).await;
         let (data, meta) =
             cache.get_ranged("chunk", ByteRange::Range(0..400)).await.unwrap().unwrap();
         ahead.await.unwrap();
@@ -627,13 +637,7 @@ mod tests {
         assert_eq!((data.len(), meta.size), (600, 700));
         // A whole read that joins a prefetch whose estimate was too small still gets it all.
         c.put("under", Bytes::from(vec![6u8; 800])).await.unwrap();
-        let ahead = {
-            let cache = cache.clone();
-            tokio::spawn(
-                async move { StoreHints::prefetch(&*cache, "under", 200, Ahead::Array).await },
-            )
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let ahead = prefetch_under_way(&cache, "under", 200).await;
         assert_eq!(cache.get("under").await.unwrap().len(), 800);
         ahead.await.unwrap();
         // Over the object limit (1000 here): never prefetched.
