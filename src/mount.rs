@@ -175,7 +175,7 @@ fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store>
         object_limit: crate::store::layers::cache::DEFAULT_OBJECT_LIMIT,
         ttl: cfg.metadata_ttl,
     };
-    Arc::new(CachingStore::new(store, cache))
+    CachingStore::new(store, cache)
 }
 
 /// The `backend` label of `build_info`: where the bytes are, and `+zip` for an archive.

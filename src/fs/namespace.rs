@@ -255,11 +255,13 @@ impl RawNamespace {
         match bound {
             // With a local copy (a warm disk cache) the HEAD costs no request, and the bytes
             // are read from the copy, by the kernel itself when the mount hands it over.
+            // The answer comes with the response's headers; the bytes go on into the cache
+            // for the reads that follow, which take them as they arrive.
             Some(bound) if bound <= whole && !self.store.keeps_local_copy(path) => Ok(self
                 .store
-                .get_ranged(path, ByteRange::Range(0..bound))
+                .get_streamed(path, ByteRange::Range(0..bound))
                 .await?
-                .map(|(_, meta)| meta)),
+                .map(|(meta, _)| meta)),
             _ => self.store.head(path).await,
         }
     }
@@ -761,7 +763,7 @@ pub(crate) mod tests {
             object_limit: 8 << 20,
             ttl: Duration::from_secs(3600),
         };
-        let cached = Arc::new(CachingStore::new(rec.clone(), cfg));
+        let cached = CachingStore::new(rec.clone(), cfg);
         let ns = RawNamespace::new(cached)
             .with_chunk_trees(Duration::from_secs(3600))
             .with_array_prefetch(array_prefetch);

@@ -236,7 +236,7 @@ mod tests {
                 object_limit: 8 << 20,
                 ttl: Duration::from_secs(60),
             };
-            let store = Arc::new(CachingStore::new(recording.clone(), cfg));
+            let store = CachingStore::new(recording.clone(), cfg);
             let cache = ShardIndexCache::new(store.clone(), Duration::from_secs(60), 1 << 20);
             let state = cache.get("a", "a/c/0", &l, reading).await.unwrap();
             assert!(matches!(*state, ShardState::Present { .. }), "{bound:?}");

@@ -149,7 +149,7 @@ async fn wrappers_forward_modes() {
         CacheConfig { capacity: 1 << 20, object_limit: 1 << 16, ttl: Duration::from_secs(60) };
     type Wrap = Box<dyn Fn(Arc<dyn Store>) -> Arc<dyn Store>>;
     let wrappers: Vec<(&str, Wrap)> = vec![
-        ("cache", Box::new(move |s| Arc::new(CachingStore::new(s, cache)))),
+        ("cache", Box::new(move |s| CachingStore::new(s, cache))),
         ("fault", Box::new(|s| Arc::new(FaultStore::new(s, FaultPlan::new())))),
         ("recording", Box::new(|s| Arc::new(RecordingStore::new(s)))),
     ];

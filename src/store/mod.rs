@@ -35,6 +35,14 @@ pub struct Listing {
     pub dirs: Vec<String>,
 }
 
+/// The bytes of an answer, piece by piece in order (see `Store::get_streamed`).
+pub type Body = futures::stream::BoxStream<'static, StoreResult<Bytes>>;
+
+/// `data` as a body of one piece.
+pub fn one_piece(data: Bytes) -> Body {
+    Box::pin(futures::stream::once(async move { Ok(data) }))
+}
+
 /// A listing read page by page (see `Store::list_pages`).
 pub type ListPages<'a> = futures::stream::BoxStream<'a, StoreResult<Listing>>;
 
@@ -295,6 +303,16 @@ pub trait Store: StoreHints {
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let Some(meta) = self.head(key).await? else { return Ok(None) };
         absent_if_not_found(self.get_range(key, range.clip(meta.size)).await.map(|d| (d, meta)))
+    }
+    /// `get_ranged`, answered as soon as the object's metadata is known (an object store's
+    /// response headers), with the bytes following as they arrive: a reader of the start of
+    /// an object need not wait for its end. By default `get_ranged`, its bytes as one piece.
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, Body)>> {
+        Ok(self.get_ranged(key, range).await?.map(|(data, meta)| (meta, one_piece(data))))
     }
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;

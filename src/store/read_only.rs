@@ -89,6 +89,15 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.0.get_ranged(key, range).await
     }
+    /// These backends read from an archive or a manifest: the bytes come as one piece.
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
+        let got = self.0.get_ranged(key, range).await?;
+        Ok(got.map(|(data, meta)| (meta, crate::store::one_piece(data))))
+    }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.0.head(key).await
     }

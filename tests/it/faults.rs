@@ -125,7 +125,7 @@ async fn latency_keeps_one_fetch_per_object_and_errors_are_not_cached() {
     b.memory.put("obj", data.clone()).await.unwrap();
     let cfg =
         CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
-    let cache = Arc::new(CachingStore::new(b.store(), cfg));
+    let cache = CachingStore::new(b.store(), cfg);
     cache.head("obj").await.unwrap(); // the size is known: reads fetch the whole object
     b.recording.take();
 
@@ -211,7 +211,7 @@ async fn small_shards_behind_a_cache() -> (Backend, BTreeMap<u64, Vec<u8>>, Zarr
     }
     let cfg =
         CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
-    let fs = unsharded_fs(Arc::new(CachingStore::new(b.store(), cfg)));
+    let fs = unsharded_fs(CachingStore::new(b.store(), cfg));
     (b, chunks, fs)
 }
 
@@ -316,7 +316,7 @@ async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
     }
     let cfg =
         CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
-    let fs = raw_fs(Arc::new(CachingStore::new(b.store(), cfg)), true);
+    let fs = raw_fs(CachingStore::new(b.store(), cfg), true);
     assert_eq!(
         list(&fs, "d").await.unwrap(),
         keys.iter().map(|k| k[2..].to_string()).collect::<Vec<_>>()

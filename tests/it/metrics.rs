@@ -295,7 +295,7 @@ fn counting_alone_in_its_process() {
         Arc::new(RecordingStore::new(Arc::new(FaultStore::new(memory.clone(), plan.clone()))));
     let metered = Arc::new(MeteredStore::new(below.clone()));
     let cache = CacheConfig { capacity: 1 << 20, object_limit: 1 << 16, ttl: TTL };
-    let above = Arc::new(RecordingStore::new(Arc::new(CachingStore::new(metered, cache))));
+    let above = Arc::new(RecordingStore::new(CachingStore::new(metered, cache)));
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Large enough for the read-ahead to fetch windows in the background while it is read.
     let big = Bytes::from((0..3u32 << 20).map(|i| (i % 251) as u8).collect::<Vec<_>>());

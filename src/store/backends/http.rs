@@ -345,6 +345,15 @@ impl crate::store::layers::Layer for HttpStore {
         false
     }
 
+    /// Reads pass through to the backend, so their bytes reach the cache as they arrive.
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: crate::store::ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
+        self.inner.get_streamed(key, range).await
+    }
+
     /// A directory is no object here (the backend would follow its redirect to an index page).
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         validate_key(key)?;

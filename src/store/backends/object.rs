@@ -626,6 +626,15 @@ impl ObjectStoreBackend {
     }
 
     /// One GET; `Ok(None)` for a missing object. The size it reports is remembered.
+    async fn get_ranged_as_one_piece(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
+        let got = self.get_ranged(key, range).await?;
+        Ok(got.map(|(data, meta)| (meta, crate::store::one_piece(data))))
+    }
+
     async fn get_opts(
         &self,
         key: &str,
@@ -1001,6 +1010,46 @@ impl Store for ObjectStoreBackend {
             }
             ok => ok,
         }
+    }
+
+    /// A range from a known start as one GET whose body is handed on as it arrives. Other
+    /// shapes, and a GET that fails (416 and refused suffixes have their own answers there),
+    /// are `get_ranged`'s.
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
+        use futures::StreamExt;
+        let get_range = match &range {
+            ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX => None,
+            ByteRange::Range(r) if r.start < r.end => Some(GetRange::Bounded(r.clone())),
+            _ => return self.get_ranged_as_one_piece(key, range).await,
+        };
+        let path = self.path(key)?;
+        let opts = GetOptions { range: get_range, ..Default::default() };
+        let result = match self.store.get_opts(&path, opts).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.shapes.forget(key);
+                return Ok(None);
+            }
+            Err(e) => match self.err(key, e) {
+                // Possibly a 416, which `get_ranged` answers with the object's metadata.
+                StoreError::Backend { .. } => {
+                    return self.get_ranged_as_one_piece(key, range).await
+                }
+                e => return Err(e),
+            },
+        };
+        crate::metrics::first_byte_now(); // headers in, body not yet read
+        let meta = to_meta(&result.meta);
+        self.shapes.note(key, meta.size);
+        let (key, secrets) = (key.to_string(), self.secrets.clone());
+        let body = result
+            .into_stream()
+            .map(move |piece| piece.map_err(|e| map_err_with(&key, e, &secrets)));
+        Ok(Some((meta, Box::pin(body))))
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {

@@ -11,22 +11,24 @@
 //! An entry older than `ttl` is confirmed with one HEAD before use. Writes, deletes and renames
 //! through the wrapper drop the affected entries, and a fetch that raced with one is not kept.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use lru::LruCache;
 
+use super::filling::{self, Filling};
 use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 use crate::metrics::Ahead;
 
 use crate::store::{
-    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
-    StoreError, StoreResult,
+    one_piece, Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
+    PutMode, Store, StoreError, StoreResult,
 };
 
 /// Default largest object that is cached whole.
@@ -97,6 +99,11 @@ pub struct CachingStore {
     /// fill value) is then absent to the reader's lookup too, with no second request, for
     /// the TTL.
     absent: Mutex<LruCache<String, Instant>>,
+    /// Objects being fetched whole now, readable while they arrive (see `filling.rs`): one
+    /// per key, there from before its request is sent until its outcome is known.
+    filling: Mutex<HashMap<String, Arc<Filling>>>,
+    /// This cache, for the fetches that `get_streamed` leaves running after it answers.
+    me: Weak<CachingStore>,
 }
 
 fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
@@ -105,15 +112,17 @@ fn slice(data: &Bytes, r: &ByteRange) -> Bytes {
 }
 
 impl CachingStore {
-    pub fn new(inner: Arc<dyn Store>, cfg: CacheConfig) -> Self {
+    pub fn new(inner: Arc<dyn Store>, cfg: CacheConfig) -> Arc<Self> {
         let metrics = crate::metrics::global().cache(crate::metrics::CacheKind::Objects);
-        CachingStore {
+        Arc::new_cyclic(|me| CachingStore {
+            me: me.clone(),
+            filling: Mutex::default(),
             inner,
             cfg,
             objects: FlightLru::new(cfg.capacity, metrics).on_leave(left),
             sizes: Mutex::new(LruCache::new(NonZeroUsize::new(SIZE_HINTS).expect("nonzero"))),
             absent: Mutex::new(LruCache::new(NonZeroUsize::new(ABSENCES).expect("nonzero"))),
-        }
+        })
     }
 
     fn sizes(&self) -> std::sync::MutexGuard<'_, LruCache<String, (u64, String)>> {
@@ -158,6 +167,7 @@ impl CachingStore {
         self.sizes().pop(key);
         self.objects.invalidate(key); // first: an absence found before it is not kept after
         lock(&self.absent).pop(key);
+        lock(&self.filling).remove(key);
     }
 
     /// A prefetch that started at `epoch` found `key` absent: keep that unless something was
@@ -185,6 +195,7 @@ impl CachingStore {
     fn invalidate_prefix(&self, prefix: &str) {
         let p = format!("{prefix}/");
         self.objects.invalidate_where(|k| k.starts_with(&p));
+        lock(&self.filling).retain(|k, _| !k.starts_with(&p));
         let mut absent = lock(&self.absent);
         let gone: Vec<String> =
             absent.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
@@ -242,11 +253,45 @@ impl CachingStore {
     /// Fetch the first `limit` bytes of an object expected to be no larger (an upper estimate
     /// of its size), once however many callers ask at the same time; kept only if that was
     /// all of it. Whoever joins a fetch gets what it fetched, which may be less than whole.
+    /// Its bytes can be read as they arrive (`filling_of`).
     async fn fetch_within(&self, key: &str, limit: u64) -> StoreResult<Fetched> {
-        let fetch = || self.inner.get_ranged(key, ByteRange::Range(0..limit));
-        let result = self.objects.load(key, fetch, |r| self.entry(r.as_ref()?)).await?;
+        let filling = self.filling_for(key);
+        // However this call ends (also dropped half way), its filling leaves the map with it.
+        let _unregister = Unregister { cache: self, key, filling: filling.clone() };
+        let fetch = || async {
+            let Some((meta, body)) =
+                self.inner.get_streamed(key, ByteRange::Range(0..limit)).await?
+            else {
+                return Ok(None);
+            };
+            filling.arriving(&meta, meta.size.min(limit));
+            Ok(Some((filling.fill(body).await?, meta)))
+        };
+        let result = self.objects.load(key, fetch, |r| self.entry(r.as_ref()?)).await;
+        // Joined a fetch that another filling saw (one registered after an invalidation):
+        // this one's readers get its outcome too.
+        filling.settle(&result);
+        let result = result?;
         self.observe(key, result.as_ref().map(|(_, m)| m));
         Ok(result)
+    }
+
+    /// The filling of `key`'s fetch under way, or a new one for the fetch about to start.
+    fn filling_for(&self, key: &str) -> Arc<Filling> {
+        let mut fillings = lock(&self.filling);
+        match fillings.get(key) {
+            Some(f) if !f.settled() => f.clone(),
+            _ => {
+                let f = Arc::new(Filling::default());
+                fillings.insert(key.to_string(), f.clone());
+                f
+            }
+        }
+    }
+
+    /// The filling of `key`'s fetch under way, if any.
+    fn filling_of(&self, key: &str) -> Option<Arc<Filling>> {
+        lock(&self.filling).get(key).cloned()
     }
 
     /// What to keep of an object read from its start, and its size: nothing over the object
@@ -275,6 +320,14 @@ impl CachingStore {
             return Ok(None);
         }
         self.objects.miss();
+        // Being fetched whole: the bytes wanted, as soon as they are in.
+        if let Some(f) = self.filling_of(key) {
+            match f.read(&range).await? {
+                filling::Read::Got(data, meta) => return Ok(Some((data, meta))),
+                filling::Read::Absent => return Ok(None),
+                filling::Read::Elsewhere => {}
+            }
+        }
         // A read of everything (a metadata document) goes through the shared fetch too, so
         // that concurrent first readers of one document send one request.
         let everything = matches!(&range, ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX);
@@ -310,6 +363,22 @@ impl CachingStore {
             }
         }
         Ok(r)
+    }
+}
+
+/// Takes a fetch's filling out of the map when the fetch ends, unless another replaced it.
+struct Unregister<'a> {
+    cache: &'a CachingStore,
+    key: &'a str,
+    filling: Arc<Filling>,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        let mut fillings = lock(&self.cache.filling);
+        if fillings.get(self.key).is_some_and(|f| Arc::ptr_eq(f, &self.filling)) {
+            fillings.remove(self.key);
+        }
     }
 }
 
@@ -361,6 +430,61 @@ impl crate::store::layers::Layer for CachingStore {
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.read(key, range).await
+    }
+
+    /// A read from the start of an object this cache fetches whole (a chunk's lookup,
+    /// `RawNamespace::chunk_meta`) is answered once the object's metadata is in; the fetch
+    /// goes on into the cache, and the reads that follow take its bytes as they arrive. The
+    /// body handed back is all of those bytes as one piece, once in. Any other read is a
+    /// plain read of this cache, as one piece.
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, Body)>> {
+        let plain = || async {
+            let got = self.read(key, range.clone()).await?;
+            Ok(got.map(|(data, meta)| (meta, one_piece(data))))
+        };
+        let limit = match &range {
+            ByteRange::Range(r) if r.start == 0 && self.cfg.capacity > 0 => {
+                if self.wants_whole(key) {
+                    u64::MAX
+                } else if r.end <= self.cfg.object_limit && self.sizes().peek(key).is_none() {
+                    r.end
+                } else {
+                    return plain().await;
+                }
+            }
+            _ => return plain().await,
+        };
+        let held = self.objects.contains(key) || self.known_absent(key);
+        let Some(me) = self.me.upgrade().filter(|_| !held) else { return plain().await };
+        let filling = self.filling_for(key);
+        let owned = key.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = me.fetch_within(&owned, limit).await {
+                tracing::debug!(key = ?owned, error = %e, "fetch failed");
+            }
+        });
+        match filling.headers().await {
+            filling::Headers::Found(meta) => {
+                let (key, range) = (key.to_string(), range.clone());
+                let body = async move {
+                    match filling.read(&range).await? {
+                        filling::Read::Got(data, _) => Ok(data),
+                        _ => Err(StoreError::Io {
+                            key,
+                            source: std::io::Error::other("the fetch of this object stopped short"),
+                        }),
+                    }
+                };
+                Ok(Some((meta, Box::pin(futures::stream::once(body)) as Body)))
+            }
+            filling::Headers::Absent => Ok(None),
+            filling::Headers::Failed(e) => Err(e),
+            filling::Headers::Gone => plain().await,
+        }
     }
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
@@ -515,7 +639,7 @@ mod tests {
     ) -> (Arc<RecordingStore>, Arc<CachingStore>) {
         let c = Arc::new(RecordingStore::with_read_delay(Arc::new(MemoryStore::new()), delay));
         let cfg = CacheConfig { capacity, object_limit: 1000, ttl };
-        (c.clone(), Arc::new(CachingStore::new(c, cfg)))
+        (c.clone(), CachingStore::new(c, cfg))
     }
 
     #[test]
@@ -669,6 +793,180 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(350)).await;
         assert!(cache.head("c/2").await.unwrap().is_none());
         assert_eq!(asked(), before + 1, "past the TTL the store is asked again");
+    }
+
+    /// A store whose answers come in two pieces: the first half at once, the rest when the
+    /// test opens the gate (or an error, when `fail` is set).
+    struct Trickle {
+        inner: Arc<MemoryStore>,
+        gate: Arc<tokio::sync::Semaphore>,
+        fail: std::sync::atomic::AtomicBool,
+        requests: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Trickle {
+        fn new() -> Arc<Self> {
+            Arc::new(Trickle {
+                inner: Arc::new(MemoryStore::new()),
+                gate: Arc::new(tokio::sync::Semaphore::new(0)),
+                fail: Default::default(),
+                requests: Default::default(),
+            })
+        }
+        fn requests(&self) -> usize {
+            self.requests.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl crate::store::layers::Layer for Trickle {
+        fn inner(&self) -> &dyn Store {
+            &*self.inner
+        }
+        async fn get_ranged(
+            &self,
+            key: &str,
+            range: ByteRange,
+        ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+            self.requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.get_ranged(key, range).await
+        }
+        async fn get_streamed(
+            &self,
+            key: &str,
+            range: ByteRange,
+        ) -> StoreResult<Option<(ObjectMeta, Body)>> {
+            self.requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Some((data, meta)) = self.inner.get_ranged(key, range).await? else {
+                return Ok(None);
+            };
+            let (first, rest) = (data.slice(..data.len() / 2), data.slice(data.len() / 2..));
+            let (gate, fail) =
+                (self.gate.clone(), self.fail.load(std::sync::atomic::Ordering::SeqCst));
+            let key = key.to_string();
+            let rest = async move {
+                gate.acquire().await.expect("open").forget();
+                if fail {
+                    return Err(StoreError::Io { key, source: std::io::Error::other("cut off") });
+                }
+                Ok(rest)
+            };
+            let first = futures::stream::iter([StoreResult::Ok(first)]);
+            let body = futures::StreamExt::chain(first, futures::stream::once(rest));
+            Ok(Some((meta, Box::pin(body))))
+        }
+    }
+
+    fn trickling(capacity: u64) -> (Arc<Trickle>, Arc<CachingStore>) {
+        let t = Trickle::new();
+        let cfg = CacheConfig { capacity, object_limit: 1000, ttl: Duration::from_secs(60) };
+        (t.clone(), CachingStore::new(t, cfg))
+    }
+
+    async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(5), f).await.unwrap_or_else(|_| panic!("{what}"))
+    }
+
+    /// A chunk's lookup (a bounded read from the start, `get_streamed`) is answered with the
+    /// headers; reads of bytes already in are answered before the rest arrives, reads of the
+    /// rest once it has; one request in all, and the object kept whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_of_an_object_being_fetched_whole_take_its_bytes_as_they_arrive() {
+        use futures::StreamExt;
+        let (t, cache) = trickling(1 << 20);
+        let data: Vec<u8> = (0..600u32).map(|i| i as u8).collect();
+        t.inner.put("c/0", Bytes::from(data.clone())).await.unwrap();
+        let (meta, body) = within("headers", cache.get_streamed("c/0", ByteRange::Range(0..800)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.size, 600);
+        let head = within("the first half", cache.get_range("c/0", 10..200)).await.unwrap();
+        assert_eq!(head.as_ref(), &data[10..200]);
+        let tail = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.get_range("c/0", 250..600).await.unwrap() }
+        });
+        let suffix = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.get_ranged("c/0", ByteRange::Suffix(8)).await.unwrap().unwrap().0 }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!tail.is_finished() && !suffix.is_finished(), "bytes not in yet: they wait");
+        t.gate.add_permits(1);
+        assert_eq!(within("the rest", tail).await.unwrap().as_ref(), &data[250..600]);
+        assert_eq!(suffix.await.unwrap().as_ref(), &data[592..]);
+        let whole: Vec<Bytes> = body.map(|p| p.unwrap()).collect().await;
+        assert_eq!(whole.concat(), data, "the lookup's body is the whole object");
+        assert_eq!(t.requests(), 1);
+        assert_eq!(cache.get("c/0").await.unwrap().as_ref(), &data[..]);
+        assert_eq!((t.requests(), cache.cached_bytes()), (1, 600), "kept whole");
+    }
+
+    /// A fetch cut off half way: whoever waits for the rest gets the error, nothing is kept,
+    /// and the next read asks again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fetch_cut_off_half_way_fails_its_waiting_readers_and_keeps_nothing() {
+        let (t, cache) = trickling(1 << 20);
+        t.inner.put("c/0", Bytes::from(vec![5u8; 600])).await.unwrap();
+        t.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (meta, _) = within("headers", cache.get_streamed("c/0", ByteRange::Range(0..800)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.size, 600);
+        let tail = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.get_range("c/0", 400..600).await }
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        t.gate.add_permits(1);
+        let err = within("the error", tail).await.unwrap().unwrap_err();
+        assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+        assert_eq!(cache.cached_objects(), 0);
+        t.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+        t.gate.add_permits(1);
+        assert_eq!(
+            within("a new fetch", cache.get_range("c/0", 400..600)).await.unwrap().len(),
+            200
+        );
+        assert_eq!(t.requests(), 2);
+    }
+
+    /// A fetch dropped half way (its reader went away): a reader waiting for its bytes is
+    /// not left waiting, it reads them itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_of_an_abandoned_fetch_reads_for_itself() {
+        let (t, cache) = trickling(1 << 20);
+        t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
+        // A whole read runs the fetch in its own future; it is dropped after 50 ms.
+        let runner = tokio::time::timeout(Duration::from_millis(50), cache.get("doc"));
+        let waiter = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                cache.get_range("doc", 500..600).await
+            }
+        });
+        assert!(runner.await.is_err(), "the first reader gave up");
+        t.gate.add_permits(2);
+        let got = within("the waiting reader", waiter).await.unwrap().unwrap();
+        assert_eq!(got.as_ref(), &[3u8; 100]);
+        assert_eq!(t.requests(), 2);
+    }
+
+    /// Absent at the lookup: absent to the reads that follow, with no request of their own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streamed_lookup_of_an_absent_object() {
+        let (t, cache) = trickling(1 << 20);
+        assert!(cache.get_streamed("c/9", ByteRange::Range(0..800)).await.unwrap().is_none());
+        assert!(cache.get_ranged("c/9", ByteRange::Range(0..800)).await.unwrap().is_none());
+        assert_eq!(t.requests(), 2, "an absence found by a lookup is not kept");
+        // No memory cache: a plain read, whole.
+        let (t, cache) = trickling(0);
+        t.inner.put("c/0", Bytes::from(vec![1u8; 10])).await.unwrap();
+        let (meta, _) = cache.get_streamed("c/0", ByteRange::Range(0..800)).await.unwrap().unwrap();
+        assert_eq!((meta.size, t.requests(), cache.cached_objects()), (10, 1, 0));
     }
 
     #[tokio::test]

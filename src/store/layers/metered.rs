@@ -14,8 +14,8 @@ use futures::StreamExt;
 
 use crate::metrics::{self, Kind};
 use crate::store::{
-    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
-    StoreError, StoreResult,
+    Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
+    Store, StoreError, StoreResult,
 };
 
 pub struct MeteredStore {
@@ -106,6 +106,36 @@ fn metered_pages<'a, P: Send + 'a>(
     }))
 }
 
+/// A streamed read's body, counted as it passes (see `MeteredStore::get_streamed`).
+fn metered_body(body: Body, started: Instant, first_byte: Option<std::time::Duration>) -> Body {
+    /// Accounts the request once, when the body ends, fails or is dropped.
+    struct Ending {
+        started: Instant,
+        first_byte: Option<std::time::Duration>,
+        error: Option<StoreError>,
+    }
+    impl Drop for Ending {
+        fn drop(&mut self) {
+            let r = self.error.take().map_or(Ok(()), Err);
+            let _ = account(Kind::Range, 0, nothing, self.started, self.first_byte, r);
+        }
+    }
+    let ending = Ending { started, first_byte, error: None };
+    Box::pin(futures::stream::unfold((body, Some(ending)), |(mut body, mut ending)| async move {
+        let piece = body.next().await?;
+        match &piece {
+            Ok(data) => metrics::global().backend.received(Kind::Range).inc_by(data.len() as u64),
+            Err(e) => {
+                if let Some(end) = ending.as_mut() {
+                    end.error = Some(e.clone());
+                }
+                ending = None; // accounted now, with the error
+            }
+        }
+        Some((piece, (body, ending)))
+    }))
+}
+
 #[async_trait]
 impl crate::store::layers::Layer for MeteredStore {
     fn inner(&self) -> &dyn Store {
@@ -125,6 +155,21 @@ impl crate::store::layers::Layer for MeteredStore {
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let got = |r: &Option<(Bytes, ObjectMeta)>| r.as_ref().map_or(0, |(b, _)| b.len() as u64);
         metered(Kind::Range, 0, got, self.inner.get_ranged(key, range)).await
+    }
+    /// Counted as a ranged read: the request when its answer starts, the bytes as they
+    /// arrive, its time and any error when the body ends (or is dropped unread).
+    async fn get_streamed(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> StoreResult<Option<(ObjectMeta, Body)>> {
+        metrics::global().backend.requests(Kind::Range).inc();
+        let started = Instant::now();
+        let (r, first_byte) = metrics::with_first_byte(self.inner.get_streamed(key, range)).await;
+        match r {
+            Ok(Some((meta, body))) => Ok(Some((meta, metered_body(body, started, first_byte)))),
+            r => account(Kind::Range, 0, nothing, started, first_byte, r),
+        }
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         metered(Kind::Head, 0, nothing, self.inner.head(key)).await

@@ -1,0 +1,196 @@
+//! An object being fetched whole into the memory cache, readable while it arrives.
+//!
+//! The memory cache fetches small objects (shards, chunks, documents) whole with one GET. A
+//! read of their first megabyte used to wait for the last byte of the answer; a `Filling`
+//! lets it be answered as soon as its own bytes are in (the kernel's 1 MiB READs of a shard
+//! then go back to the reader while the rest is still on the wire), and holds every byte in
+//! one buffer that becomes the cached copy, uncopied, once complete.
+//!
+//! Whoever runs the fetch writes (`arriving`, then `fill`); readers wait (`read`). A reader
+//! of bytes not yet in never gets fewer than it asked for: it waits, or gets `None` and reads
+//! the way it would have without this (a fetch abandoned half way, absent, or not covering
+//! the range).
+
+use std::sync::Mutex;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+
+use crate::locks::lock;
+use crate::store::{Body, ByteRange, ObjectMeta, StoreError, StoreResult};
+
+/// A buffer is first given at most this much room; a larger object grows it as it arrives
+/// (its size comes from the server, and an object read whole may be large).
+const FIRST_ROOM: u64 = 64 << 20;
+
+enum State {
+    /// The request is out; nothing known yet.
+    Asking,
+    /// Headers in: the object's metadata, the bytes this fetch brings (its size, or the
+    /// fetch's limit if less), and those in so far.
+    Arriving {
+        meta: ObjectMeta,
+        len: u64,
+        buf: BytesMut,
+    },
+    /// Every byte in.
+    Done {
+        meta: ObjectMeta,
+        data: Bytes,
+    },
+    Absent,
+    Failed(StoreError),
+    /// The fetch was dropped before its end (its caller went away); another may take over.
+    Abandoned,
+}
+
+/// What a read of a filling object gets.
+pub enum Read {
+    /// The bytes asked for (clipped to the object's end), and the object's metadata.
+    Got(Bytes, ObjectMeta),
+    Absent,
+    /// This fetch will not bring them (abandoned, or it stops short of them): read some
+    /// other way.
+    Elsewhere,
+}
+
+/// What a reader can learn of the fetch without waiting for its bytes.
+pub enum Headers {
+    Found(ObjectMeta),
+    Absent,
+    Failed(StoreError),
+    /// Abandoned: read some other way.
+    Gone,
+}
+
+pub struct Filling {
+    state: Mutex<State>,
+    /// Bumped at every change of `state`; readers wait on it.
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Filling {
+    fn default() -> Self {
+        Filling { state: Mutex::new(State::Asking), changed: tokio::sync::watch::channel(0).0 }
+    }
+}
+
+impl Filling {
+    fn set(&self, f: impl FnOnce(&mut State)) {
+        f(&mut lock(&self.state));
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the outcome is known (complete, absent or failed): nothing more will arrive.
+    pub fn settled(&self) -> bool {
+        matches!(*lock(&self.state), State::Done { .. } | State::Absent | State::Failed(_))
+    }
+
+    /// The fetch's outcome, for a fetch this filling did not see (it joined one under way).
+    pub fn settle(&self, outcome: &StoreResult<Option<(Bytes, ObjectMeta)>>) {
+        if self.settled() {
+            return;
+        }
+        self.set(|s| {
+            *s = match outcome {
+                Ok(Some((data, meta))) => State::Done { meta: meta.clone(), data: data.clone() },
+                Ok(None) => State::Absent,
+                Err(e) => State::Failed(e.clone()),
+            }
+        });
+    }
+
+    /// The answer's headers are in: `len` bytes follow (they replace anything an abandoned
+    /// run of the fetch left).
+    pub fn arriving(&self, meta: &ObjectMeta, len: u64) {
+        let buf = BytesMut::with_capacity(len.min(FIRST_ROOM) as usize);
+        self.set(|s| *s = State::Arriving { meta: meta.clone(), len, buf });
+    }
+
+    /// Read `body` in, then hold it as complete; its bytes, or the error that ended it. If
+    /// this is dropped half way, readers are told to read some other way.
+    pub async fn fill(&self, mut body: Body) -> StoreResult<Bytes> {
+        struct Abandon<'a>(Option<&'a Filling>);
+        impl Drop for Abandon<'_> {
+            fn drop(&mut self) {
+                if let Some(f) = self.0 {
+                    f.set(|s| *s = State::Abandoned);
+                }
+            }
+        }
+        let mut guard = Abandon(Some(self));
+        while let Some(piece) = body.next().await {
+            match piece {
+                Ok(piece) => self.set(|s| {
+                    if let State::Arriving { buf, .. } = s {
+                        buf.extend_from_slice(&piece);
+                    }
+                }),
+                Err(e) => {
+                    guard.0 = None;
+                    self.set(|s| *s = State::Failed(e.clone()));
+                    return Err(e);
+                }
+            }
+        }
+        guard.0 = None;
+        let mut data = Bytes::new();
+        self.set(|s| {
+            if let State::Arriving { meta, buf, .. } = s {
+                data = buf.split().freeze();
+                *s = State::Done { meta: meta.clone(), data: data.clone() };
+            }
+        });
+        Ok(data)
+    }
+
+    /// Wait until the headers are in.
+    pub async fn headers(&self) -> Headers {
+        let mut changed = self.changed.subscribe();
+        loop {
+            match &*lock(&self.state) {
+                State::Asking => {}
+                State::Arriving { meta, .. } | State::Done { meta, .. } => {
+                    return Headers::Found(meta.clone())
+                }
+                State::Absent => return Headers::Absent,
+                State::Failed(e) => return Headers::Failed(e.clone()),
+                State::Abandoned => return Headers::Gone,
+            }
+            // The sender lives as long as `self`: this only returns on a change.
+            let _ = changed.changed().await;
+        }
+    }
+
+    /// Bytes `range` of the object as soon as they are in.
+    pub async fn read(&self, range: &ByteRange) -> StoreResult<Read> {
+        let mut changed = self.changed.subscribe();
+        loop {
+            match &*lock(&self.state) {
+                State::Asking => {}
+                State::Arriving { meta, len, buf } => {
+                    let want = range.clip(meta.size);
+                    if want.end > *len {
+                        return Ok(Read::Elsewhere);
+                    }
+                    if buf.len() as u64 >= want.end {
+                        let part = &buf[want.start as usize..want.end as usize];
+                        return Ok(Read::Got(Bytes::copy_from_slice(part), meta.clone()));
+                    }
+                }
+                State::Done { meta, data } => {
+                    let want = range.clip(meta.size);
+                    if want.end > data.len() as u64 {
+                        return Ok(Read::Elsewhere);
+                    }
+                    let part = data.slice(want.start as usize..want.end as usize);
+                    return Ok(Read::Got(part, meta.clone()));
+                }
+                State::Failed(e) => return Err(e.clone()),
+                State::Absent => return Ok(Read::Absent),
+                State::Abandoned => return Ok(Read::Elsewhere),
+            }
+            let _ = changed.changed().await;
+        }
+    }
+}
