@@ -1034,13 +1034,19 @@ impl Store for ObjectStoreBackend {
                 self.shapes.forget(key);
                 return Ok(None);
             }
-            Err(e) => match self.err(key, e) {
-                // Possibly a 416, which `get_ranged` answers with the object's metadata.
-                StoreError::Backend { .. } => {
-                    return self.get_ranged_as_one_piece(key, range).await
+            Err(e) => {
+                // A 416 (a range past the end, every range of an empty object) is "no bytes",
+                // with the object's metadata, as in `get_ranged`; any other failure is one.
+                let e = self.err(key, e);
+                if let (StoreError::Backend { .. }, ByteRange::Range(r)) = (&e, &range) {
+                    if let Some(meta) = self.head_opt(key).await? {
+                        if r.start >= meta.size {
+                            return Ok(Some((meta, crate::store::one_piece(Bytes::new()))));
+                        }
+                    }
                 }
-                e => return Err(e),
-            },
+                return Err(e);
+            }
         };
         crate::metrics::first_byte_now(); // headers in, body not yet read
         let meta = to_meta(&result.meta);

@@ -255,17 +255,42 @@ impl CachingStore {
     /// all of it. Whoever joins a fetch gets what it fetched, which may be less than whole.
     /// Its bytes can be read as they arrive (`filling_of`).
     async fn fetch_within(&self, key: &str, limit: u64) -> StoreResult<Fetched> {
-        let filling = self.filling_for(key);
+        self.fetch_into(key, limit, self.filling_for(key)).await
+    }
+
+    /// `fetch_within`, its bytes readable through `filling` as they arrive.
+    async fn fetch_into(
+        &self,
+        key: &str,
+        limit: u64,
+        filling: Arc<Filling>,
+    ) -> StoreResult<Fetched> {
         // However this call ends (also dropped half way), its filling leaves the map with it.
         let _unregister = Unregister { cache: self, key, filling: filling.clone() };
         let fetch = || async {
-            let Some((meta, body)) =
-                self.inner.get_streamed(key, ByteRange::Range(0..limit)).await?
-            else {
-                return Ok(None);
+            /// Dropped while the request is out: readers must not wait for it.
+            struct Asking<'a>(Option<&'a Filling>);
+            impl Drop for Asking<'_> {
+                fn drop(&mut self) {
+                    if let Some(f) = self.0 {
+                        f.abandon_if_asking();
+                    }
+                }
+            }
+            let mut asking = Asking(Some(&*filling));
+            let got = self.inner.get_streamed(key, ByteRange::Range(0..limit)).await;
+            asking.0 = None;
+            let Some((meta, body)) = got? else { return Ok(None) };
+            let len = meta.size.min(limit);
+            let own;
+            let f = if filling.arriving(&meta, len) {
+                &*filling
+            } else {
+                own = Filling::default(); // another run is filling the shared one
+                own.arriving(&meta, len);
+                &own
             };
-            filling.arriving(&meta, meta.size.min(limit));
-            Ok(Some((filling.fill(body).await?, meta)))
+            Ok(Some((f.fill(body).await?, meta)))
         };
         let result = self.objects.load(key, fetch, |r| self.entry(r.as_ref()?)).await;
         // Joined a fetch that another filling saw (one registered after an invalidation):
@@ -462,8 +487,9 @@ impl crate::store::layers::Layer for CachingStore {
         let Some(me) = self.me.upgrade().filter(|_| !held) else { return plain().await };
         let filling = self.filling_for(key);
         let owned = key.to_string();
+        let task_filling = filling.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.fetch_within(&owned, limit).await {
+            if let Err(e) = me.fetch_into(&owned, limit, task_filling).await {
                 tracing::debug!(key = ?owned, error = %e, "fetch failed");
             }
         });
@@ -802,6 +828,9 @@ mod tests {
         gate: Arc<tokio::sync::Semaphore>,
         fail: std::sync::atomic::AtomicBool,
         requests: std::sync::atomic::AtomicUsize,
+        /// When set, the response headers wait for a permit of `headers`.
+        hold_headers: std::sync::atomic::AtomicBool,
+        headers: Arc<tokio::sync::Semaphore>,
     }
 
     impl Trickle {
@@ -811,6 +840,8 @@ mod tests {
                 gate: Arc::new(tokio::sync::Semaphore::new(0)),
                 fail: Default::default(),
                 requests: Default::default(),
+                hold_headers: Default::default(),
+                headers: Arc::new(tokio::sync::Semaphore::new(0)),
             })
         }
         fn requests(&self) -> usize {
@@ -837,6 +868,9 @@ mod tests {
             range: ByteRange,
         ) -> StoreResult<Option<(ObjectMeta, Body)>> {
             self.requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.hold_headers.load(std::sync::atomic::Ordering::SeqCst) {
+                self.headers.acquire().await.expect("open").forget();
+            }
             let Some((data, meta)) = self.inner.get_ranged(key, range).await? else {
                 return Ok(None);
             };
@@ -1036,5 +1070,42 @@ mod tests {
         assert_eq!(c.count(&["head"]), heads + 1);
         c.put("k", Bytes::from_static(b"two")).await.unwrap();
         assert_eq!(cache.get("k").await.unwrap().as_ref(), b"two");
+    }
+
+    /// A fetch dropped while its request is out (before the headers): a reader that found
+    /// its filling reads for itself instead of waiting forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_of_a_fetch_dropped_before_its_headers_is_not_left_waiting() {
+        let (t, cache) = trickling(1 << 20);
+        t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
+        t.hold_headers.store(true, std::sync::atomic::Ordering::SeqCst);
+        let runner = tokio::time::timeout(Duration::from_millis(50), cache.get("doc"));
+        let waiter = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                cache.get_range("doc", 500..600).await
+            }
+        });
+        assert!(runner.await.is_err(), "the first reader gave up before the headers");
+        t.hold_headers.store(false, std::sync::atomic::Ordering::SeqCst);
+        t.headers.add_permits(10);
+        t.gate.add_permits(10);
+        let got = within("the waiting reader", waiter).await.unwrap().unwrap();
+        assert_eq!(got.as_ref(), &[3u8; 100]);
+    }
+
+    /// A write while a streamed lookup starts (after it registered its filling, before its
+    /// fetch runs) does not leave the lookup waiting: the fetch fills the lookup's filling.
+    #[tokio::test]
+    async fn a_streamed_lookup_is_not_left_waiting_by_a_write() {
+        let (t, cache) = trickling(1 << 20);
+        t.inner.put("c/0", Bytes::from(vec![1u8; 600])).await.unwrap();
+        t.gate.add_permits(10);
+        let mut lookup = Box::pin(cache.get_streamed("c/0", ByteRange::Range(0..800)));
+        assert!(futures::poll!(&mut lookup).is_pending(), "waits for the spawned fetch");
+        cache.put("c/0", Bytes::from(vec![2u8; 600])).await.unwrap();
+        let (meta, _) = within("the lookup", lookup).await.unwrap().unwrap();
+        assert_eq!(meta.size, 600);
     }
 }

@@ -88,23 +88,43 @@ impl Filling {
 
     /// The fetch's outcome, for a fetch this filling did not see (it joined one under way).
     pub fn settle(&self, outcome: &StoreResult<Option<(Bytes, ObjectMeta)>>) {
-        if self.settled() {
-            return;
-        }
+        // Not over a settled outcome, nor over another run still filling it.
         self.set(|s| {
-            *s = match outcome {
-                Ok(Some((data, meta))) => State::Done { meta: meta.clone(), data: data.clone() },
-                Ok(None) => State::Absent,
-                Err(e) => State::Failed(e.clone()),
+            if matches!(s, State::Asking | State::Abandoned) {
+                *s = match outcome {
+                    Ok(Some((data, meta))) => {
+                        State::Done { meta: meta.clone(), data: data.clone() }
+                    }
+                    Ok(None) => State::Absent,
+                    Err(e) => State::Failed(e.clone()),
+                }
             }
         });
     }
 
     /// The answer's headers are in: `len` bytes follow (they replace anything an abandoned
     /// run of the fetch left).
-    pub fn arriving(&self, meta: &ObjectMeta, len: u64) {
-        let buf = BytesMut::with_capacity(len.min(FIRST_ROOM) as usize);
-        self.set(|s| *s = State::Arriving { meta: meta.clone(), len, buf });
+    /// False (and nothing changed) if another run holds this filling: the caller then fills
+    /// one of its own, so that two bodies never go into one buffer.
+    pub fn arriving(&self, meta: &ObjectMeta, len: u64) -> bool {
+        let mut claimed = false;
+        self.set(|s| {
+            if matches!(s, State::Asking | State::Abandoned) {
+                let buf = BytesMut::with_capacity(len.min(FIRST_ROOM) as usize);
+                *s = State::Arriving { meta: meta.clone(), len, buf };
+                claimed = true;
+            }
+        });
+        claimed
+    }
+
+    /// The fetch was dropped while its request was out: its readers read some other way.
+    pub fn abandon_if_asking(&self) {
+        self.set(|s| {
+            if matches!(s, State::Asking) {
+                *s = State::Abandoned
+            }
+        });
     }
 
     /// Read `body` in, then hold it as complete; its bytes, or the error that ended it. If
