@@ -967,13 +967,15 @@ mod tests {
         assert_eq!(t.requests(), 2);
     }
 
-    /// A fetch dropped half way (its reader went away): a reader waiting for its bytes is
-    /// not left waiting, it reads them itself.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_reader_of_an_abandoned_fetch_reads_for_itself() {
-        let (t, cache) = trickling(1 << 20);
-        t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
-        // A whole read runs the fetch in its own future; it is dropped after 50 ms.
+    /// A whole read of "doc" that runs the fetch in its own future and gives up after 50 ms,
+    /// and a read of its tail that starts 20 ms in (and so waits on that fetch).
+    #[allow(clippy::type_complexity)]
+    fn a_quitter_and_a_waiter(
+        cache: &Arc<CachingStore>,
+    ) -> (
+        impl std::future::Future<Output = Result<StoreResult<Bytes>, tokio::time::error::Elapsed>> + '_,
+        tokio::task::JoinHandle<StoreResult<Bytes>>,
+    ) {
         let runner = tokio::time::timeout(Duration::from_millis(50), cache.get("doc"));
         let waiter = tokio::spawn({
             let cache = cache.clone();
@@ -982,6 +984,16 @@ mod tests {
                 cache.get_range("doc", 500..600).await
             }
         });
+        (runner, waiter)
+    }
+
+    /// A fetch dropped half way (its reader went away): a reader waiting for its bytes is
+    /// not left waiting, it reads them itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_of_an_abandoned_fetch_reads_for_itself() {
+        let (t, cache) = trickling(1 << 20);
+        t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
+        let (runner, waiter) = a_quitter_and_a_waiter(&cache);
         assert!(runner.await.is_err(), "the first reader gave up");
         t.gate.add_permits(2);
         let got = within("the waiting reader", waiter).await.unwrap().unwrap();
@@ -1079,14 +1091,7 @@ mod tests {
         let (t, cache) = trickling(1 << 20);
         t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
         t.hold_headers.store(true, std::sync::atomic::Ordering::SeqCst);
-        let runner = tokio::time::timeout(Duration::from_millis(50), cache.get("doc"));
-        let waiter = tokio::spawn({
-            let cache = cache.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                cache.get_range("doc", 500..600).await
-            }
-        });
+        let (runner, waiter) = a_quitter_and_a_waiter(&cache);
         assert!(runner.await.is_err(), "the first reader gave up before the headers");
         t.hold_headers.store(false, std::sync::atomic::Ordering::SeqCst);
         t.headers.add_permits(10);
