@@ -23,6 +23,60 @@ use crate::store::{Body, ByteRange, ObjectMeta, StoreError, StoreResult};
 /// (its size comes from the server, and an object read whole may be large).
 const FIRST_ROOM: u64 = 64 << 20;
 
+/// The bytes in so far. A body that comes as one piece (a layer that reads whole, such as the
+/// disk cache) is kept as it came, never copied; more pieces go into one buffer.
+#[derive(Default)]
+enum Received {
+    #[default]
+    Nothing,
+    One(Bytes),
+    Many(BytesMut),
+}
+
+impl Received {
+    /// Add `piece`; `len` is how many bytes the body should bring (the buffer's room).
+    fn push(&mut self, piece: Bytes, len: u64) {
+        match self {
+            Received::Nothing => *self = Received::One(piece),
+            Received::One(first) => {
+                let room = len.max((first.len() + piece.len()) as u64).min(FIRST_ROOM);
+                let mut buf = BytesMut::with_capacity(room as usize);
+                buf.extend_from_slice(first);
+                buf.extend_from_slice(&piece);
+                *self = Received::Many(buf);
+            }
+            Received::Many(buf) => buf.extend_from_slice(&piece),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Received::Nothing => 0,
+            Received::One(b) => b.len(),
+            Received::Many(b) => b.len(),
+        }
+    }
+
+    /// Bytes `r` (in): a slice of a piece kept whole, or a copy out of the buffer still
+    /// being written.
+    fn slice(&self, r: std::ops::Range<u64>) -> Bytes {
+        let r = r.start as usize..r.end as usize;
+        match self {
+            Received::Nothing => Bytes::new(),
+            Received::One(b) => b.slice(r),
+            Received::Many(b) => Bytes::copy_from_slice(&b[r]),
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Received::Nothing => Bytes::new(),
+            Received::One(b) => b,
+            Received::Many(b) => b.freeze(),
+        }
+    }
+}
+
 enum State {
     /// The request is out; nothing known yet.
     Asking,
@@ -31,7 +85,7 @@ enum State {
     Arriving {
         meta: ObjectMeta,
         len: u64,
-        buf: BytesMut,
+        got: Received,
     },
     /// Every byte in.
     Done {
@@ -110,8 +164,7 @@ impl Filling {
         let mut claimed = false;
         self.set(|s| {
             if matches!(s, State::Asking | State::Abandoned) {
-                let buf = BytesMut::with_capacity(len.min(FIRST_ROOM) as usize);
-                *s = State::Arriving { meta: meta.clone(), len, buf };
+                *s = State::Arriving { meta: meta.clone(), len, got: Received::Nothing };
                 claimed = true;
             }
         });
@@ -142,8 +195,8 @@ impl Filling {
         while let Some(piece) = body.next().await {
             match piece {
                 Ok(piece) => self.set(|s| {
-                    if let State::Arriving { buf, .. } = s {
-                        buf.extend_from_slice(&piece);
+                    if let State::Arriving { got, len, .. } = s {
+                        got.push(piece, *len);
                     }
                 }),
                 Err(e) => {
@@ -156,8 +209,8 @@ impl Filling {
         guard.0 = None;
         let mut data = Bytes::new();
         self.set(|s| {
-            if let State::Arriving { meta, buf, .. } = s {
-                data = buf.split().freeze();
+            if let State::Arriving { meta, got, .. } = s {
+                data = std::mem::take(got).into_bytes();
                 *s = State::Done { meta: meta.clone(), data: data.clone() };
             }
         });
@@ -188,14 +241,13 @@ impl Filling {
         loop {
             match &*lock(&self.state) {
                 State::Asking => {}
-                State::Arriving { meta, len, buf } => {
+                State::Arriving { meta, len, got } => {
                     let want = range.clip(meta.size);
                     if want.end > *len {
                         return Ok(Read::Elsewhere);
                     }
-                    if buf.len() as u64 >= want.end {
-                        let part = &buf[want.start as usize..want.end as usize];
-                        return Ok(Read::Got(Bytes::copy_from_slice(part), meta.clone()));
+                    if got.len() as u64 >= want.end {
+                        return Ok(Read::Got(got.slice(want.start..want.end), meta.clone()));
                     }
                 }
                 State::Done { meta, data } => {
