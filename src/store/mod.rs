@@ -43,6 +43,11 @@ pub fn one_piece(data: Bytes) -> Body {
     Box::pin(futures::stream::once(async move { Ok(data) }))
 }
 
+/// A `get_ranged` answer as a `get_streamed` one: its bytes as one piece.
+pub fn as_one_piece(got: Option<(Bytes, ObjectMeta)>) -> Option<(ObjectMeta, Body)> {
+    got.map(|(data, meta)| (meta, one_piece(data)))
+}
+
 /// A listing read page by page (see `Store::list_pages`).
 pub type ListPages<'a> = futures::stream::BoxStream<'a, StoreResult<Listing>>;
 
@@ -312,7 +317,7 @@ pub trait Store: StoreHints {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(ObjectMeta, Body)>> {
-        Ok(self.get_ranged(key, range).await?.map(|(data, meta)| (meta, one_piece(data))))
+        Ok(as_one_piece(self.get_ranged(key, range).await?))
     }
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;

@@ -95,8 +95,7 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
-        let got = self.0.get_ranged(key, range).await?;
-        Ok(got.map(|(data, meta)| (meta, crate::store::one_piece(data))))
+        Ok(crate::store::as_one_piece(self.0.get_ranged(key, range).await?))
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.0.head(key).await

@@ -625,22 +625,14 @@ impl ObjectStoreBackend {
         Ok(page.result.objects.iter().any(|o| o.location.as_ref() == full))
     }
 
-    /// One GET; `Ok(None)` for a missing object. The size it reports is remembered.
-    async fn get_ranged_as_one_piece(
-        &self,
-        key: &str,
-        range: ByteRange,
-    ) -> StoreResult<Option<(ObjectMeta, crate::store::Body)>> {
-        let got = self.get_ranged(key, range).await?;
-        Ok(got.map(|(data, meta)| (meta, crate::store::one_piece(data))))
-    }
-
-    async fn get_opts(
+    /// One GET, answered once its headers are in; `Ok(None)` for a missing object. The size
+    /// it reports is remembered.
+    async fn send_get(
         &self,
         key: &str,
         path: &Path,
         range: Option<GetRange>,
-    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+    ) -> StoreResult<Option<(ObjectMeta, object_store::GetResult)>> {
         let opts = GetOptions { range, ..Default::default() };
         let result = match self.store.get_opts(path, opts).await {
             Ok(r) => r,
@@ -652,8 +644,38 @@ impl ObjectStoreBackend {
         };
         let meta = to_meta(&result.meta);
         self.shapes.note(key, meta.size);
+        Ok(Some((meta, result)))
+    }
+
+    /// One GET, its body read whole; `Ok(None)` for a missing object.
+    async fn get_opts(
+        &self,
+        key: &str,
+        path: &Path,
+        range: Option<GetRange>,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let Some((meta, result)) = self.send_get(key, path, range).await? else { return Ok(None) };
         let data = result.bytes().await.map_err(|e| self.err(key, e))?;
         Ok(Some((data, meta)))
+    }
+
+    /// The answer to a ranged read that failed with `e`: a 416 for a range that starts at or
+    /// past the end (also every range of an empty object) is "no bytes", with the object's
+    /// metadata (one HEAD); anything else is `e`.
+    async fn past_the_end(
+        &self,
+        key: &str,
+        range: &ByteRange,
+        e: StoreError,
+    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        if let (StoreError::Backend { .. }, ByteRange::Range(r)) = (&e, range) {
+            if let Some(meta) = self.head_opt(key).await? {
+                if r.start >= meta.size {
+                    return Ok(Some((Bytes::new(), meta)));
+                }
+            }
+        }
+        Err(e)
     }
 
     /// The last `n` bytes of an object whose size is known (`size`, possibly stale): a
@@ -997,24 +1019,14 @@ impl Store for ObjectStoreBackend {
                         return Ok(r);
                     }
                 }
-                // 416 for a range that starts at or past the end (also every range of an
-                // empty object): the answer is "no bytes", with the object's metadata.
-                if let (StoreError::Backend { .. }, ByteRange::Range(r)) = (&e, &range) {
-                    if let Some(meta) = self.head_opt(key).await? {
-                        if r.start >= meta.size {
-                            return Ok(Some((Bytes::new(), meta)));
-                        }
-                    }
-                }
-                Err(e)
+                self.past_the_end(key, &range, e).await
             }
             ok => ok,
         }
     }
 
     /// A range from a known start as one GET whose body is handed on as it arrives. Other
-    /// shapes, and a GET that fails (416 and refused suffixes have their own answers there),
-    /// are `get_ranged`'s.
+    /// shapes (suffixes have their own answers there) are `get_ranged`'s.
     async fn get_streamed(
         &self,
         key: &str,
@@ -1024,33 +1036,17 @@ impl Store for ObjectStoreBackend {
         let get_range = match &range {
             ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX => None,
             ByteRange::Range(r) if r.start < r.end => Some(GetRange::Bounded(r.clone())),
-            _ => return self.get_ranged_as_one_piece(key, range).await,
+            _ => return Ok(crate::store::as_one_piece(self.get_ranged(key, range).await?)),
         };
         let path = self.path(key)?;
-        let opts = GetOptions { range: get_range, ..Default::default() };
-        let result = match self.store.get_opts(&path, opts).await {
-            Ok(r) => r,
-            Err(object_store::Error::NotFound { .. }) => {
-                self.shapes.forget(key);
-                return Ok(None);
-            }
+        let (meta, result) = match self.send_get(key, &path, get_range).await {
+            Ok(Some(got)) => got,
+            Ok(None) => return Ok(None),
             Err(e) => {
-                // A 416 (a range past the end, every range of an empty object) is "no bytes",
-                // with the object's metadata, as in `get_ranged`; any other failure is one.
-                let e = self.err(key, e);
-                if let (StoreError::Backend { .. }, ByteRange::Range(r)) = (&e, &range) {
-                    if let Some(meta) = self.head_opt(key).await? {
-                        if r.start >= meta.size {
-                            return Ok(Some((meta, crate::store::one_piece(Bytes::new()))));
-                        }
-                    }
-                }
-                return Err(e);
+                return Ok(crate::store::as_one_piece(self.past_the_end(key, &range, e).await?))
             }
         };
         crate::metrics::first_byte_now(); // headers in, body not yet read
-        let meta = to_meta(&result.meta);
-        self.shapes.note(key, meta.size);
         let (key, secrets) = (key.to_string(), self.secrets.clone());
         let body = result
             .into_stream()

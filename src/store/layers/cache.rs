@@ -27,8 +27,8 @@ use crate::locks::lock;
 use crate::metrics::Ahead;
 
 use crate::store::{
-    one_piece, Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
-    PutMode, Store, StoreError, StoreResult,
+    Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
+    Store, StoreError, StoreResult,
 };
 
 /// Default largest object that is cached whole.
@@ -196,19 +196,8 @@ impl CachingStore {
         let p = format!("{prefix}/");
         self.objects.invalidate_where(|k| k.starts_with(&p));
         lock(&self.filling).retain(|k, _| !k.starts_with(&p));
-        let mut absent = lock(&self.absent);
-        let gone: Vec<String> =
-            absent.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
-        for k in gone {
-            absent.pop(&k);
-        }
-        drop(absent);
-        let mut sizes = self.sizes();
-        let keys: Vec<String> =
-            sizes.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
-        for k in keys {
-            sizes.pop(&k);
-        }
+        pop_below(&mut lock(&self.absent), &p);
+        pop_below(&mut self.sizes(), &p);
     }
 
     /// A cached copy that may be used now; a stale one is confirmed with a HEAD first.
@@ -229,6 +218,16 @@ impl CachingStore {
             Some(m) if m.version == meta.version => Ok(Some((data, meta))),
             _ => Ok(None),
         }
+    }
+
+    /// Is `r` the start of an object of unknown size, as much as it is expected to hold at
+    /// most (a chunk's lookup, `RawNamespace::chunk_meta`)? Such a read is a fetch of that
+    /// much, shared with a prefetch of the object.
+    fn bounded_start(&self, key: &str, r: &Range<u64>) -> bool {
+        r.start == 0
+            && r.end <= self.cfg.object_limit
+            && self.cfg.capacity > 0
+            && self.sizes().peek(key).is_none()
     }
 
     /// Should a read of `key` fetch the whole object? Only when its size is known to be small.
@@ -362,11 +361,8 @@ impl CachingStore {
                 .await?
                 .map(|(data, meta)| (slice(&data, &range), meta)));
         }
-        // The start of an object of unknown size, as much as it is expected to hold at most
-        // (a chunk's lookup, `RawNamespace::chunk_meta`): shared with a prefetch of it.
         if let ByteRange::Range(r) = &range {
-            let bounded = r.start == 0 && r.end <= self.cfg.object_limit;
-            if bounded && self.cfg.capacity > 0 && self.sizes().peek(key).is_none() {
+            if self.bounded_start(key, r) {
                 match self.fetch_within(key, r.end).await? {
                     Some((data, meta)) if data.len() as u64 == meta.size.min(r.end) => {
                         return Ok(Some((slice(&data, &range), meta)));
@@ -388,6 +384,15 @@ impl CachingStore {
             }
         }
         Ok(r)
+    }
+}
+
+/// Drop every entry of `lru` whose key starts with `prefix`.
+fn pop_below<V>(lru: &mut LruCache<String, V>, prefix: &str) {
+    let keys: Vec<String> =
+        lru.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(prefix)).collect();
+    for k in keys {
+        lru.pop(&k);
     }
 }
 
@@ -467,20 +472,11 @@ impl crate::store::layers::Layer for CachingStore {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(ObjectMeta, Body)>> {
-        let plain = || async {
-            let got = self.read(key, range.clone()).await?;
-            Ok(got.map(|(data, meta)| (meta, one_piece(data))))
-        };
+        let plain =
+            || async { Ok(crate::store::as_one_piece(self.read(key, range.clone()).await?)) };
         let limit = match &range {
-            ByteRange::Range(r) if r.start == 0 && self.cfg.capacity > 0 => {
-                if self.wants_whole(key) {
-                    u64::MAX
-                } else if r.end <= self.cfg.object_limit && self.sizes().peek(key).is_none() {
-                    r.end
-                } else {
-                    return plain().await;
-                }
-            }
+            ByteRange::Range(r) if r.start == 0 && self.wants_whole(key) => u64::MAX,
+            ByteRange::Range(r) if self.bounded_start(key, r) => r.end,
             _ => return plain().await,
         };
         let held = self.objects.contains(key) || self.known_absent(key);

@@ -7,9 +7,9 @@
 //! one buffer that becomes the cached copy, uncopied, once complete.
 //!
 //! Whoever runs the fetch writes (`arriving`, then `fill`); readers wait (`read`). A reader
-//! of bytes not yet in never gets fewer than it asked for: it waits, or gets `None` and reads
-//! the way it would have without this (a fetch abandoned half way, absent, or not covering
-//! the range).
+//! of bytes not yet in never gets fewer than it asked for: it waits, or gets
+//! `Read::Elsewhere` and reads the way it would have without this (a fetch abandoned half
+//! way, or not covering the range).
 
 use std::sync::Mutex;
 
@@ -217,52 +217,58 @@ impl Filling {
         Ok(data)
     }
 
-    /// Wait until the headers are in.
-    pub async fn headers(&self) -> Headers {
+    /// Wait until `answer` makes something of the state (it is asked again at every change).
+    async fn wait_for<T>(&self, mut answer: impl FnMut(&State) -> Option<T>) -> T {
         let mut changed = self.changed.subscribe();
         loop {
-            match &*lock(&self.state) {
-                State::Asking => {}
-                State::Arriving { meta, .. } | State::Done { meta, .. } => {
-                    return Headers::Found(meta.clone())
-                }
-                State::Absent => return Headers::Absent,
-                State::Failed(e) => return Headers::Failed(e.clone()),
-                State::Abandoned => return Headers::Gone,
+            if let Some(t) = answer(&lock(&self.state)) {
+                return t;
             }
             // The sender lives as long as `self`: this only returns on a change.
             let _ = changed.changed().await;
         }
     }
 
+    /// Wait until the headers are in.
+    pub async fn headers(&self) -> Headers {
+        self.wait_for(|s| match s {
+            State::Asking => None,
+            State::Arriving { meta, .. } | State::Done { meta, .. } => {
+                Some(Headers::Found(meta.clone()))
+            }
+            State::Absent => Some(Headers::Absent),
+            State::Failed(e) => Some(Headers::Failed(e.clone())),
+            State::Abandoned => Some(Headers::Gone),
+        })
+        .await
+    }
+
     /// Bytes `range` of the object as soon as they are in.
     pub async fn read(&self, range: &ByteRange) -> StoreResult<Read> {
-        let mut changed = self.changed.subscribe();
-        loop {
-            match &*lock(&self.state) {
-                State::Asking => {}
-                State::Arriving { meta, len, got } => {
-                    let want = range.clip(meta.size);
-                    if want.end > *len {
-                        return Ok(Read::Elsewhere);
-                    }
-                    if got.len() as u64 >= want.end {
-                        return Ok(Read::Got(got.slice(want.start..want.end), meta.clone()));
-                    }
+        self.wait_for(|s| match s {
+            State::Asking => None,
+            State::Arriving { meta, len, got } => {
+                let want = range.clip(meta.size);
+                if want.end > *len {
+                    Some(Ok(Read::Elsewhere))
+                } else if got.len() as u64 >= want.end {
+                    Some(Ok(Read::Got(got.slice(want.start..want.end), meta.clone())))
+                } else {
+                    None
                 }
-                State::Done { meta, data } => {
-                    let want = range.clip(meta.size);
-                    if want.end > data.len() as u64 {
-                        return Ok(Read::Elsewhere);
-                    }
-                    let part = data.slice(want.start as usize..want.end as usize);
-                    return Ok(Read::Got(part, meta.clone()));
-                }
-                State::Failed(e) => return Err(e.clone()),
-                State::Absent => return Ok(Read::Absent),
-                State::Abandoned => return Ok(Read::Elsewhere),
             }
-            let _ = changed.changed().await;
-        }
+            State::Done { meta, data } => {
+                let want = range.clip(meta.size);
+                if want.end > data.len() as u64 {
+                    return Some(Ok(Read::Elsewhere));
+                }
+                let part = data.slice(want.start as usize..want.end as usize);
+                Some(Ok(Read::Got(part, meta.clone())))
+            }
+            State::Failed(e) => Some(Err(e.clone())),
+            State::Absent => Some(Ok(Read::Absent)),
+            State::Abandoned => Some(Ok(Read::Elsewhere)),
+        })
+        .await
     }
 }

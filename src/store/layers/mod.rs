@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 use crate::store::StoreHints;
 use crate::store::{
-    one_piece, Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
+    as_one_piece, Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
     PutMode, Store, StoreResult,
 };
 
@@ -64,7 +64,7 @@ pub trait Layer: Send + Sync + 'static {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(ObjectMeta, Body)>> {
-        Ok(Layer::get_ranged(self, key, range).await?.map(|(data, meta)| (meta, one_piece(data))))
+        Ok(as_one_piece(Layer::get_ranged(self, key, range).await?))
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.inner().head(key).await
