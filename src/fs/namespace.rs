@@ -867,7 +867,7 @@ pub(crate) mod tests {
     }
 
     /// Read every byte of a file, whatever its size.
-    async fn read_whole_sized(ns: &RawNamespace, path: &str) -> Vec<u8> {
+    pub(crate) async fn read_whole_sized(ns: &dyn Namespace, path: &str) -> Vec<u8> {
         let node = ns.lookup(path).await.unwrap().unwrap();
         read_all(ns, path, &node).await.unwrap()
     }

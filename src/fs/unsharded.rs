@@ -73,10 +73,9 @@ impl DirWalk for UnshardedNamespace {
                 self.docs.put(dir.to_string(), None);
                 Ok(DirKind::Other)
             }
-            Err(StoreError::IsADirectory(_)) => Ok(DirKind::Other),
-            Err(StoreError::NotADirectory(_)) | Err(StoreError::InvalidKey(..)) => {
-                Ok(DirKind::Other)
-            }
+            Err(StoreError::IsADirectory(_))
+            | Err(StoreError::NotADirectory(_))
+            | Err(StoreError::InvalidKey(..)) => Ok(DirKind::Other),
             Err(e) => Err(e.into()),
         }
     }
@@ -634,8 +633,10 @@ impl Namespace for UnshardedNamespace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::namespace::tests::{cloud_namespace, put_raw as put, V3_ARRAY as PLAIN_ARRAY};
-    use crate::fs::namespace::{read_all, Namespace};
+    use crate::fs::namespace::tests::{
+        cloud_namespace, put_raw as put, read_whole_sized as read_whole, V3_ARRAY as PLAIN_ARRAY,
+    };
+    use crate::fs::namespace::Namespace;
     use crate::store::layers::recording::RecordingStore;
 
     /// The view over `namespace::tests::cloud_namespace`: an object store (in memory) behind
@@ -644,11 +645,6 @@ mod tests {
     {
         let (raw, rec, mem) = cloud_namespace();
         (UnshardedNamespace::new(raw, Duration::from_secs(3600)), rec, mem)
-    }
-
-    async fn read_whole(view: &UnshardedNamespace, path: &str) -> Vec<u8> {
-        let node = view.lookup(path).await.unwrap().unwrap();
-        read_all(view, path, &node).await.unwrap()
     }
 
     /// The zarr.json of an array this view does not unpack, looked up and read as zarr-python
