@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::cli::MountConfig;
 use crate::daemon::Readiness;
-use crate::fs::namespace::{Namespace, RawNamespace};
+use crate::fs::namespace::{fetch_documents, Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Cloud, Location, Source};
@@ -30,11 +30,11 @@ pub fn source_refused() -> bool {
 
 async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
-        Source::Directory(location) => open_directory(location, cfg).await,
+        Source::Directory(location) => open_directory(location, cfg, true).await,
         Source::Zip(location) => {
             // The archive is one object in a directory store (local or remote).
             let (parent, name) = split_archive_location(location)?;
-            let backing = open_directory(&parent, cfg).await?;
+            let backing = open_directory(&parent, cfg, false).await?;
             let zip =
                 ZipStore::open(backing, &name).await.map_err(|e| SessionError(e.to_string()))?;
             tracing::info!(archive = %zip.describe(), entries = zip.len(), "zip archive opened");
@@ -90,32 +90,41 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
 
 /// A directory store: a local directory, or an object-store prefix behind a small-object cache.
 /// An object store is first asked one cheap request, so that a wrong endpoint, wrong
-/// credentials or a missing bucket fail the mount with one line (exit 2).
+/// credentials or a missing bucket fail the mount with one line (exit 2). With `mounted`
+/// (the directory is what the mount shows, not an archive's folder), the root's metadata
+/// documents are fetched beside that request.
 async fn open_directory(
     location: &Location,
     cfg: &MountConfig,
+    mounted: bool,
 ) -> Result<Arc<dyn Store>, SessionError> {
     let Location::Remote { cloud, url } = location else {
         return directory_store(location, cfg);
     };
-    let backend = open_object_store(*cloud, url, cfg)?;
+    let backend = Arc::new(open_object_store(*cloud, url, cfg)?);
     // A disk cache whose store answered a listing of the root within the TTL vouches for it
     // (a remount with a warm cache sends no request before the first read it cannot serve).
     let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {
-        let identity = crate::store::StoreHints::describe(&backend);
+        let identity = crate::store::StoreHints::describe(&*backend);
         crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
     });
+    let store = with_object_cache(backend_layers(backend.clone(), *cloud, url, cfg)?, cfg);
+    // The check's round trip also brings the root's metadata documents (or their absence)
+    // into the caches: a reader that opens the mounted array or group first finds them there.
+    let fetch = mounted && !vouched;
+    let documents = fetch.then(|| tokio::spawn(fetch_documents(store.clone(), String::new())));
     let checked = match cloud {
         _ if vouched => Ok(()),
         crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
         _ => backend.check().await,
     };
     if let Err(why) = checked {
+        documents.inspect(|task| task.abort());
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
         let url = crate::store::backends::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
-    Ok(with_object_cache(backend_layers(backend, *cloud, url, cfg)?, cfg))
+    Ok(store)
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -126,7 +135,7 @@ fn directory_store(location: &Location, cfg: &MountConfig) -> Result<Arc<dyn Sto
             .map(|s| Arc::new(MeteredStore::new(Arc::new(s))) as Arc<dyn Store>)
             .map_err(|e| SessionError(format!("cannot open {}: {e}", p.display()))),
         Location::Remote { cloud, url } => {
-            let backend = open_object_store(*cloud, url, cfg)?;
+            let backend = Arc::new(open_object_store(*cloud, url, cfg)?);
             Ok(with_object_cache(backend_layers(backend, *cloud, url, cfg)?, cfg))
         }
     }
@@ -149,18 +158,18 @@ fn open_object_store(
 /// backend itself is asked, below every cache. Plain HTTP gets the lookups and listings of
 /// static hosting (store/backends/http.rs) on top of the backend.
 fn metered(
-    backend: ObjectStoreBackend,
+    backend: Arc<ObjectStoreBackend>,
     cloud: crate::source::Cloud,
     url: &str,
 ) -> Result<Arc<dyn Store>, SessionError> {
     let store: Arc<dyn Store> = match cloud {
         crate::source::Cloud::Http => {
             let tree = Some(crate::zarr::consolidated::TREE_SOURCE);
-            let http = crate::store::backends::http::HttpStore::new(Arc::new(backend), url, tree)
+            let http = crate::store::backends::http::HttpStore::new(backend, url, tree)
                 .map_err(|e| SessionError(e.to_string()))?;
             Arc::new(http)
         }
-        _ => Arc::new(backend),
+        _ => backend,
     };
     Ok(Arc::new(MeteredStore::new(store)))
 }
@@ -199,7 +208,7 @@ fn backend_kind(source: &Source) -> String {
 /// The layers below the memory cache: metering (the backend series count what the backend
 /// itself is asked) and, with `--cache-dir`, the disk cache.
 fn backend_layers(
-    backend: ObjectStoreBackend,
+    backend: Arc<ObjectStoreBackend>,
     cloud: crate::source::Cloud,
     url: &str,
     cfg: &MountConfig,

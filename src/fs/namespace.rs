@@ -201,6 +201,12 @@ impl RawNamespace {
             let (found, _) = self.store.lookup_reading(path, self.metadata_lookup_bytes).await?;
             return Ok(found);
         }
+        if self.metadata_lookup_bytes > 0 && names_zarr_node(name) {
+            // Sent beside the lookup, so the documents come in the same round trip.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(fetch_documents(self.store.clone(), path.to_string()));
+            }
+        }
         self.store.lookup(path).await
     }
 
@@ -550,9 +556,28 @@ impl Namespace for RawNamespace {
     }
 }
 
+/// Fetch the Zarr metadata documents of the node at `dir` (`""`: the root) into the caches
+/// of `store` (see `zarr::METADATA_NAMES`), all at once, each whole up to
+/// `METADATA_LOOKUP_BYTES`: their lookups and reads are then answered from there, present or
+/// absent. Nothing is reported; the reads that follow meet any error themselves.
+pub async fn fetch_documents(store: Arc<dyn Store>, dir: String) {
+    let fetches = crate::zarr::METADATA_NAMES.iter().map(|name| {
+        let key = join_key(&dir, name);
+        let store = &store;
+        async move { store.prefetch(&key, METADATA_LOOKUP_BYTES, Ahead::Documents).await }
+    });
+    futures::future::join_all(fetches).await;
+}
+
+/// A directory name that says "Zarr hierarchy here" (`data.zarr`, `image.ome.zarr`): its
+/// lookup also fetches its metadata documents, which a reader opening it asks for next.
+fn names_zarr_node(name: &str) -> bool {
+    name.len() > 5 && name.to_ascii_lowercase().ends_with(".zarr")
+}
+
 /// The names zarr-python (v2 and v3 formats) reads whole right after looking them up.
 fn is_metadata_doc(name: &str) -> bool {
-    matches!(name, "zarr.json" | ".zarray" | ".zattrs" | ".zgroup" | ".zmetadata")
+    crate::zarr::METADATA_NAMES.contains(&name)
 }
 
 /// The metadata documents that make a directory an array.
@@ -864,6 +889,74 @@ pub(crate) mod tests {
         let big = format!("{{\"pad\":\"{}\"}}", "x".repeat((1 << 20) + 10));
         put_raw(&mem, "c/.zattrs", &big).await;
         assert_eq!(read_whole_sized(&ns, "c/.zattrs").await, big.as_bytes());
+    }
+
+    /// zarr-python 3 opening the v3 array `V3_ARRAY` at `dir`: its three documents at once.
+    async fn open_v3_array(ns: &RawNamespace, dir: &str) {
+        let [json, zarray, zattrs] =
+            [join_key(dir, "zarr.json"), join_key(dir, ".zarray"), join_key(dir, ".zattrs")];
+        let (json, zarray, zattrs) =
+            tokio::join!(read_whole(ns, &json), kind(ns, &zarray), kind(ns, &zattrs));
+        assert_eq!(&json[..], V3_ARRAY.as_bytes());
+        assert_eq!((zarray, zattrs), (None, None));
+    }
+
+    /// The metadata documents fetched ahead (as the mount's start fetches the root's) answer
+    /// the lookups and reads of them, present or absent, with no request of their own, also
+    /// while the fetch is still under way.
+    #[tokio::test]
+    async fn metadata_documents_fetched_ahead_answer_their_lookups() {
+        let (ns, rec, mem) = cloud_namespace();
+        put_raw(&mem, "zarr.json", V3_ARRAY).await;
+        let fetch_all = || fetch_documents(ns.store().clone(), String::new());
+        // zarr-python 3 opening the root, beside the fetches.
+        let open = || open_v3_array(&ns, "");
+        tokio::join!(fetch_all(), open());
+        let mut sent = rec.take();
+        sent.sort();
+        // Each asked as its lookup would be: one GET of it on an object store.
+        let mut want: Vec<String> =
+            crate::zarr::METADATA_NAMES.iter().map(|n| format!("lookup_reading {n}")).collect();
+        want.sort();
+        assert_eq!(sent, want);
+        // Once read, a document's lookup asks the store again, as without the fetch (the
+        // absences found stay known for the TTL, as a read's would).
+        open().await;
+        assert_eq!(rec.take(), ["lookup_reading zarr.json"]);
+        // A document changed through the mount is read anew, not answered from the fetch.
+        ns.write_file("zarr.json", Bytes::from_static(b"{}")).await.unwrap();
+        rec.take();
+        assert_eq!(&read_whole(&ns, "zarr.json").await[..], b"{}");
+    }
+
+    /// The lookup of a `*.zarr` directory also fetches its metadata documents, so opening it
+    /// sends nothing more; other directories do not.
+    #[tokio::test]
+    async fn a_zarr_directory_lookup_fetches_its_documents() {
+        let (ns, rec, mem) = cloud_namespace();
+        put_raw(&mem, "d.zarr/zarr.json", V3_ARRAY).await;
+        put_raw(&mem, "plain/zarr.json", V3_ARRAY).await;
+        assert_eq!(kind(&ns, "d.zarr").await, Some(true));
+        // The fetches run beside the lookup: wait for all five to be sent.
+        let mut sent = rec.take();
+        for _ in 0..1000 {
+            if sent.len() == 1 + crate::zarr::METADATA_NAMES.len() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            sent.extend(rec.take());
+        }
+        sent.sort();
+        assert_eq!(sent[0], "lookup d.zarr");
+        let fetched = sent[1..].iter().filter(|c| c.starts_with("lookup_reading d.zarr/")).count();
+        assert_eq!(fetched, 5, "{sent:?}");
+        open_v3_array(&ns, "d.zarr").await;
+        assert_eq!(rec.take(), Vec::<String>::new());
+        // Any other directory: its lookup only.
+        assert_eq!(kind(&ns, "plain").await, Some(true));
+        tokio::task::yield_now().await;
+        assert_eq!(rec.take(), ["lookup plain"]);
+        assert!(!names_zarr_node(".zarr") && names_zarr_node("x.ome.ZARR"));
     }
 
     /// Read every byte of a file, whatever its size.

@@ -185,6 +185,9 @@ pub enum Ahead {
     ScanAhead,
     /// Every chunk of a small array, at its first chunk read (`RawNamespace::with_array_prefetch`).
     Array,
+    /// A node's Zarr metadata documents: the root's while the mount starts, a `*.zarr`
+    /// directory's at its lookup (`fs::namespace::fetch_documents`).
+    Documents,
 }
 
 impl Ahead {
@@ -193,6 +196,7 @@ impl Ahead {
             Ahead::ReadAhead => "read_ahead",
             Ahead::ScanAhead => "scan_ahead",
             Ahead::Array => "array",
+            Ahead::Documents => "documents",
         }
     }
 }
@@ -326,6 +330,7 @@ pub struct Metrics {
     read_ahead: AheadMetrics,
     scan_ahead: AheadMetrics,
     array_ahead: AheadMetrics,
+    documents_ahead: AheadMetrics,
     pub shard_rewrites: IntCounter,
     pub shard_rewrite_chunks: Histogram,
     /// Rewrites that found the shard changed underneath them (compare-and-swap lost).
@@ -509,7 +514,7 @@ impl Metrics {
                 .collect()
         };
 
-        let (read_ahead, scan_ahead, array_ahead) = {
+        let (read_ahead, scan_ahead, array_ahead, documents_ahead) = {
             let fetched = counter_vec(
                 "ahead_fetched_bytes_total",
                 "Bytes fetched before a reader asked for them, by kind (read_ahead within a \
@@ -532,7 +537,7 @@ impl Metrics {
                 used: used.with_label_values(&[a.name()]),
                 wasted: wasted.with_label_values(&[a.name()]),
             };
-            (of(Ahead::ReadAhead), of(Ahead::ScanAhead), of(Ahead::Array))
+            (of(Ahead::ReadAhead), of(Ahead::ScanAhead), of(Ahead::Array), of(Ahead::Documents))
         };
 
         let shard_rewrite_chunks = {
@@ -563,6 +568,7 @@ impl Metrics {
             read_ahead,
             scan_ahead,
             array_ahead,
+            documents_ahead,
             shard_rewrites: counter(
                 "shard_rewrites_total",
                 "Shards rewritten to store chunk writes made through the unsharded view.",
@@ -625,6 +631,7 @@ impl Metrics {
             Ahead::ReadAhead => &self.read_ahead,
             Ahead::ScanAhead => &self.scan_ahead,
             Ahead::Array => &self.array_ahead,
+            Ahead::Documents => &self.documents_ahead,
         }
     }
 

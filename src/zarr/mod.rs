@@ -16,3 +16,8 @@ pub mod json;
 pub mod metadata;
 pub mod sharding;
 pub mod v2;
+
+/// The names of Zarr's metadata documents, v3 and v2 (`.zmetadata`: v2 consolidated), which
+/// the specs reserve for their documents: never directories, read whole by readers that open
+/// a node (zarr-python 3 asks for `zarr.json`, `.zarray` and `.zattrs` at once).
+pub const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];

@@ -254,7 +254,7 @@ impl CachingStore {
     /// all of it. Whoever joins a fetch gets what it fetched, which may be less than whole.
     /// Its bytes can be read as they arrive (`filling_of`).
     async fn fetch_within(&self, key: &str, limit: u64) -> StoreResult<Fetched> {
-        self.fetch_into(key, limit, self.filling_for(key)).await
+        self.fetch_into(key, limit, self.filling_for(key), Ask::Read).await
     }
 
     /// `fetch_within`, its bytes readable through `filling` as they arrive.
@@ -263,6 +263,7 @@ impl CachingStore {
         key: &str,
         limit: u64,
         filling: Arc<Filling>,
+        ask: Ask,
     ) -> StoreResult<Fetched> {
         // However this call ends (also dropped half way), its filling leaves the map with it.
         let _unregister = Unregister { cache: self, key, filling: filling.clone() };
@@ -277,7 +278,10 @@ impl CachingStore {
                 }
             }
             let mut asking = Asking(Some(&*filling));
-            let got = self.inner.get_streamed(key, ByteRange::Range(0..limit)).await;
+            let got = match ask {
+                Ask::Read => self.inner.get_streamed(key, ByteRange::Range(0..limit)).await,
+                Ask::Lookup => self.ask_by_lookup(key, limit).await,
+            };
             asking.0 = None;
             let Some((meta, body)) = got? else { return Ok(None) };
             let len = meta.size.min(limit);
@@ -300,6 +304,23 @@ impl CachingStore {
         Ok(result)
     }
 
+    /// The first `limit` bytes of a metadata document, asked as its lookup would ask
+    /// (`Store::lookup_reading`): the layers below then record a lookup (the disk cache
+    /// replays it on a remount). One that answers without the bytes (a replayed lookup) is
+    /// read after.
+    async fn ask_by_lookup(
+        &self,
+        key: &str,
+        limit: u64,
+    ) -> StoreResult<Option<(ObjectMeta, Body)>> {
+        let (found, data) = self.inner.lookup_reading(key, limit).await?;
+        match (found.file, data) {
+            (None, _) => Ok(None),
+            (Some(meta), Some(data)) => Ok(Some((meta, crate::store::one_piece(data)))),
+            (Some(_), None) => self.inner.get_streamed(key, ByteRange::Range(0..limit)).await,
+        }
+    }
+
     /// The filling of `key`'s fetch under way, or a new one for the fetch about to start.
     fn filling_for(&self, key: &str) -> Arc<Filling> {
         let mut fillings = lock(&self.filling);
@@ -316,6 +337,15 @@ impl CachingStore {
     /// The filling of `key`'s fetch under way, if any.
     fn filling_of(&self, key: &str) -> Option<Arc<Filling>> {
         lock(&self.filling).get(key).cloned()
+    }
+
+    /// Was `key` fetched ahead and not read yet (a copy held, or an absence found), or is a
+    /// fetch of it under way? A lookup is then answered from that. A copy already read is
+    /// not: a lookup brings the object anew, as it does uncached.
+    fn fetched_ahead(&self, key: &str) -> bool {
+        self.objects.peek_with(key, |e| e.prefetched.is_some()).unwrap_or(false)
+            || self.known_absent(key)
+            || self.filling_of(key).is_some()
     }
 
     /// What to keep of an object read from its start, and its size: nothing over the object
@@ -396,6 +426,15 @@ fn pop_below<V>(lru: &mut LruCache<String, V>, prefix: &str) {
     }
 }
 
+/// How a fetch asks the store below for an object.
+#[derive(Clone, Copy)]
+enum Ask {
+    /// A read of it (`Store::get_streamed`).
+    Read,
+    /// Its lookup, which may bring its bytes (`CachingStore::ask_by_lookup`).
+    Lookup,
+}
+
 /// Takes a fetch's filling out of the map when the fetch ends, unless another replaced it.
 struct Unregister<'a> {
     cache: &'a CachingStore,
@@ -441,6 +480,13 @@ impl crate::store::layers::Layer for CachingStore {
         if self.cfg.capacity == 0 || key.is_empty() {
             return Ok((crate::store::layers::Layer::lookup(self, key).await?, None));
         }
+        // Fetched ahead (`fs::namespace::fetch_documents`) or being fetched: answered from
+        // that, as a read of it would be, with no request of its own.
+        if self.fetched_ahead(key) {
+            let found = self.read(key, ByteRange::Range(0..limit)).await?;
+            let file = found.as_ref().map(|(_, meta)| meta.clone());
+            return Ok((Lookup { file, dir: false }, found.map(|(data, _)| data)));
+        }
         let epoch = self.objects.epoch();
         let (l, data) = self.inner.lookup_reading(key, limit).await?;
         self.observe(key, l.file.as_ref());
@@ -485,7 +531,7 @@ impl crate::store::layers::Layer for CachingStore {
         let owned = key.to_string();
         let task_filling = filling.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.fetch_into(&owned, limit, task_filling).await {
+            if let Err(e) = me.fetch_into(&owned, limit, task_filling, Ask::Read).await {
                 tracing::debug!(key = ?owned, error = %e, "fetch failed");
             }
         });
@@ -629,7 +675,9 @@ impl crate::store::layers::Layer for CachingStore {
         }
         let limit = if self.wants_whole(key) { u64::MAX } else { size };
         let epoch = self.objects.epoch();
-        match self.fetch_within(key, limit).await {
+        // Documents are asked as their lookups would be (see `ask_by_lookup`).
+        let ask = if why == Ahead::Documents { Ask::Lookup } else { Ask::Read };
+        match self.fetch_into(key, limit, self.filling_for(key), ask).await {
             Ok(None) => self.found_absent(key, epoch),
             Ok(Some((data, meta))) if data.len() as u64 == meta.size => {
                 // Only if it was kept (and is still the fetched copy): else nothing is held.
