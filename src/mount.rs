@@ -108,11 +108,17 @@ async fn open_directory(
         let identity = crate::store::StoreHints::describe(&*backend);
         crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
     });
-    let store = with_object_cache(backend_layers(backend.clone(), *cloud, url, cfg)?, cfg);
+    // The layers (a --cache-dir among them) open before the check, for the fetch below; a
+    // wrong source is still the error reported first.
+    let store =
+        backend_layers(backend.clone(), *cloud, url, cfg).map(|l| with_object_cache(l, cfg));
     // The check's round trip also brings the root's metadata documents (or their absence)
     // into the caches: a reader that opens the mounted array or group first finds them there.
-    let fetch = mounted && !vouched;
-    let documents = fetch.then(|| tokio::spawn(fetch_documents(store.clone(), String::new())));
+    let fetch = mounted && !vouched && fetches_documents(cfg);
+    let documents = match &store {
+        Ok(store) if fetch => Some(tokio::spawn(fetch_documents(store.clone(), String::new()))),
+        _ => None,
+    };
     let checked = match cloud {
         _ if vouched => Ok(()),
         crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
@@ -124,7 +130,7 @@ async fn open_directory(
         let url = crate::store::backends::object::display_url(url);
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
-    Ok(store)
+    store
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -267,6 +273,18 @@ fn split_archive_location(location: &Location) -> Result<(Location, String), Ses
     }
 }
 
+/// Whether the mount fetches Zarr metadata documents ahead (`fs::namespace::fetch_documents`):
+/// the root's at start and a `*.zarr` directory's at its lookup. Only where a document's
+/// lookup is one GET (object stores; plain HTTP pays a HEAD and probes) and where the memory
+/// cache keeps the answers for a while (a cache, a TTL above zero).
+fn fetches_documents(cfg: &MountConfig) -> bool {
+    let object_store = matches!(
+        &cfg.source,
+        Source::Directory(Location::Remote { cloud, .. }) if *cloud != Cloud::Http
+    );
+    object_store && cfg.cache_size > 0 && !cfg.metadata_ttl.is_zero()
+}
+
 /// Memory for decoded chunks when `--cache-size 0` turned the object cache off: without any,
 /// every read of a chunk file would decode the whole chunk again.
 const MIN_DECODED_CACHE: u64 = 64 << 20;
@@ -275,13 +293,17 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
     use crate::fs::presented::PresentedNamespace;
     use crate::fs::unsharded::UnshardedNamespace;
     let ttl = cfg.metadata_ttl;
-    let raw =
-        RawNamespace::new(store).with_chunk_trees(ttl).with_array_prefetch(cfg.array_prefetch);
+    let fetch = fetches_documents(cfg);
+    let raw = RawNamespace::new(store)
+        .with_chunk_trees(ttl)
+        .with_array_prefetch(cfg.array_prefetch)
+        .with_document_fetch(fetch);
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
         let unsharded = Arc::new(UnshardedNamespace::new(
             RawNamespace::new(raw.store().clone())
                 .with_chunk_trees(ttl)
-                .with_array_prefetch(cfg.array_prefetch),
+                .with_array_prefetch(cfg.array_prefetch)
+                .with_document_fetch(fetch),
             ttl,
         ));
         let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;

@@ -115,6 +115,9 @@ pub struct RawNamespace {
     /// Arrays whose chunks take at most this much are fetched whole at their first chunk
     /// read (0: never; see `with_array_prefetch`).
     array_prefetch: u64,
+    /// The lookup of a `*.zarr` directory fetches its metadata documents (see
+    /// `with_document_fetch`).
+    document_fetch: bool,
 }
 
 /// What a metadata document read through the mount says about its array's chunk files.
@@ -153,7 +156,16 @@ impl RawNamespace {
             trees: None,
             metadata_lookup_bytes: 0,
             array_prefetch: 0,
+            document_fetch: false,
         }
+    }
+
+    /// The lookup of a directory named `*.zarr` also fetches its metadata documents
+    /// (`fetch_documents`), sent beside it: a reader opening it asks for them next, and then
+    /// finds them in the cache below. Needs `with_chunk_trees`.
+    pub fn with_document_fetch(mut self, on: bool) -> Self {
+        self.document_fetch = on;
+        self
     }
 
     /// Fetch all the chunks of a small array (at most `bytes` by its metadata's estimate, and
@@ -201,7 +213,7 @@ impl RawNamespace {
             let (found, _) = self.store.lookup_reading(path, self.metadata_lookup_bytes).await?;
             return Ok(found);
         }
-        if self.metadata_lookup_bytes > 0 && names_zarr_node(name) {
+        if self.document_fetch && self.metadata_lookup_bytes > 0 && names_zarr_node(name) {
             // Sent beside the lookup, so the documents come in the same round trip.
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(fetch_documents(self.store.clone(), path.to_string()));
@@ -791,7 +803,8 @@ pub(crate) mod tests {
         let cached = CachingStore::new(rec.clone(), cfg);
         let ns = RawNamespace::new(cached)
             .with_chunk_trees(Duration::from_secs(3600))
-            .with_array_prefetch(array_prefetch);
+            .with_array_prefetch(array_prefetch)
+            .with_document_fetch(true);
         (ns, rec, mem)
     }
 
@@ -957,6 +970,11 @@ pub(crate) mod tests {
         tokio::task::yield_now().await;
         assert_eq!(rec.take(), ["lookup plain"]);
         assert!(!names_zarr_node(".zarr") && names_zarr_node("x.ome.ZARR"));
+        // Without the setting (plain HTTP, a TTL of zero, no cache): the lookup only.
+        let off = RawNamespace::new(ns.store().clone()).with_chunk_trees(Duration::from_secs(60));
+        assert_eq!(kind(&off, "e.zarr").await, None);
+        tokio::task::yield_now().await;
+        assert_eq!(rec.take(), ["lookup e.zarr"]);
     }
 
     /// Read every byte of a file, whatever its size.

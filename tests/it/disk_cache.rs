@@ -302,7 +302,6 @@ fn cache_flags_are_checked_before_anything_is_mounted() {
     assert!(!common::is_mounted(&mnt.canonicalize().unwrap()));
 }
 
-/// The `zarr.json` of a `side` x `side` uint8 array in 2 x 2 chunks, stored raw (`c/Y/X`).
 /// The requests since `from`, once a GET of each Zarr metadata name in `dir` is among them
 /// (they are fetched in the background: at mount start, beside a `*.zarr` lookup), and
 /// checked to be one GET each.
@@ -355,6 +354,7 @@ fn a_zarr_directory_lookup_brings_its_metadata_documents() {
     assert_eq!(reqs.len(), 2, "a HEAD and a LIST, no document fetched: {reqs:#?}");
 }
 
+/// The `zarr.json` of a `side` x `side` uint8 array in 2 x 2 chunks, stored raw (`c/Y/X`).
 fn uint8_array_of_2x2_chunks(side: u64) -> Vec<u8> {
     format!(
         r#"{{"zarr_format":3,"node_type":"array","shape":[{side},{side}],"data_type":"uint8","chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":[2,2]}}}},"chunk_key_encoding":{{"name":"default","configuration":{{"separator":"/"}}}},"fill_value":0,"codecs":[{{"name":"bytes"}}]}}"#

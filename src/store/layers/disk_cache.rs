@@ -1193,11 +1193,15 @@ impl crate::store::layers::Layer for DiskCache {
         if let Some(l) = self.0.journal.replayed_lookup(key) {
             return Ok(l);
         }
+        let since = self.0.journal.forgets();
         let l = self.0.inner.lookup(key).await?;
+        if self.0.journal.forgets() != since {
+            return Ok(l); // a write went through meanwhile: the answer may predate it
+        }
         if !key.is_empty() {
             self.0.observe(key, l.file.as_ref());
         }
-        self.0.journal.record_lookup(key, &l);
+        self.0.journal.record_lookup(since, key, &l);
         Ok(l)
     }
 
@@ -1207,11 +1211,12 @@ impl crate::store::layers::Layer for DiskCache {
         if let Some(l) = self.0.journal.replayed_lookup(key) {
             return Ok((l, None));
         }
+        let since = self.0.journal.forgets();
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
-        if key.is_empty() {
-            return Ok((l, data));
+        if key.is_empty() || self.0.journal.forgets() != since {
+            return Ok((l, data)); // (a write went through meanwhile: see `lookup`)
         }
-        self.0.journal.record_lookup(key, &l);
+        self.0.journal.record_lookup(since, key, &l);
         match (&l.file, &data) {
             (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
                 self.0.observe_read(key, Some(meta));

@@ -104,6 +104,8 @@ struct State {
     lists: HashMap<String, (u64, Listing)>,
     lookups: HashMap<String, (u64, Lookup)>,
     objects: HashMap<String, (u64, ObjectMeta)>,
+    /// Writes forgotten so far (`forget`): a lookup answered across one is not recorded.
+    forgets: u64,
 }
 
 pub struct MetaJournal {
@@ -180,6 +182,7 @@ impl MetaJournal {
                 lists: HashMap::new(),
                 lookups: HashMap::new(),
                 objects: HashMap::new(),
+                forgets: 0,
             }),
         };
         {
@@ -432,7 +435,17 @@ impl MetaJournal {
         self.keep(&mut st, Subject::List(prefix.to_string()), at, encoded);
     }
 
-    pub fn record_lookup(&self, key: &str, lookup: &Lookup) {
+    /// How many writes were forgotten so far: taken before a lookup is sent, handed to
+    /// `record_lookup`.
+    pub fn forgets(&self) -> u64 {
+        self.lock().forgets
+    }
+
+    /// A lookup of `key`, sent when `forgets` said `since`, answered `lookup`. Not recorded
+    /// when a write was forgotten meanwhile: the answer may predate it (a lookup sent before
+    /// a create through the mount and answered after), and a replayed stale answer would
+    /// outlive this daemon.
+    pub fn record_lookup(&self, since: u64, key: &str, lookup: &Lookup) {
         let at = now_ms();
         let rec = Record::Lookup {
             key: key.to_string(),
@@ -442,6 +455,9 @@ impl MetaJournal {
         };
         let encoded = frame(&rec);
         let mut st = self.lock();
+        if st.forgets != since {
+            return;
+        }
         st.lookups.remove(key);
         self.append(&mut st, &encoded);
         self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
@@ -474,6 +490,7 @@ impl MetaJournal {
     pub fn forget(&self, key: &str, subtree: bool) {
         let encoded = frame(&Record::Forget { key: key.to_string(), subtree });
         let mut st = self.lock();
+        st.forgets += 1;
         Self::drop_affected(&mut st, key, subtree);
         self.append(&mut st, &encoded);
     }
@@ -545,7 +562,7 @@ mod tests {
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         j.record_list("a", &listing());
-        j.record_lookup("a/x", &Lookup { file: None, dir: false });
+        j.record_lookup(j.forgets(), "a/x", &Lookup { file: None, dir: false });
         // This run's own answers are not served by the journal.
         assert!(j.replayed_list("a").is_none());
         drop(j);
@@ -580,7 +597,7 @@ mod tests {
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         for p in ["", "a", "a/b", "a/b/c", "ab", "z"] {
             j.record_list(p, &listing());
-            j.record_lookup(p, &Lookup { file: None, dir: true });
+            j.record_lookup(j.forgets(), p, &Lookup { file: None, dir: true });
         }
         j.forget("a/b/k", false);
         drop(j);
@@ -604,12 +621,30 @@ mod tests {
         assert!(j.replayed_list("z").is_some());
     }
 
+    /// A lookup sent before a write through the mount and answered after it (a background
+    /// fetch of a `*.zarr` node's documents racing its creation) is not carried to the next
+    /// daemon: its "absent" would hide the new object there.
+    #[test]
+    fn a_lookup_answered_across_a_write_is_not_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ttl = Duration::from_secs(60);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        let since = j.forgets();
+        j.forget("n.zarr/zarr.json", false);
+        j.record_lookup(since, "n.zarr/zarr.json", &Lookup { file: None, dir: false });
+        j.record_lookup(j.forgets(), "n.zarr/.zattrs", &Lookup { file: None, dir: false });
+        drop(j);
+        let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
+        assert!(j.replayed_lookup("n.zarr/zarr.json").is_none());
+        assert!(j.replayed_lookup("n.zarr/.zattrs").is_some(), "one sent after the write is kept");
+    }
+
     #[test]
     fn each_store_has_its_own_journal_and_the_root_vouches() {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        j.record_lookup("a/missing", &Lookup { file: None, dir: false });
+        j.record_lookup(j.forgets(), "a/missing", &Lookup { file: None, dir: false });
         assert!(
             !MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl),
             "not found proves nothing (a missing bucket answers so too)"
@@ -630,8 +665,8 @@ mod tests {
         // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
         let records: [fn(&MetaJournal); 4] = [
             |j| j.record_list("a", &listing()),
-            |j| j.record_lookup("a/f", &Lookup { file: Some(meta("v")), dir: false }),
-            |j| j.record_lookup("a/d", &Lookup { file: None, dir: true }),
+            |j| j.record_lookup(j.forgets(), "a/f", &Lookup { file: Some(meta("v")), dir: false }),
+            |j| j.record_lookup(j.forgets(), "a/d", &Lookup { file: None, dir: true }),
             |j| j.record_object("a/o", &meta("v")),
         ];
         for (i, record) in records.iter().enumerate() {
