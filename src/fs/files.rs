@@ -23,10 +23,11 @@ use crate::view::node::{Backing, Node};
 /// warm reads 0.54-0.80 of local disk with passthrough, 1.1-1.4 without).
 const PASSTHROUGH_MIN: u64 = 2 << 20;
 
-/// Another writer handle on an existing buffer.
-async fn join_buf(buf: SharedBuf, truncating: bool) -> SharedBuf {
-    buf.lock().await.join(truncating);
-    buf
+/// Another writer handle on an existing buffer; `None` when that buffer was retired (its
+/// last handle closed it meanwhile, see `BufState::join`).
+async fn join_buf(buf: SharedBuf, truncating: bool) -> Option<SharedBuf> {
+    let joined = buf.lock().await.join(truncating);
+    joined.then_some(buf)
 }
 
 impl ZarrFs {
@@ -68,27 +69,35 @@ impl ZarrFs {
         }
         self.check_rw()?;
         self.ns.check_writable(&path).await?;
-        let existing = lock(&self.bufs).get(&path).cloned();
-        let buf = match existing {
-            Some(buf) => join_buf(buf, truncating).await,
-            None => {
-                let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-                if node.is_dir() {
-                    return Err(FsError::IsADirectory);
+        let buf = loop {
+            let existing = lock(&self.bufs).get(&path).cloned();
+            let buf = match existing {
+                Some(buf) => join_buf(buf, truncating).await,
+                None => {
+                    let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+                    if node.is_dir() {
+                        return Err(FsError::IsADirectory);
+                    }
+                    let data = if truncating {
+                        Vec::new()
+                    } else {
+                        namespace::read_all(&*self.ns, &path, &node).await?
+                    };
+                    let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
+                    let buf = lock(&self.bufs)
+                        .entry(path.clone())
+                        .or_insert_with(|| mine.clone())
+                        .clone();
+                    if Arc::ptr_eq(&buf, &mine) {
+                        Some(buf)
+                    } else {
+                        join_buf(buf, truncating).await // another open made one meanwhile
+                    }
                 }
-                let data = if truncating {
-                    Vec::new()
-                } else {
-                    namespace::read_all(&*self.ns, &path, &node).await?
-                };
-                let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
-                let buf =
-                    lock(&self.bufs).entry(path.clone()).or_insert_with(|| mine.clone()).clone();
-                if Arc::ptr_eq(&buf, &mine) {
-                    buf
-                } else {
-                    join_buf(buf, truncating).await // another open made one meanwhile
-                }
+            };
+            // A retired buffer has left `bufs` (see `release`): look again.
+            if let Some(buf) = buf {
+                break buf;
             }
         };
         self.cache.forget_version(ino);
@@ -405,8 +414,9 @@ impl ZarrFs {
         let result = if retry { self.write_back(&buf).await } else { Ok(()) };
         let mut b = buf.lock().await;
         if b.st.close_handle(result.is_ok()) {
+            // Out of `bufs` before its lock is let go: an open waiting on that lock finds it
+            // retired, looks again, and no longer finds it there.
             let path = b.path.clone();
-            drop(b);
             self.drop_buf(&path, &buf);
         }
         result

@@ -73,6 +73,10 @@ pub enum OldName {
 pub struct BufState {
     state: State,
     handles: usize,
+    /// Its last handle closed it for good (`close_handle` said so): it is leaving the open
+    /// files, and no handle may join it any more (an open racing that close makes a new
+    /// buffer instead, or it would write to one no path finds).
+    retired: bool,
 }
 
 impl BufState {
@@ -86,7 +90,7 @@ impl BufState {
         } else {
             State::Clean
         };
-        BufState { state, handles: 1 }
+        BufState { state, handles: 1, retired: false }
     }
 
     #[cfg(test)]
@@ -109,9 +113,14 @@ impl BufState {
         self
     }
 
-    /// Another writer handle opens the buffer.
-    pub fn join(&mut self) {
+    /// Another writer handle opens the buffer; false (and nothing changes) when it was
+    /// retired.
+    pub fn join(&mut self) -> bool {
+        if self.retired {
+            return false;
+        }
         self.handles += 1;
+        true
     }
 
     /// The content changed (a write or a truncation).
@@ -173,11 +182,13 @@ impl BufState {
     /// still finds the data).
     pub fn close_handle(&mut self, ok: bool) -> bool {
         self.handles = self.handles.saturating_sub(1);
-        match self.state {
+        let last = match self.state {
             State::Unlinked => self.handles == 0,
             State::Staged => false,
             _ => self.handles == 0 && ok,
-        }
+        };
+        self.retired |= last;
+        last
     }
 
     /// unlink() of the path: the changes are dropped, and what becomes of the name in the
@@ -314,13 +325,17 @@ impl WriteBuf {
         Ok(())
     }
 
-    /// Another writer handle on the buffer, emptying it for `O_TRUNC`.
-    pub fn join(&mut self, truncating: bool) {
-        self.st.join();
+    /// Another writer handle on the buffer, emptying it for `O_TRUNC`; false (and nothing
+    /// changes) when the buffer was retired (`BufState::join`).
+    pub fn join(&mut self, truncating: bool) -> bool {
+        if !self.st.join() {
+            return false;
+        }
         if truncating {
             self.data.clear();
             self.st.changed();
         }
+        true
     }
 
     /// See `BufState::renamed`; the buffer's path follows.
@@ -361,9 +376,12 @@ mod tests {
     fn an_opened_file_is_clean_until_changed() {
         let mut s = BufState::new("k", false);
         assert_eq!((s.state(), s.write_back()), (State::Clean, None));
-        s.join();
+        assert!(s.join());
         assert!(!s.close_handle(true), "another handle is still open");
         assert!(s.close_handle(true));
+        // Closed for good: no handle joins it any more (an open racing that close opens anew).
+        assert!(!s.join());
+        assert_eq!(s.handles(), 0);
     }
 
     #[test]
