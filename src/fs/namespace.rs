@@ -584,7 +584,7 @@ pub async fn fetch_documents(store: Arc<dyn Store>, dir: String) {
 /// A directory name that says "Zarr hierarchy here" (`data.zarr`, `image.ome.zarr`): its
 /// lookup also fetches its metadata documents, which a reader opening it asks for next.
 fn names_zarr_node(name: &str) -> bool {
-    name.len() > 5 && name.to_ascii_lowercase().ends_with(".zarr")
+    name.len() > 5 && name.get(name.len() - 5..).is_some_and(|s| s.eq_ignore_ascii_case(".zarr"))
 }
 
 /// The names zarr-python (v2 and v3 formats) reads whole right after looking them up.

@@ -254,18 +254,17 @@ impl CachingStore {
     /// all of it. Whoever joins a fetch gets what it fetched, which may be less than whole.
     /// Its bytes can be read as they arrive (`filling_of`).
     async fn fetch_within(&self, key: &str, limit: u64) -> StoreResult<Fetched> {
-        self.fetch_into(key, limit, self.filling_for(key), Ask::Read, None).await
+        self.fetch_into(key, limit, self.filling_for(key), None).await
     }
 
-    /// `fetch_within`, its bytes readable through `filling` as they arrive, asked as `ask`
-    /// says. With `ahead` (a prefetch, and why), what it finds is kept as fetched ahead: the
-    /// copy marked so, an absence as known.
+    /// `fetch_within`, its bytes readable through `filling` as they arrive. With `ahead` (a
+    /// prefetch, and why), what it finds is kept as fetched ahead: the copy marked so, an
+    /// absence as known; documents are asked as their lookups would be (`ask_by_lookup`).
     async fn fetch_into(
         &self,
         key: &str,
         limit: u64,
         filling: Arc<Filling>,
-        ask: Ask,
         ahead: Option<Ahead>,
     ) -> StoreResult<Fetched> {
         // However this call ends (also dropped half way), its filling leaves the map with it.
@@ -282,9 +281,10 @@ impl CachingStore {
                 }
             }
             let mut asking = Asking(Some(&*filling));
-            let got = match ask {
-                Ask::Read => self.inner.get_streamed(key, ByteRange::Range(0..limit)).await,
-                Ask::Lookup => self.ask_by_lookup(key, limit).await,
+            let got = if ahead == Some(Ahead::Documents) {
+                self.ask_by_lookup(key, limit).await
+            } else {
+                self.inner.get_streamed(key, ByteRange::Range(0..limit)).await
             };
             asking.0 = None;
             let Some((meta, body)) = got? else { return Ok(None) };
@@ -442,15 +442,6 @@ fn pop_below<V>(lru: &mut LruCache<String, V>, prefix: &str) {
     }
 }
 
-/// How a fetch asks the store below for an object.
-#[derive(Clone, Copy)]
-enum Ask {
-    /// A read of it (`Store::get_streamed`).
-    Read,
-    /// Its lookup, which may bring its bytes (`CachingStore::ask_by_lookup`).
-    Lookup,
-}
-
 /// Takes a fetch's filling out of the map when the fetch ends, unless another replaced it.
 struct Unregister<'a> {
     cache: &'a CachingStore,
@@ -547,7 +538,7 @@ impl crate::store::layers::Layer for CachingStore {
         let owned = key.to_string();
         let task_filling = filling.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.fetch_into(&owned, limit, task_filling, Ask::Read, None).await {
+            if let Err(e) = me.fetch_into(&owned, limit, task_filling, None).await {
                 tracing::debug!(key = ?owned, error = %e, "fetch failed");
             }
         });
@@ -690,9 +681,7 @@ impl crate::store::layers::Layer for CachingStore {
             return;
         }
         let limit = if self.wants_whole(key) { u64::MAX } else { size };
-        // Documents are asked as their lookups would be (see `ask_by_lookup`).
-        let ask = if why == Ahead::Documents { Ask::Lookup } else { Ask::Read };
-        let fetched = self.fetch_into(key, limit, self.filling_for(key), ask, Some(why)).await;
+        let fetched = self.fetch_into(key, limit, self.filling_for(key), Some(why)).await;
         if let Err(e) = fetched {
             tracing::debug!(key = ?key, error = %e, "prefetch failed");
         }

@@ -1195,13 +1195,10 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let since = self.0.journal.forgets();
         let l = self.0.inner.lookup(key).await?;
-        if self.0.journal.forgets() != since {
-            return Ok(l); // a write went through meanwhile: the answer may predate it
-        }
-        if !key.is_empty() {
+        // Not kept when a write went through meanwhile: the answer may predate it.
+        if self.0.journal.record_lookup(since, key, &l) && !key.is_empty() {
             self.0.observe(key, l.file.as_ref());
         }
-        self.0.journal.record_lookup(since, key, &l);
         Ok(l)
     }
 
@@ -1213,10 +1210,10 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let since = self.0.journal.forgets();
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
-        if key.is_empty() || self.0.journal.forgets() != since {
-            return Ok((l, data)); // (a write went through meanwhile: see `lookup`)
+        // (Not kept when a write went through meanwhile: see `lookup`.)
+        if key.is_empty() || !self.0.journal.record_lookup(since, key, &l) {
+            return Ok((l, data));
         }
-        self.0.journal.record_lookup(since, key, &l);
         match (&l.file, &data) {
             (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
                 self.0.observe_read(key, Some(meta));

@@ -442,10 +442,10 @@ impl MetaJournal {
     }
 
     /// A lookup of `key`, sent when `forgets` said `since`, answered `lookup`. Not recorded
-    /// when a write was forgotten meanwhile: the answer may predate it (a lookup sent before
-    /// a create through the mount and answered after), and a replayed stale answer would
-    /// outlive this daemon.
-    pub fn record_lookup(&self, since: u64, key: &str, lookup: &Lookup) {
+    /// (false) when a write was forgotten meanwhile: the answer may predate it (a lookup
+    /// sent before a create through the mount and answered after), and a replayed stale
+    /// answer would outlive this daemon.
+    pub fn record_lookup(&self, since: u64, key: &str, lookup: &Lookup) -> bool {
         let at = now_ms();
         let rec = Record::Lookup {
             key: key.to_string(),
@@ -456,11 +456,12 @@ impl MetaJournal {
         let encoded = frame(&rec);
         let mut st = self.lock();
         if st.forgets != since {
-            return;
+            return false;
         }
         st.lookups.remove(key);
         self.append(&mut st, &encoded);
         self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
+        true
     }
 
     /// A read saw `key` at `meta` (see `Record::Object`).
@@ -631,8 +632,8 @@ mod tests {
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         let since = j.forgets();
         j.forget("n.zarr/zarr.json", false);
-        j.record_lookup(since, "n.zarr/zarr.json", &Lookup { file: None, dir: false });
-        j.record_lookup(j.forgets(), "n.zarr/.zattrs", &Lookup { file: None, dir: false });
+        assert!(!j.record_lookup(since, "n.zarr/zarr.json", &Lookup { file: None, dir: false }));
+        assert!(j.record_lookup(j.forgets(), "n.zarr/.zattrs", &Lookup { file: None, dir: false }));
         drop(j);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         assert!(j.replayed_lookup("n.zarr/zarr.json").is_none());
@@ -665,8 +666,14 @@ mod tests {
         // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
         let records: [fn(&MetaJournal); 4] = [
             |j| j.record_list("a", &listing()),
-            |j| j.record_lookup(j.forgets(), "a/f", &Lookup { file: Some(meta("v")), dir: false }),
-            |j| j.record_lookup(j.forgets(), "a/d", &Lookup { file: None, dir: true }),
+            |j| {
+                assert!(j.record_lookup(
+                    j.forgets(),
+                    "a/f",
+                    &Lookup { file: Some(meta("v")), dir: false }
+                ))
+            },
+            |j| assert!(j.record_lookup(j.forgets(), "a/d", &Lookup { file: None, dir: true })),
             |j| j.record_object("a/o", &meta("v")),
         ];
         for (i, record) in records.iter().enumerate() {
