@@ -38,6 +38,11 @@ pub struct Args {
     /// How the store is presented (decoded and v2 are read-only).
     #[arg(long, value_enum, default_value = "unsharded")]
     pub view: ViewKind,
+    /// In the v2 and v2-decoded views, OME-Zarr 0.5 metadata of v3 groups is written as
+    /// OME-Zarr 0.4 (`translate`), which the 0.4-only bioimaging readers need, or left as it
+    /// is (`keep`).
+    #[arg(long, value_enum, default_value = "translate", value_name = "MODE")]
+    pub v2_ome: crate::view::ome::OmeInV2,
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
     #[arg(long)]
     pub allow_other: bool,
@@ -150,6 +155,8 @@ pub struct MountConfig {
     pub foreground: bool,
     pub read_only: bool,
     pub view: ViewKind,
+    /// `--v2-ome`.
+    pub v2_ome: crate::view::ome::OmeInV2,
     pub allow_other: bool,
     pub uid: u32,
     pub gid: u32,
@@ -323,6 +330,7 @@ impl Args {
             foreground: self.foreground,
             read_only,
             view: self.view,
+            v2_ome: self.v2_ome,
             allow_other: self.allow_other,
             uid: self.uid.unwrap_or(uid),
             gid: self.gid.unwrap_or(gid),

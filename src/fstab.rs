@@ -3,7 +3,7 @@
 //! the whole mapping is unit tested.
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
-//! - `view=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
+//! - `view=`, `v2_ome=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
 //!   `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
 //!   `metrics_addr=`, `cache_dir=`, `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`,
@@ -61,6 +61,7 @@ const DROPPED_KEYS: &[&str] =
 /// `key=value` options that become `--key-with-dashes value`.
 const VALUE_FLAGS: &[&str] = &[
     "view",
+    "v2_ome",
     "uid",
     "gid",
     "metadata_ttl",

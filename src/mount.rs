@@ -313,8 +313,10 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         ViewKind::Raw => Arc::new(raw),
         ViewKind::Unsharded => Arc::new(UnshardedNamespace::new(raw, ttl)),
         ViewKind::Decoded => presented(Box::new(crate::view::decoded::DecodedPresenter)),
-        ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter)),
-        ViewKind::V2Decoded => presented(Box::new(crate::view::v2::V2DecodedPresenter)),
+        ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
+        ViewKind::V2Decoded => {
+            presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
+        }
     }
 }
 

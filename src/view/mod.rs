@@ -4,6 +4,7 @@
 pub mod chunk_lookup;
 pub mod decoded;
 pub mod node;
+pub mod ome;
 pub mod present;
 pub mod unsharded;
 pub mod unsharded_dirs;

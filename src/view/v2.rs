@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::decoded::pretty;
+use super::ome::{group_attributes, OmeInV2};
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::chunk_tree::grid;
@@ -16,18 +17,24 @@ use crate::zarr::codecs::{BytesChain, ChunkSpec};
 use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v3_codecs_to_v2, v3_type_to_v2};
 
-pub struct V2Presenter;
+#[derive(Default)]
+pub struct V2Presenter {
+    pub ome: OmeInV2,
+}
 
 /// `--view v2-decoded`: the v2 view with every chunk decoded (no compressor or filters,
 /// little-endian, order C), so a v2 reader that implements no codec reads every fixed-size
 /// array. Variable-length arrays keep only their `vlen-*` filter.
-pub struct V2DecodedPresenter;
+#[derive(Default)]
+pub struct V2DecodedPresenter {
+    pub ome: OmeInV2,
+}
 
 const HIDDEN: [&str; 1] = ["zarr.json"];
 
 impl Presenter for V2Presenter {
     fn present(&self, dir: &str, docs: &DirDocs) -> DirShow {
-        present(dir, docs, false)
+        present(dir, docs, false, self.ome)
     }
 
     fn may_hide(&self) -> bool {
@@ -41,7 +48,7 @@ impl Presenter for V2DecodedPresenter {
             // v2 nodes are already v2: decoded as the decoded view decodes them.
             return super::decoded::DecodedPresenter.present(dir, docs);
         }
-        present(dir, docs, true)
+        present(dir, docs, true, self.ome)
     }
 
     fn may_hide(&self) -> bool {
@@ -49,7 +56,7 @@ impl Presenter for V2DecodedPresenter {
     }
 }
 
-fn present(dir: &str, docs: &DirDocs, decoded: bool) -> DirShow {
+fn present(dir: &str, docs: &DirDocs, decoded: bool, ome: OmeInV2) -> DirShow {
     let Some(doc) = &docs.zarr_json else { return DirShow::PassThrough };
     match parse_zarr_json(doc) {
         Ok(NodeMetadata::Array(meta)) => match v2_array_as(&meta, decoded) {
@@ -76,7 +83,7 @@ fn present(dir: &str, docs: &DirDocs, decoded: bool) -> DirShow {
             }
         },
         Ok(NodeMetadata::Group(group)) => DirShow::Group(Files {
-            generated: group_files(&group.json, decoded),
+            generated: group_files(dir, &group.json, decoded, ome),
             hidden: HIDDEN.to_vec(),
         }),
         Err(_) => DirShow::PassThrough, // the view below already logged it
@@ -271,10 +278,26 @@ fn zgroup() -> Map<String, Value> {
     m
 }
 
-fn group_files(json: &Map<String, Value>, decoded: bool) -> Vec<(String, bytes::Bytes)> {
-    let mut files =
-        vec![(".zgroup".into(), pretty(zgroup())), (".zattrs".into(), pretty(attributes(json)))];
-    if let Some(zmetadata) = consolidated(json, decoded) {
+/// A v3 group's attributes in the v2 views: OME-Zarr metadata as 0.4 (unless `ome` keeps it),
+/// anything else as it is. `path` names the group in the log line of an untranslated one.
+fn v2_group_attributes(path: &str, json: &Map<String, Value>, ome: OmeInV2) -> Map<String, Value> {
+    group_attributes(attributes(json), ome).unwrap_or_else(|(attrs, why)| {
+        tracing::warn!(group = ?path, reason = %why, "OME-Zarr metadata shown untranslated");
+        attrs
+    })
+}
+
+fn group_files(
+    dir: &str,
+    json: &Map<String, Value>,
+    decoded: bool,
+    ome: OmeInV2,
+) -> Vec<(String, bytes::Bytes)> {
+    let mut files = vec![
+        (".zgroup".into(), pretty(zgroup())),
+        (".zattrs".into(), pretty(v2_group_attributes(dir, json, ome))),
+    ];
+    if let Some(zmetadata) = consolidated(dir, json, decoded, ome) {
         files.push((".zmetadata".into(), pretty(zmetadata)));
     }
     files
@@ -282,16 +305,23 @@ fn group_files(json: &Map<String, Value>, decoded: bool) -> Vec<(String, bytes::
 
 /// A v2 `.zmetadata` from a v3 group's inline consolidated metadata (arrays v2 cannot show
 /// are left out, as they are from the tree).
-fn consolidated(group: &Map<String, Value>, decoded: bool) -> Option<Map<String, Value>> {
+fn consolidated(
+    dir: &str,
+    group: &Map<String, Value>,
+    decoded: bool,
+    ome: OmeInV2,
+) -> Option<Map<String, Value>> {
     let entries = group.get("consolidated_metadata")?.get("metadata")?.as_object()?;
     let mut md = Map::new();
     md.insert(".zgroup".into(), Value::Object(zgroup()));
-    md.insert(".zattrs".into(), Value::Object(attributes(group)));
+    md.insert(".zattrs".into(), Value::Object(v2_group_attributes(dir, group, ome)));
     for (path, node) in entries {
         match parse_node(node.clone()) {
             Ok(NodeMetadata::Group(g)) => {
+                let at = if dir.is_empty() { path.clone() } else { format!("{dir}/{path}") };
+                let attrs = v2_group_attributes(&at, &g.json, ome);
                 md.insert(format!("{path}/.zgroup"), Value::Object(zgroup()));
-                md.insert(format!("{path}/.zattrs"), Value::Object(attributes(&g.json)));
+                md.insert(format!("{path}/.zattrs"), Value::Object(attrs));
             }
             Ok(NodeMetadata::Array(a)) => {
                 if let Ok(form) = v2_array_as(&a, decoded) {
@@ -331,14 +361,15 @@ mod tests {
     }
 
     /// A numcodecs configuration compared with the one zarr-python 3 wrote: the same keys
-    /// and values, except that ours may spell out zstd's default `checksum: false` and may
-    /// leave out settings at numcodecs' defaults (`astype` = `dtype`, lzma's `format`, `check`
-    /// and `filters`), which zarr-python 3 fills in.
+    /// and values (no key zarr-python leaves out, such as zstd's `checksum`, which strict v2
+    /// readers reject), except that ours may leave out settings at numcodecs' defaults
+    /// (`astype` = `dtype`, lzma's `format`, `check` and `filters`), which zarr-python 3
+    /// fills in.
     fn same_numcodec(ours: &Value, reference: &Value) -> bool {
         let (Some(o), Some(r)) = (ours.as_object(), reference.as_object()) else {
             return ours == reference;
         };
-        o.iter().all(|(k, v)| r.get(k) == Some(v) || (k == "checksum" && v == &json!(false)))
+        o.iter().all(|(k, v)| r.get(k) == Some(v))
             && r.iter().all(|(k, v)| {
                 let default = match k.as_str() {
                     "astype" => r.get("dtype").cloned(),
@@ -442,13 +473,15 @@ mod tests {
             zarray: Some(Bytes::from(serde_json::to_vec(&zarray).unwrap())),
             ..Default::default()
         };
-        let DirShow::Array(show) = V2DecodedPresenter.present("a", &docs) else { panic!() };
+        let DirShow::Array(show) = V2DecodedPresenter::default().present("a", &docs) else {
+            panic!()
+        };
         let spec = show.decode.as_ref().expect("decoded");
         assert_eq!(spec.decoded_size().unwrap(), 10);
         let shown: Value = serde_json::from_slice(&show.files.generated[0].1).unwrap();
         assert_eq!((&shown["compressor"], &shown["filters"]), (&Value::Null, &Value::Null));
         // The v2 view keeps it as stored.
-        assert!(matches!(V2Presenter.present("a", &docs), DirShow::PassThrough));
+        assert!(matches!(V2Presenter::default().present("a", &docs), DirShow::PassThrough));
         let zmetadata = json!({"zarr_consolidated_format": 1, "metadata": {".zgroup":
             {"zarr_format": 2}, "a/.zarray": zarray}});
         let docs = DirDocs {
@@ -456,7 +489,9 @@ mod tests {
             zmetadata: Some(Bytes::from(serde_json::to_vec(&zmetadata).unwrap())),
             ..Default::default()
         };
-        let DirShow::Group(files) = V2DecodedPresenter.present("", &docs) else { panic!() };
+        let DirShow::Group(files) = V2DecodedPresenter::default().present("", &docs) else {
+            panic!()
+        };
         let shown: Value = serde_json::from_slice(&files.generated[0].1).unwrap();
         assert_eq!(shown["metadata"]["a/.zarray"]["filters"], Value::Null);
     }
@@ -565,10 +600,10 @@ mod tests {
         };
         let mut doc = Value::Object(array(json!({})).json);
         doc["data_type"] = json!("string");
-        assert_eq!(V2Presenter.present("a", &docs(doc.clone())), DirShow::Hidden);
+        assert_eq!(V2Presenter::default().present("a", &docs(doc.clone())), DirShow::Hidden);
         doc["data_type"] = json!("int16");
         doc["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}});
-        assert_eq!(V2Presenter.present("a", &docs(doc)), DirShow::Hidden);
+        assert_eq!(V2Presenter::default().present("a", &docs(doc)), DirShow::Hidden);
     }
 
     #[test]
@@ -581,7 +616,7 @@ mod tests {
                 "a": arr, "bad": bad, "sub": {"zarr_format": 3, "node_type": "group", "attributes": {"s": 1}}}}});
         let docs =
             DirDocs { zarr_json: Some(Bytes::from(group.to_string())), ..Default::default() };
-        let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
+        let DirShow::Group(files) = V2Presenter::default().present("", &docs) else { panic!() };
         assert!(files.hides("zarr.json"));
         let get = |n: &str| serde_json::from_slice::<Value>(files.get(n).unwrap()).unwrap();
         assert_eq!(get(".zgroup"), json!({"zarr_format": 2}));
@@ -599,7 +634,7 @@ mod tests {
         let plain = json!({"zarr_format": 3, "node_type": "group"});
         let docs =
             DirDocs { zarr_json: Some(Bytes::from(plain.to_string())), ..Default::default() };
-        let DirShow::Group(files) = V2Presenter.present("", &docs) else { panic!() };
+        let DirShow::Group(files) = V2Presenter::default().present("", &docs) else { panic!() };
         assert!(files.get(".zmetadata").is_none());
         assert_eq!(files.get(".zattrs").unwrap().as_ref(), b"{}");
     }
