@@ -5,7 +5,7 @@
 //!
 //! Input: the bytes of one `zarr.json`.
 //!
-//! Invariants: parsing is a function of the JSON value (re-serialising parses to the same
+//! Invariants: Python's JSON (`python_json`) reads back what it writes; parsing is a function of the JSON value (re-serialising parses to the same
 //! thing); the unsharded rewrite changes only the chunk grid and codecs, into the inner chunk
 //! shape and chain, and its key mapping round-trips (key -> coordinates -> shard and index
 //! entry -> coordinates, and the directory plans lead to the key); what the decoded and v2 views
@@ -15,6 +15,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
+use zarr_mount::python_json;
 use zarr_mount::view::decoded::{decoded_v3_array, rewrite_consolidated, DecodedPresenter};
 use zarr_mount::view::present::{DirDocs, DirShow, Presenter};
 use zarr_mount::view::unsharded::{rewrite_consolidated_v3, UnshardedArray};
@@ -26,6 +27,10 @@ use zarr_mount::zarr::sharding::MAX_INDEX_ENTRIES;
 use zarr_mount::zarr::v2::V2Array;
 
 fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
+    // Python's JSON: what parses is written back to the same value.
+    if let Ok(v) = python_json::parse(data) {
+        assert_eq!(python_json::parse(&python_json::to_vec(&v)).expect("written JSON parses"), v);
+    }
     let Ok(node) = parse_zarr_json(data) else {
         presenters(data);
         return;
@@ -35,7 +40,7 @@ fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
         NodeMetadata::Array(a) => &a.json,
         NodeMetadata::Group(g) => &g.json,
     };
-    let again = serde_json::to_vec(json).expect("a map serializes");
+    let again = python_json::to_vec(&Value::Object(json.clone()));
     assert_eq!(parse_zarr_json(&again).expect("re-serialized document parses"), node);
 
     match node {
@@ -64,7 +69,7 @@ fn array(meta: ArrayMetadata) {
             assert_eq!(spec.fill_chunk().expect("checked spec fills").len() as u64, size);
         }
         let (doc, _) = decoded_v3_array(&meta).expect("decodable array has a decoded form");
-        let doc = serde_json::to_vec(&doc).unwrap();
+        let doc = python_json::to_vec(&Value::Object(doc));
         let Ok(NodeMetadata::Array(shown)) = parse_zarr_json(&doc) else {
             panic!("decoded zarr.json does not parse")
         };
@@ -75,7 +80,7 @@ fn array(meta: ArrayMetadata) {
     // V2Array (the v2 reader side) takes the core data types only; the v2 view also shows
     // datetimes, strings and the like (issue 18).
     if let (Ok(form), Ok(dt)) = (v2_array(&meta), DataType::from_json(&meta.data_type)) {
-        let doc = serde_json::to_vec(&form.zarray).unwrap();
+        let doc = python_json::to_vec(&Value::Object(form.zarray));
         let v2 = V2Array::parse(&doc).expect("generated .zarray parses");
         assert_eq!(v2.data_type, dt);
         assert_eq!(Some(&v2.chunks), meta.chunk_shape.as_ref());
@@ -164,7 +169,7 @@ fn presenters(data: &[u8]) {
             DirShow::PassThrough | DirShow::Hidden => continue,
         };
         for (name, content) in &files.generated {
-            assert!(serde_json::from_slice::<Value>(content).is_ok(), "{name} is not JSON");
+            assert!(python_json::parse(content).is_ok(), "{name} is not JSON");
         }
     }
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use super::unsharded::rewrite_consolidated_arrays;
+use crate::python_json;
 use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{ChunkSpec, CodecError};
 use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
@@ -57,8 +58,9 @@ fn pass_through(dir: &str, why: &str) -> DirShow {
     DirShow::PassThrough
 }
 
+/// A document the view writes, as zarr-python writes one (2-space indent, Python's NaN tokens).
 pub(crate) fn pretty(v: Map<String, Value>) -> Bytes {
-    Bytes::from(serde_json::to_vec_pretty(&Value::Object(v)).expect("JSON serializes"))
+    Bytes::from(python_json::to_vec_pretty(&Value::Object(v)))
 }
 
 fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
@@ -127,17 +129,17 @@ fn decoded_zarray(array: &V2Array) -> Result<Map<String, Value>, String> {
 
 /// Rewrite a v2 `.zmetadata` so its `.zarray` entries match the decoded arrays.
 fn rewrite_zmetadata(doc: &[u8]) -> Option<Bytes> {
-    let Ok(Value::Object(mut doc)) = serde_json::from_slice::<Value>(doc) else { return None };
+    let Ok(Value::Object(mut doc)) = python_json::parse(doc) else { return None };
     let entries = doc.get_mut("metadata").and_then(Value::as_object_mut)?;
     let mut changed = false;
     for (key, value) in entries.iter_mut() {
         if key != ".zarray" && !key.ends_with("/.zarray") {
             continue;
         }
-        let Ok(bytes) = serde_json::to_vec(value) else { continue };
-        let decoded = V2Array::parse(&bytes).map_err(|e| e.to_string()).and_then(|a| {
-            a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a))
-        });
+        let decoded =
+            V2Array::parse(&python_json::to_vec(value)).map_err(|e| e.to_string()).and_then(|a| {
+                a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a))
+            });
         if let Ok(json) = decoded {
             *value = Value::Object(json);
             changed = true;

@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::zarr::chunk_tree::{grid, ChunkTree};
 pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
@@ -124,8 +125,7 @@ impl UnshardedArray {
     /// [`rewritten_metadata`](Self::rewritten_metadata) serialized with a 2-space
     /// indent, as zarr-python writes it.
     pub fn rewritten_zarr_json(&self) -> Vec<u8> {
-        // A map of JSON values with string keys always serializes.
-        serde_json::to_vec_pretty(&self.rewritten_metadata()).unwrap_or_default()
+        python_json::to_vec_pretty(&Value::Object(self.rewritten_metadata()))
     }
 
     /// Parse a key relative to the array directory as an inner chunk of the view;

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
 use crate::zarr::json::{name_and_config, u64_list, Named};
@@ -48,7 +49,7 @@ pub struct GroupMetadata {
 
 /// Parse the bytes of a v3 `zarr.json`.
 pub fn parse_zarr_json(bytes: &[u8]) -> Result<NodeMetadata, MetadataError> {
-    parse_node(serde_json::from_slice(bytes)?)
+    parse_node(python_json::parse(bytes)?)
 }
 
 /// Parse an already-decoded v3 node document (e.g. an entry of inline consolidated
@@ -59,7 +60,7 @@ pub fn parse_node(v: Value) -> Result<NodeMetadata, MetadataError> {
     };
     match json.get("zarr_format") {
         Some(f) if f.as_u64() == Some(3) => {}
-        Some(f) => return Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        Some(f) => return Err(MetadataError::UnsupportedZarrFormat(python_json::to_string(f))),
         None => return Err(MetadataError::MissingField("zarr_format")),
     }
     match json.get("node_type").and_then(Value::as_str) {
@@ -142,12 +143,12 @@ pub fn parse_codecs(v: &Value, field: &'static str) -> Result<Vec<Codec>, Metada
 /// Check and return a v2 `.zarray` document. v2 arrays are never sharded, so the
 /// mount only needs to know the document is what it claims to be.
 pub fn parse_zarray(bytes: &[u8]) -> Result<Map<String, Value>, MetadataError> {
-    let Value::Object(json) = serde_json::from_slice(bytes)? else {
+    let Value::Object(json) = python_json::parse(bytes)? else {
         return Err(MetadataError::NotAnObject);
     };
     match json.get("zarr_format") {
         Some(f) if f.as_u64() == Some(2) => Ok(json),
-        Some(f) => Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        Some(f) => Err(MetadataError::UnsupportedZarrFormat(python_json::to_string(f))),
         None => Err(MetadataError::MissingField("zarr_format")),
     }
 }
