@@ -230,6 +230,51 @@ mod tests {
         assert_eq!(show.keys.grid(), vec![2, 2]);
     }
 
+    /// Python's bare NaN and Infinity (attributes, a v2 fill value) are written back as they
+    /// were: rewritten documents keep the writer's tokens.
+    #[test]
+    fn python_nan_tokens_written_back() {
+        let doc = PLAIN.replace(
+            r#""attributes":{"k":1}"#,
+            r#""attributes":{"k":NaN,"r":[Infinity,-Infinity]}"#,
+        );
+        let DirShow::Array(show) = DecodedPresenter.present("a", &docs_v3(&doc)) else { panic!() };
+        let shown = String::from_utf8(show.files.get("zarr.json").unwrap().to_vec()).unwrap();
+        assert!(
+            shown.contains("\"k\": NaN,\n    \"r\": [\n      Infinity,\n      -Infinity\n    ]"),
+            "{shown}"
+        );
+
+        let zarray = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f4","compressor":{"id":"zlib","level":1},"fill_value":NaN,"order":"C","filters":null}"#;
+        let docs = DirDocs { zarray: Some(Bytes::from_static(zarray)), ..Default::default() };
+        let DirShow::Array(show) = DecodedPresenter.present("v", &docs) else { panic!() };
+        assert_eq!(show.decode.as_ref().unwrap().fill_value, f32::NAN.to_le_bytes());
+        let shown = String::from_utf8(show.files.get(".zarray").unwrap().to_vec()).unwrap();
+        assert!(shown.contains("\"fill_value\": NaN,"), "{shown}");
+
+        let zm = br#"{"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2},
+            ".zattrs": {"missing": NaN},
+            "a/.zarray": {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": ">f8",
+                "compressor": {"id": "gzip", "level": 1}, "fill_value": NaN, "order": "C", "filters": null},
+            "a/.zattrs": {"_FillValue": NaN}}}"#;
+        let docs = DirDocs {
+            zgroup: Some(Bytes::from_static(b"{\"zarr_format\":2}")),
+            zmetadata: Some(Bytes::from_static(zm)),
+            ..Default::default()
+        };
+        let DirShow::Group(files) = DecodedPresenter.present("", &docs) else { panic!() };
+        let doc = python_json::parse(files.get(".zmetadata").unwrap()).unwrap();
+        let md = &doc["metadata"];
+        assert_eq!(md["a/.zarray"]["dtype"], "<f8");
+        for v in [
+            &md[".zattrs"]["missing"],
+            &md["a/.zattrs"]["_FillValue"],
+            &md["a/.zarray"]["fill_value"],
+        ] {
+            assert!(python_json::non_finite(v).unwrap().is_nan());
+        }
+    }
+
     #[test]
     fn zmetadata_rewritten() {
         let zm = json!({"zarr_consolidated_format": 1, "metadata": {

@@ -433,6 +433,20 @@ mod tests {
         assert_eq!(shard_layout(&m), Err(NotUnpackable::NotSharded));
     }
 
+    /// Attributes with Python's bare NaN and Infinity are written back with the same tokens.
+    #[test]
+    fn python_nan_tokens_written_back() {
+        let doc = FIXTURE.replace(
+            r#""attributes":{"a":1}"#,
+            r#""attributes":{"a":NaN,"r":[Infinity,-Infinity]}"#,
+        );
+        let NodeMetadata::Array(m) = parse_zarr_json(doc.as_bytes()).unwrap() else { panic!() };
+        let pretty =
+            String::from_utf8(UnshardedArray::new(m).unwrap().rewritten_zarr_json()).unwrap();
+        let attributes = "\"attributes\": {\n    \"a\": NaN,\n    \"r\": [\n      Infinity,\n      -Infinity\n    ]\n  }";
+        assert!(pretty.contains(attributes), "{pretty}");
+    }
+
     #[test]
     fn rewrite_keeps_unknown_keys_and_shorthands() {
         let mut v: Value = serde_json::from_str(FIXTURE).unwrap();

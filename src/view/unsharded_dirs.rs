@@ -250,6 +250,20 @@ mod tests {
         assert_eq!(a.attributes_update(b"[]"), Err(AttributesRefused::NotAnObject));
     }
 
+    /// A new zarr.json as zarr-python writes it, attributes with bare NaN and Infinity: the
+    /// real document gets the same tokens.
+    #[test]
+    fn attributes_with_python_nan_tokens() {
+        let a = sharded();
+        let mut presented = a.array.rewritten_metadata();
+        let attributes = python_json::parse(br#"{"f": NaN, "r": [-Infinity]}"#).unwrap();
+        presented.insert("attributes".into(), attributes.clone());
+        let real = a.attributes_update(&python_json::to_vec(&Value::Object(presented))).unwrap();
+        let text = String::from_utf8(real.clone()).unwrap();
+        assert!(text.contains("\"f\": NaN,\n    \"r\": [\n      -Infinity\n    ]"), "{text}");
+        assert_eq!(python_json::parse(&real).unwrap()["attributes"], attributes);
+    }
+
     #[test]
     fn metadata_equality_ignores_spelling() {
         let base = map(json!({"shape": [4], "fill_value": 0, "attributes": {"a": 1},

@@ -451,6 +451,23 @@ mod tests {
         assert!(h.is_dir("nested/1") && !h.is_dir("nested/2") && !h.is_dir("g/a/0.0"));
     }
 
+    /// Consolidated metadata as zarr-python writes it: attributes with bare NaN and Infinity.
+    #[test]
+    fn python_nan_tokens_in_attributes() {
+        let v3 = br#"{"attributes": {"x": NaN}, "zarr_format": 3, "node_type": "group",
+            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {
+                "a": {"shape": [2], "data_type": "float64", "zarr_format": 3, "node_type": "array",
+                    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                    "fill_value": "NaN", "codecs": [], "attributes": {"_FillValue": NaN}}}}}"#;
+        let h = parse_document("zarr.json", v3).unwrap().unwrap();
+        assert_eq!(names(h.children("a")), ["c/", "zarr.json"]);
+        let v2 = br#"{"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2},
+            ".zattrs": {"missing": NaN}, "a/.zattrs": {"valid_max": Infinity},
+            "a/.zarray": {"shape": [4], "chunks": [2], "fill_value": NaN, "zarr_format": 2}}}"#;
+        let h = parse_document(".zmetadata", v2).unwrap().unwrap();
+        assert_eq!(names(h.children("a")), [".zarray", ".zattrs", "0", "1"]);
+    }
+
     #[test]
     fn chunk_listings_are_bounded() {
         let doc = json!({"metadata": {

@@ -268,6 +268,31 @@ pub(crate) mod tests {
         assert_eq!(again, NodeMetadata::Array(a));
     }
 
+    /// zarr-python writes attributes with Python's json: bare NaN and Infinity. A bare token is
+    /// kept as it is (the views write it back), also as a fill value.
+    #[test]
+    fn python_nan_tokens() {
+        let doc = FIXTURE
+            .replace(
+                r#""attributes":{"a":1}"#,
+                r#""attributes":{"a":NaN,"r":[Infinity,-Infinity]}"#,
+            )
+            .replace(r#""fill_value":0"#, r#""fill_value":NaN"#);
+        let NodeMetadata::Array(a) = parse_zarr_json(doc.as_bytes()).unwrap() else { panic!() };
+        assert!(python_json::non_finite(&a.json["attributes"]["a"]).unwrap().is_nan());
+        assert!(python_json::non_finite(&a.json["fill_value"]).unwrap().is_nan());
+        assert_eq!(
+            python_json::to_string(&a.json["attributes"]),
+            r#"{"a":NaN,"r":[Infinity,-Infinity]}"#
+        );
+        let z = parse_zarray(br#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f8","compressor":null,"fill_value":NaN,"order":"C","filters":null}"#).unwrap();
+        assert!(python_json::non_finite(&z["fill_value"]).unwrap().is_nan());
+        let e = parse_zarr_json(br#"{"zarr_format":NaN}"#).unwrap_err().to_string();
+        assert_eq!(e, "unsupported zarr_format NaN");
+        let e = parse_zarr_json(br#"{"zarr_format":nan}"#).unwrap_err().to_string();
+        assert_eq!(e, "invalid JSON: expected ident at line 1 column 17");
+    }
+
     #[test]
     fn zarray() {
         let z = parse_zarray(br#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","compressor":null,"fill_value":0,"order":"C","filters":null}"#).unwrap();

@@ -986,6 +986,20 @@ mod tests {
         }
     }
 
+    /// Inline metadata objects with Python's bare NaN and Infinity (kerchunk's writers use
+    /// Python's json) are served with the same tokens.
+    #[tokio::test]
+    async fn python_nan_tokens_in_inline_metadata() {
+        let opener: TargetOpener = Arc::new(|_| Err("unused".into()));
+        let doc = br#"{"version": 1, "refs": {".zgroup": {"zarr_format": 2},
+            "a/.zattrs": {"_FillValue": NaN, "range": [-Infinity, Infinity], "s": "NaN"}}}"#;
+        let s = ReferenceStore::from_json(doc, remote_base(), opener).unwrap();
+        assert_eq!(
+            &s.get("a/.zattrs").await.unwrap()[..],
+            br#"{"_FillValue":NaN,"range":[-Infinity,Infinity],"s":"NaN"}"#
+        );
+    }
+
     #[test]
     fn target_urls_split_into_store_and_key() {
         let local = Base::Local("/data/refs".into());

@@ -326,4 +326,27 @@ mod tests {
         }
         assert_eq!(chunk_name(0, &[1]), "0");
     }
+
+    /// VirtualiZarr 2.8's `.zmetadata` (tests/fixtures/virtualizarr) holds Python's bare NaN
+    /// and Infinity; the metadata files and the consolidated document keep them.
+    #[test]
+    fn virtualizarr_zmetadata_with_bare_nan() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/virtualizarr/refs.parq");
+        let doc = std::fs::read(format!("{path}/.zmetadata")).unwrap();
+        let mut tree = Tree::new();
+        let (record_size, fields) = parse_zmetadata(&doc, &mut tree).unwrap();
+        assert_eq!(record_size, 4);
+        let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, ["count", "lat", "lon", "sst", "time"]);
+        let inline = |key: &str| match tree.files.get(key) {
+            Some(Ref::Inline(b)) => String::from_utf8(b.to_vec()).unwrap(),
+            _ => panic!("{key} is not inline"),
+        };
+        assert_eq!(inline("lat/.zattrs"), r#"{"_FillValue":NaN,"_ARRAY_DIMENSIONS":["lat"]}"#);
+        assert!(inline("sst/.zattrs").contains(r#""valid_max":Infinity"#));
+        let consolidated = python_json::parse(inline(".zmetadata").as_bytes()).unwrap();
+        let attrs = &consolidated["metadata"][".zattrs"];
+        assert!(python_json::non_finite(&attrs["missing"]).unwrap().is_nan());
+    }
 }
