@@ -162,7 +162,9 @@ fn unsharded(a: &UnshardedArray) {
 /// they generate is JSON.
 fn presenters(data: &[u8]) {
     let docs = DirDocs { zarr_json: Some(Bytes::copy_from_slice(data)), ..Default::default() };
-    for show in [DecodedPresenter.present("fuzz", &docs), V2Presenter.present("fuzz", &docs)] {
+    for show in
+        [DecodedPresenter.present("fuzz", &docs), V2Presenter::default().present("fuzz", &docs)]
+    {
         let files = match &show {
             DirShow::Group(f) => f,
             DirShow::Array(a) => &a.files,
