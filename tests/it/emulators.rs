@@ -62,7 +62,7 @@ impl Emulator {
     fn start(kind: Kind) -> Option<Emulator> {
         let status = Command::new(SCRIPT).arg("install").arg(kind.name()).status().unwrap();
         if status.code() == Some(3) {
-            eprintln!("SKIPPED: {} could not be installed (no network?)", kind.name());
+            common::server_unavailable(kind.name(), "could not be installed (no network?)");
             return None;
         }
         assert!(status.success(), "install {}: {status}", kind.name());
