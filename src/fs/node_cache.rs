@@ -92,7 +92,7 @@ impl NodeCache {
     /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
     /// since.
     fn fresh(&self, path: &str, at: Instant) -> bool {
-        at.elapsed() < self.ttl && lock(&self.dropped_trees).valid(path, at)
+        crate::clock::since(at) < self.ttl && lock(&self.dropped_trees).valid(path, at)
     }
 
     /// The fresh cached answer for `path` (`Some(None)`: known absent), if there is one.
@@ -110,7 +110,7 @@ impl NodeCache {
         let mut nodes = lock(&self.nodes);
         let fresh = !watch.changed(path);
         if fresh {
-            nodes.put(path.to_string(), (node, Instant::now()));
+            nodes.put(path.to_string(), (node, crate::clock::now()));
         }
         fresh
     }
