@@ -17,7 +17,7 @@ use crate::view::node::Node;
 
 /// Entries of the metadata cache unless `--metadata-cache-entries` says otherwise. Each costs
 /// about 300 bytes (the path, the node with its key and version, the LRU links and slot), so
-/// 200,000 is ~60 MB. Measured in a walk of 1,000,000 keys (BENCHMARKS.md section 11): 500,000
+/// 200,000 is ~60 MB. Measured in a walk of 1,000,000 keys (`git show 6624a29:BENCHMARKS.md`, section 11): 500,000
 /// cost ~150 MB there and gave no hits (an LRU smaller than a walk never hits on the next one).
 pub const METADATA_CACHE_ENTRIES: usize = 200_000;
 

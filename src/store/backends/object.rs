@@ -1126,7 +1126,7 @@ impl Store for ObjectStoreBackend {
 
     /// S3 has no conditional DELETE that every server honours: the version is checked with a
     /// HEAD just before the DELETE. A write by another daemon landing between the two (one
-    /// round trip) is deleted with the object; README "Consistency" says so.
+    /// round trip) is deleted with the object; docs/SEMANTICS.md says so.
     async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
         self.check_writable()?;
         let path = self.path(key)?;
