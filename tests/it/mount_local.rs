@@ -51,7 +51,7 @@ fn files_and_directories_round_trip() {
 
     // Changes in the backing dir show through the mount (after the metadata TTL).
     fs::write(src.join("outside"), b"made outside").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    m.advance_clock();
     assert_eq!(fs::read(m.path("outside")).unwrap(), b"made outside");
 
     // unlink, rmdir, non-empty rmdir.
