@@ -12,8 +12,10 @@
 use serde_json::{json, Map, Value};
 
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::codecs::cast_value::NAME as CAST_VALUE;
+use crate::zarr::codecs::scale_offset::NAME as SCALE_OFFSET;
 use crate::zarr::codecs::transpose::parse_order;
-use crate::zarr::codecs::{ChunkSpec, CodecError};
+use crate::zarr::codecs::{fixedscaleoffset_form, ChunkSpec, CodecError};
 use crate::zarr::data_type::fill_value::{
     element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown,
 };
@@ -200,19 +202,43 @@ fn numcodecs_config(id: &str, c: &Codec) -> Value {
 }
 
 /// How a v3 codec chain (with no sharding left in it, as the unsharded view
-/// presents it) is written in v2, or `None` when v2 cannot express it (a transpose
-/// other than the identity or the full reversal, a transpose together with a
-/// numcodecs array->array codec, sharding, an unknown codec, a configuration
-/// numcodecs could not read).
-pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
+/// presents it) on an array of `data_type` is written in v2, or `None` when v2 cannot
+/// express it (a transpose other than the identity or the full reversal, a transpose
+/// together with a numcodecs array->array codec, sharding, an unknown codec, a
+/// configuration numcodecs could not read, `scale_offset` and `cast_value` that no
+/// `fixedscaleoffset` decodes exactly alike).
+pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize, data_type: &Value) -> Option<V2Codecs> {
     // The composed permutation: encoded axis i is array axis perm[i].
     let mut perm: Vec<usize> = (0..ndim).collect();
     let mut big_endian = None;
     let mut numcodecs = Vec::new();
     let mut vlen = None;
     let mut elementwise = false;
-    for c in codecs {
+    // The data type the next codec sees, while it is known (numcodecs filters may change it).
+    let mut seen_type = DataType::from_json(data_type).ok();
+    // The fixedscaleoffset filters standing for scale_offset + cast_value: their stored type
+    // must be little-endian (or one byte), and their `dtype` follows the array's byte order.
+    let mut fixed_forms = Vec::new();
+    let mut codecs = codecs.iter().peekable();
+    while let Some(c) = codecs.next() {
         let id = c.name.strip_prefix(NUMCODECS_PREFIX);
+        if big_endian.is_none() && [SCALE_OFFSET, CAST_VALUE].contains(&c.name.as_str()) {
+            let (scale_offset, cast) = match c.name.as_str() {
+                SCALE_OFFSET => (Some(c), codecs.next().filter(|n| n.name == CAST_VALUE)?),
+                _ => (None, c),
+            };
+            let decoded = seen_type.take()?;
+            let form = fixedscaleoffset_form(scale_offset, cast, &decoded)?;
+            elementwise = true;
+            fixed_forms.push((numcodecs.len(), decoded, form.astype.itemsize));
+            numcodecs.push(json!({"id": "fixedscaleoffset", "scale": form.scale,
+                "offset": form.offset, "dtype": null, "astype": v2_dtype(&form.astype, false)?}));
+            seen_type = Some(form.astype);
+            continue;
+        }
+        if id.is_some_and(|id| NUMCODECS_ARRAY_TO_ARRAY.contains(&id)) {
+            seen_type = None; // it may convert: not worked out here
+        }
         match (c.name.as_str(), big_endian) {
             ("transpose", None) => {
                 let order = parse_order(c).ok()?;
@@ -247,6 +273,12 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
         }
     }
     let big_endian = big_endian?;
+    for (at, decoded, stored_size) in fixed_forms {
+        if big_endian && stored_size > 1 {
+            return None; // numcodecs reads `astype` as little-endian
+        }
+        numcodecs[at]["dtype"] = Value::String(v2_dtype(&decoded, big_endian)?);
+    }
     let order_f = if perm.iter().enumerate().all(|(i, &a)| a == i) {
         false
     } else if perm.iter().enumerate().all(|(i, &a)| a == ndim - 1 - i) && !elementwise {
@@ -633,7 +665,7 @@ mod tests {
     fn zarr_python_2_documents_round_trip() {
         for (name, a) in v2_vectors() {
             let spec = a.chunk_spec().unwrap();
-            let back = v3_codecs_to_v2(&spec.codecs, a.shape.len())
+            let back = v3_codecs_to_v2(&spec.codecs, a.shape.len(), &json!(a.data_type.name))
                 .unwrap_or_else(|| panic!("{name}: not expressible"));
             let doc = &a.json;
             assert_eq!(
@@ -675,7 +707,7 @@ mod tests {
     /// A v2 document written from a v3 array's dtype, chain and fill value.
     fn zarray_for(meta: &crate::zarr::metadata::ArrayMetadata) -> Option<Vec<u8>> {
         let dt = DataType::from_json(&meta.data_type).unwrap();
-        let c = v3_codecs_to_v2(&meta.codecs, meta.shape.len())?;
+        let c = v3_codecs_to_v2(&meta.codecs, meta.shape.len(), &meta.data_type)?;
         let doc = json!({
             "zarr_format": 2,
             "shape": meta.shape,
@@ -729,7 +761,8 @@ mod tests {
     #[test]
     fn transposes_to_order() {
         let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
-        let order_f = |v: Value, ndim| v3_codecs_to_v2(&codecs(v), ndim).map(|c| c.order_f);
+        let order_f =
+            |v: Value, ndim| v3_codecs_to_v2(&codecs(v), ndim, &json!("int32")).map(|c| c.order_f);
         assert_eq!(order_f(json!([le]), 2), Some(false));
         assert_eq!(order_f(json!([t(&[0, 1]), le]), 2), Some(false));
         assert_eq!(order_f(json!([t(&[1, 0]), le]), 2), Some(true));
@@ -760,6 +793,7 @@ mod tests {
                     "shuffle": "noshuffle", "blocksize": 0}},
             ])),
             1,
+            &json!("int32"),
         )
         .unwrap();
         assert!(c.big_endian && !c.order_f);
@@ -781,7 +815,7 @@ mod tests {
             c.compressor.as_ref().unwrap().as_object().unwrap().keys().collect();
         assert_eq!(keys, ["id", "cname", "clevel", "shuffle", "blocksize"]);
 
-        let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1).unwrap();
+        let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1, &json!("int32")).unwrap();
         assert_eq!(
             plain,
             V2Codecs {
@@ -793,7 +827,9 @@ mod tests {
             }
         );
         // Defaults for optional settings.
-        let d = v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1).unwrap();
+        let d =
+            v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1, &json!("int32"))
+                .unwrap();
         assert_eq!(
             d.filters,
             [json!({"id": "zstd", "level": 0}), json!({"id": "gzip", "level": 1})]
@@ -814,7 +850,7 @@ mod tests {
                 "codecs": ["bytes"], "index_codecs": ["bytes"]}}]),
             json!(["transpose-ish", "bytes"]),
         ] {
-            assert_eq!(v3_codecs_to_v2(&codecs(bad.clone()), 1), None, "{bad}");
+            assert_eq!(v3_codecs_to_v2(&codecs(bad.clone()), 1, &json!("int32")), None, "{bad}");
         }
     }
 
