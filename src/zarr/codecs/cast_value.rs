@@ -525,6 +525,66 @@ mod tests {
         assert_eq!(entries[0].1, Scalar::Int(2));
     }
 
+    fn numeric(name: &str) -> Numeric {
+        Numeric::of(&dt(name)).unwrap()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// Every pair of types, rounding mode and out_of_range converts each awkward value
+    /// (ties, range edges, subnormals, NaN, infinities) as cast-value-rs does, errors
+    /// included (testdata/cast_table.txt, from make_cast_vectors.py).
+    #[test]
+    fn casts_match_cast_value_rs() {
+        let table = std::fs::read_to_string(crate::zarr::codecs::tests::testdata("cast_table.txt"))
+            .unwrap();
+        let mut inputs = std::collections::HashMap::new();
+        let mut checked = 0;
+        for line in table.lines().filter(|l| !l.starts_with('#')) {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields[0] == "in" {
+                inputs.insert(fields[1], fields[2..].iter().map(|h| hex(h)).collect::<Vec<_>>());
+                continue;
+            }
+            let [from, to, out_of_range, roundings, results @ ..] = fields.as_slice() else {
+                panic!("{line}")
+            };
+            let out_of_range = match *out_of_range {
+                "clamp" => Some(OutOfRange::Clamp),
+                "wrap" => Some(OutOfRange::Wrap),
+                _ => None,
+            };
+            for r in roundings.split(',') {
+                let config = json!({"data_type": from, "rounding": r});
+                let rounding = CastValue::new(&codec(config), &dt(to)).unwrap().rounding();
+                let cast = Cast {
+                    from: numeric(from),
+                    to: numeric(to),
+                    rounding,
+                    out_of_range,
+                    map: vec![],
+                };
+                for (input, want) in inputs[from].iter().zip(results) {
+                    let got = cast.convert_all(input);
+                    let case = format!("{from} {} -> {to} {r} {out_of_range:?}", hex_str(input));
+                    match (got, *want) {
+                        (Err(_), "E") => {}
+                        (Ok(bytes), want) => assert_eq!(hex_str(&bytes), want, "{case}"),
+                        (Err(e), want) => panic!("{case}: {e}, want {want}"),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 35_000, "{checked}");
+    }
+
+    fn hex_str(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
     #[test]
     fn integer_rounding() {
         let two_24_plus = (1i128 << 24) + 1;

@@ -96,6 +96,15 @@ impl Numeric {
         }
     }
 
+    /// The smallest positive normal value of a float type.
+    pub(super) fn float_min_normal(self) -> f64 {
+        match self {
+            Numeric::F16 => f16::MIN_POSITIVE.to_f64(),
+            Numeric::F32 => f32::MIN_POSITIVE.into(),
+            _ => f64::MIN_POSITIVE,
+        }
+    }
+
     /// One little-endian element (exactly `size()` bytes).
     pub(super) fn read(self, b: &[u8]) -> Scalar {
         macro_rules! le {
