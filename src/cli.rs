@@ -91,7 +91,7 @@ pub struct Args {
     #[arg(long, value_name = "SIZE")]
     pub array_prefetch: Option<String>,
     /// Keep bytes read from an object store (or a remote zip) in this directory, across
-    /// remounts and reboots; one mount per directory. See README "Disk cache".
+    /// remounts and reboots; one mount per directory. See docs/PERFORMANCE.md "Disk cache".
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Bound of --cache-dir, e.g. 20G (least recently used blocks are dropped first). Default: 10G.
@@ -119,7 +119,7 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub stats_interval: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics: HOST:PORT, or a bare PORT for the
-    /// loopback interface (e.g. 9464). Off by default; see README "Metrics".
+    /// loopback interface (e.g. 9464). Off by default; see docs/OPERATIONS.md "Metrics".
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
     /// Read KEY=VALUE lines (e.g. AWS_SECRET_ACCESS_KEY=...) into the environment before
@@ -142,7 +142,7 @@ pub struct Args {
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
-    /// mount.fuse.zarr-mount passes them; see README "Operating zarr-mount as a service".
+    /// mount.fuse.zarr-mount passes them; see docs/CONFIGURATION.md "fstab options".
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
     pub fstab_options: Option<String>,
 }

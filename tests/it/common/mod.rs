@@ -13,6 +13,32 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_zarr-mount");
 
+/// Whether a test server that cannot be installed or started fails the test (CI=true, as CI
+/// sets it, or ZM_REQUIRE_SERVERS=1) instead of skipping it.
+pub fn servers_required() -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1" || v == "true");
+    set("CI") || set("ZM_REQUIRE_SERVERS")
+}
+
+/// A test server (`server`: moto, s3s-fs, nginx, an emulator) could not be had, for `why`.
+/// Where servers are required this fails the test with that reason; elsewhere the test is
+/// skipped, and the skip is appended to the file named by ZM_SKIP_LOG (scripts/test.sh counts
+/// them at the end of the run). Callers return right after.
+pub fn server_unavailable(server: &str, why: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    if servers_required() {
+        panic!(
+            "{server} {why}, and test servers are required here (CI=true or ZM_REQUIRE_SERVERS=1)"
+        );
+    }
+    eprintln!("SKIPPED: {server} {why}; {test} not run");
+    if let Some(path) = std::env::var_os("ZM_SKIP_LOG") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        writeln!(f, "{server}\t{test}").unwrap();
+    }
+}
+
 pub fn is_mounted(mnt: &Path) -> bool {
     let want = mnt.to_string_lossy().to_string();
     std::fs::read_to_string("/proc/self/mounts")
