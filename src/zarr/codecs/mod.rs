@@ -843,6 +843,18 @@ pub(crate) mod tests {
             "codecs": [fso, {"name": "bytes", "configuration": {"endian": "little"}}],
             "index_codecs": ["bytes", "crc32c"]}});
         spec(json!([inner]), "float64", &[4]).check().unwrap();
+        // scale_offset changes the fill value the shard would fill with, not the type.
+        let so = json!({"name": "scale_offset", "configuration": {"offset": 1}});
+        let cast = json!({"name": "cast_value", "configuration": {"data_type": "int16"}});
+        for outer in [json!([so, shard]), json!([so, cast, shard]), json!([cast, shard])] {
+            assert!(
+                matches!(
+                    spec(outer.clone(), "float64", &[4]).check(),
+                    Err(CodecError::Unsupported(_))
+                ),
+                "{outer}"
+            );
+        }
     }
 
     const SHARDED_VECTORS: [&str; 5] = [
