@@ -193,6 +193,24 @@ pub struct MountConfig {
 /// image, or the coordinate variables and masks that readers load whole.
 const DEFAULT_ARRAY_PREFETCH: u64 = 32 << 20;
 
+/// `--endpoint-url`: an http(s) URL with a host (the S3 client panics on one without a scheme).
+fn check_endpoint_url(e: &str) -> Result<(), UsageError> {
+    let bad = |why: &str| usage(format!("--endpoint-url {e:?}: {why}"));
+    let url = url::Url::parse(e).map_err(|err| match err {
+        url::ParseError::RelativeUrlWithoutBase => {
+            bad("not a URL: give its scheme, e.g. http://127.0.0.1:9000")
+        }
+        err => bad(&format!("not a URL: {err}")),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    Ok(())
+}
+
 /// A problem with the arguments: printed as one line, exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -302,6 +320,9 @@ impl Args {
             && (self.endpoint_url.is_some() || self.region.is_some() || !options.is_empty())
         {
             return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
+        }
+        if let Some(e) = &self.endpoint_url {
+            check_endpoint_url(e)?;
         }
         let mountpoint = check_mountpoint(&self.mountpoint)?;
         let disk_cache =

@@ -375,7 +375,7 @@ fn mount_list_read_write_outage(kind: Kind) {
     assert!(took < Duration::from_secs(30), "took {took:?}");
     assert!(common::is_mounted(&m.mnt));
     emu.up();
-    std::thread::sleep(Duration::from_millis(1100)); // past the metadata TTL
+    m.advance_clock(); // past the metadata TTL
     let mut buf = Vec::new();
     std::io::Seek::seek(&mut opened, std::io::SeekFrom::Start(0)).unwrap();
     opened.read_to_end(&mut buf).unwrap();

@@ -212,7 +212,12 @@ fn notify_ready_after_mount_status_sighup_and_stopping() {
 
     // SIGHUP is logged and ignored.
     d.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.log_text().contains("SIGHUP ignored") {
+        assert!(d.running(), "SIGHUP killed the daemon:\n{}", d.log_text());
+        assert!(Instant::now() < deadline, "SIGHUP not logged:\n{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(d.running(), "SIGHUP killed the daemon:\n{}", d.log_text());
     assert!(is_mounted(&mnt));
     assert!(

@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_zarr-mount");
 
+/// How far `Mount::advance_clock` moves a test daemon's clock: past any metadata TTL a test
+/// sets (the object-store default is 60 s).
+pub const CLOCK_STEP_SECS: &str = "3600";
+/// What a daemon logs when its test clock has moved (src/clock.rs).
+const CLOCK_ADVANCED: &str = "test clock advanced";
+
 /// Whether a test server that cannot be installed or started fails the test (CI=true, as CI
 /// sets it, or ZM_REQUIRE_SERVERS=1) instead of skipping it.
 pub fn servers_required() -> bool {
@@ -65,6 +71,8 @@ pub fn spawn_daemon(
         .arg("--foreground")
         .args(args)
         .env("RUST_LOG", "zarr_mount=debug")
+        // `Mount::advance_clock` steps the daemon's clock past every TTL the tests use.
+        .env("ZM_TEST_CLOCK_STEP", CLOCK_STEP_SECS)
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().unwrap())
@@ -109,6 +117,22 @@ impl Mount {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Move the daemon's clock past every metadata TTL (SIGUSR2, see src/clock.rs) and wait
+    /// until it says so: what it cached before is then stale, as after the TTL has passed. The
+    /// kernel's own entry and attribute caches keep their real timeouts.
+    pub fn advance_clock(&self) {
+        let seen = || self.log_text().matches(CLOCK_ADVANCED).count();
+        let before = seen();
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen() == before {
+            assert!(Instant::now() < deadline, "the clock did not move:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// SIGTERM and wait for a clean exit; returns the exit status.
