@@ -1,6 +1,7 @@
 // Read whole arrays with zarrita (npm), for the Python tests (tests/python/zm_zarrita.py).
 //
 //   node zarrita_read.mjs ROOT FORMAT PATH...
+//   node zarrita_read.mjs --codecs        the codec ids zarrita's registry knows, as JSON
 //
 // FORMAT: v2, v3 or auto (zarrita's own detection). Prints one JSON object:
 // {"zarrita": VERSION, "results": {PATH: {"ok": true, "shape": [...], "dtype": "...",
@@ -22,15 +23,30 @@ function plain(v) {
 
 async function read(root, open, path) {
 	const arr = await open(root.resolve(path), { kind: "array" });
-	const chunk = await zarr.get(arr);
+	const got = await zarr.get(arr);
+	if (arr.shape.length === 0) {
+		return { ok: true, shape: [], dtype: arr.dtype, values: [plain(got)] }; // 0-d: the value itself
+	}
+	// C order from the result's strides (an order-F array comes back with F strides).
 	const values = [];
-	for (let i = 0; i < chunk.data.length; i++) {
-		values.push(plain(chunk.data.get ? chunk.data.get(i) : chunk.data[i]));
+	const index = arr.shape.map(() => 0);
+	const size = arr.shape.reduce((a, b) => a * b, 1);
+	for (let n = 0; n < size; n++) {
+		const offset = index.reduce((sum, i, d) => sum + i * got.stride[d], 0);
+		values.push(plain(got.data.get ? got.data.get(offset) : got.data[offset]));
+		for (let d = index.length - 1; d >= 0; d--) {
+			if (++index[d] < arr.shape[d]) break;
+			index[d] = 0;
+		}
 	}
 	return { ok: true, shape: arr.shape, dtype: arr.dtype, values };
 }
 
 async function main(argv) {
+	if (argv[0] === "--codecs") {
+		console.log(JSON.stringify([...zarr.registry.keys()]));
+		return 0;
+	}
 	const [dir, format, ...paths] = argv;
 	const open = OPENERS[format];
 	if (!dir || !open || paths.length === 0) {
