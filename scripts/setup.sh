@@ -38,7 +38,8 @@ START=$SECONDS
 APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
-    if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    # not `dpkg -s | grep -q`: under pipefail, grep quitting early fails the pipe (SIGPIPE)
+    if [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]]; then
         missing+=("$pkg")
     fi
 done
