@@ -253,6 +253,12 @@ def zarr2_old_python() -> Path:
 
 
 @pytest.fixture(scope="session")
+def icechunk1_python() -> Path:
+    """icechunk 1.x (.venv-icechunk1), the writer of format-1 repositories."""
+    return reader_python(".venv-icechunk1", "import icechunk; print(icechunk.__version__)", "1.")
+
+
+@pytest.fixture(scope="session")
 def zarrita() -> list[str]:
     """The command that runs tests/js/zarrita_read.mjs (zarrita from npm, installed into
     tests/js/node_modules by scripts/setup.sh)."""
