@@ -36,6 +36,10 @@ START=$SECONDS
 # g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus)
+# A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    APT_PACKAGES+=(python3-venv)
+fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     # not `dpkg -s | grep -q`: under pipefail, grep quitting early fails the pipe (SIGPIPE)
