@@ -17,9 +17,18 @@
 //!
 //! Commas separate options; `\,` is a literal comma inside a value.
 
+/// Bare options that become flags (or nothing): `(option, flags)`.
+pub const SWITCHES: &[(&str, &[&str])] = &[
+    ("ro", &["--read-only"]),
+    ("rw", &[]),
+    ("allow_other", &["--allow-other"]),
+    ("verbose", &["-v"]),
+    ("debug", &["-v"]),
+];
+
 /// Options that mount(8), systemd or FUSE's own helpers understand and that mean nothing (or
 /// are already implied) for zarr-mount.
-const DROPPED: &[&str] = &[
+pub const DROPPED: &[&str] = &[
     "_netdev",
     "noauto",
     "auto",
@@ -55,11 +64,14 @@ const DROPPED: &[&str] = &[
 ];
 
 /// Keys (of `key=value`) dropped the same way.
-const DROPPED_KEYS: &[&str] =
+pub const DROPPED_KEYS: &[&str] =
     &["comment", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext"];
 
+/// Keys starting with this (`x-systemd.automount`, `x-gvfs-show`) are dropped too.
+pub const DROPPED_PREFIX: &str = "x-";
+
 /// `key=value` options that become `--key-with-dashes value`.
-const VALUE_FLAGS: &[&str] = &[
+pub const VALUE_FLAGS: &[&str] = &[
     "view",
     "v2_ome",
     "uid",
@@ -113,14 +125,16 @@ pub fn to_args(options: &str) -> Result<Vec<String>, String> {
             Some((k, v)) => (k.trim(), Some(v)),
             None => (opt.as_str(), None),
         };
-        if key.starts_with("x-") || DROPPED_KEYS.contains(&key) {
+        if key.starts_with(DROPPED_PREFIX) || DROPPED_KEYS.contains(&key) {
             continue;
         }
+        if value.is_none() {
+            if let Some((_, flags)) = SWITCHES.iter().find(|(name, _)| *name == key) {
+                args.extend(flags.iter().map(|f| f.to_string()));
+                continue;
+            }
+        }
         match (key, value) {
-            ("ro", None) => args.push("--read-only".to_string()),
-            ("rw", None) => {}
-            ("allow_other", None) => args.push("--allow-other".to_string()),
-            ("verbose" | "debug", None) => args.push("-v".to_string()),
             (k, None) if DROPPED.contains(&k) => {}
             (k, Some(v)) if VALUE_FLAGS.contains(&k) => {
                 if v.is_empty() {

@@ -51,7 +51,7 @@ fn files_and_directories_round_trip() {
 
     // Changes in the backing dir show through the mount (after the metadata TTL).
     fs::write(src.join("outside"), b"made outside").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    m.advance_clock();
     assert_eq!(fs::read(m.path("outside")).unwrap(), b"made outside");
 
     // unlink, rmdir, non-empty rmdir.
@@ -262,6 +262,18 @@ fn bad_arguments_are_refused_before_mounting() {
     let lots = [os(&src), os(&mnt), "--array-prefetch".into(), "lots".into()];
     let lots: Vec<&std::ffi::OsStr> = lots.iter().map(|s| s.as_os_str()).collect();
     assert!(refused(&lots).contains("--array-prefetch"));
+    // Endpoint URLs the S3 client would panic on (no scheme), or that are not http(s).
+    for (endpoint, why) in [
+        ("localhost:5555", "scheme"),
+        ("127.0.0.1:9000", "give its scheme"),
+        ("ftp://h:1", "scheme"),
+        ("http://", "URL"),
+    ] {
+        let args = ["s3://bkt/p", mnt.to_str().unwrap(), "--endpoint-url", endpoint];
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let err = refused(&args);
+        assert!(err.contains("--endpoint-url") && err.contains(why), "{endpoint}: {err}");
+    }
     // Already a mount point.
     let m = Mount::start(&src, &mnt, &["--view", "raw"]);
     assert!(refused(&[&os(&src), &os(&m.mnt)]).contains("already a mount point"));
