@@ -144,14 +144,49 @@ pub fn to_args(options: &str) -> Result<Vec<String>, String> {
                 args.push(v.to_string());
             }
             ("", _) => return Err("mount option without a name".to_string()),
-            (k, Some(v)) => {
+            (k, Some(v)) if crate::store::backends::object::is_option_key(k) => {
                 args.push("-o".to_string());
                 args.push(format!("{k}={v}"));
             }
-            (k, None) => return Err(format!("unknown mount option {k:?}")),
+            (k, _) => return Err(unknown(k)),
         }
     }
     Ok(args)
+}
+
+/// The error for an option that is neither ours, mount(8)'s nor an object store's, naming the
+/// nearest one of ours when the name looks like a typo of it.
+fn unknown(key: &str) -> String {
+    let ours = VALUE_FLAGS.iter().chain(SWITCHES.iter().map(|(name, _)| name));
+    let nearest = ours.map(|k| (edit_distance(key, k), *k)).min();
+    match nearest {
+        Some((d, k)) if d <= 2 && d < key.len() => {
+            format!("unknown mount option {key:?} (did you mean {k:?}?)")
+        }
+        _ => format!("unknown mount option {key:?}"),
+    }
+}
+
+/// Levenshtein distance, with a swap of two neighbours counting as one edit (`veiw`/`view`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -226,7 +261,26 @@ mod tests {
             ["--read-only", "--view", "raw", "-o", "aws_virtual_hosted_style_request=false"]
         );
         // An escaped comma stays inside the value.
-        assert_eq!(args(r"allowed_origins=a\,b,ro"), ["-o", "allowed_origins=a,b", "--read-only"]);
+        assert_eq!(
+            args(r"aws_session_token=a\,b,ro"),
+            ["-o", "aws_session_token=a,b", "--read-only"]
+        );
+    }
+
+    #[test]
+    fn unknown_options_are_named_with_the_nearest_valid_one() {
+        let err = |s: &str| to_args(s).unwrap_err();
+        assert_eq!(err("ro,veiw=raw"), r#"unknown mount option "veiw" (did you mean "view"?)"#);
+        assert_eq!(
+            err("cache_szie=1G"),
+            r#"unknown mount option "cache_szie" (did you mean "cache_size"?)"#
+        );
+        assert_eq!(
+            err("allow_othr"),
+            r#"unknown mount option "allow_othr" (did you mean "allow_other"?)"#
+        );
+        assert_eq!(err("colour=blue"), r#"unknown mount option "colour""#);
+        assert_eq!(err("zz"), r#"unknown mount option "zz""#);
     }
 
     #[test]

@@ -105,8 +105,8 @@ fn main() {
     let readiness = if cfg.foreground { Readiness::none() } else { daemonize() };
     let foreground = cfg.foreground;
     if let Err(e) = zarr_mount::mount::run(cfg, readiness) {
-        // A daemon's refused source reached its parent, which printed it: one line, not two.
-        if foreground || !zarr_mount::mount::source_refused() {
+        // A daemon's failure that reached its parent is printed there: one line, not two.
+        if foreground || !zarr_mount::daemon::failure_reported() {
             eprintln!("zarr-mount: {e}");
         }
         // A wrong endpoint, credentials or bucket: a usage error (2), as a bad argument.

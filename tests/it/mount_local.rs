@@ -345,3 +345,22 @@ fn a_child_closing_an_inherited_descriptor_stores_nothing_half_written() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A daemon that cannot start reports why once: its parent prints the line, the child does not.
+#[test]
+fn a_daemon_start_failure_is_one_line() {
+    let (_tmp, src, mnt) = dirs();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out =
+        Command::new(BIN).arg(&src).arg(&mnt).args(["--metrics-addr", &addr]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim_end().lines().collect::<Vec<_>>(),
+        [format!(
+        "zarr-mount: --metrics-addr {addr}: cannot listen: Address already in use (os error 98)"
+    )]
+    );
+    assert!(!is_mounted(&mnt));
+}

@@ -91,6 +91,15 @@ pub fn check_options(cloud: Cloud, options: &[(String, String)]) -> Result<(), S
     Ok(())
 }
 
+/// Whether `key` is an option of some object store (`-o KEY=VALUE`, or an fstab `key=value`
+/// that names no flag).
+pub fn is_option_key(key: &str) -> bool {
+    key.parse::<object_store::aws::AmazonS3ConfigKey>().is_ok()
+        || key.parse::<object_store::gcp::GoogleConfigKey>().is_ok()
+        || key.parse::<object_store::azure::AzureConfigKey>().is_ok()
+        || key.parse::<ClientConfigKey>().is_ok()
+}
+
 fn cloud_name(cloud: Cloud) -> &'static str {
     match cloud {
         Cloud::S3 => "s3",
