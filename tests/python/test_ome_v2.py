@@ -65,13 +65,7 @@ READER_LIMITS = {
 }
 
 # (reader, store, check) patterns -> the failure the translation should fix (see the report).
-PENDING_FIXES = {
-    # ome-zarr-py 0.18 writes the labels group's `ome` without `version`: the view leaves it
-    # untranslated ("OME-Zarr version \"\" has no 0.4 form"), so no `labels` key for 0.4 readers.
-    ("ome-zarr-0.9", "ome-zarr-py/tczyx.ome.zarr", "label cells*"): "label not found",
-    ("ome-zarr-models", "ome-zarr-py/tczyx.ome.zarr", "Image "): "validation error for LabelsAttrs",
-    ("ome-zarr-models", "ome-zarr-py/tczyx.ome.zarr", "Labels *"): "validation error for LabelsAttrs",
-}
+PENDING_FIXES: dict[tuple[str, str, str], str] = {}
 
 
 def _missing(what: str) -> None:
