@@ -429,7 +429,7 @@ mod tests {
         assert!(!pretty.ends_with('\n'));
         // The presented document is itself an unsharded array with the inner geometry.
         let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else { panic!() };
-        assert_eq!(m.chunk_shape, Some(vec![10, 10]));
+        assert_eq!(m.chunk_shape(), Some(vec![10, 10]));
         assert_eq!(shard_layout(&m), Err(NotUnpackable::NotSharded));
     }
 

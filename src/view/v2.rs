@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use super::decoded::pretty;
 use super::ome::{group_attributes, OmeInV2};
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
+use crate::zarr::chunk_grid::ChunkGrid;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
@@ -140,8 +141,9 @@ fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
             {
                 return Err("fixed-size strings decode only without transpose or sharding".into());
             }
-            if let Some(shape) = &mut m.chunk_shape {
+            if let Some(mut shape) = m.chunk_shape() {
                 shape.push(n);
+                m.chunk_grid = ChunkGrid::Regular(shape);
             }
         }
         ChunkSpec::from_v3(&m).map_err(|e| e.to_string())
@@ -168,9 +170,8 @@ fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
 /// The v2 form of a v3 array in the v2 view, or (`decoded`) in the v2-decoded view.
 pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String> {
     let chunks = meta
-        .chunk_shape
-        .clone()
-        .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
+        .chunk_shape()
+        .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid.name()))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
     let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len());
     let mut strip_crc32c = false;
@@ -602,7 +603,8 @@ mod tests {
         doc["data_type"] = json!("string");
         assert_eq!(V2Presenter::default().present("a", &docs(doc.clone())), DirShow::Hidden);
         doc["data_type"] = json!("int16");
-        doc["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}});
+        doc["chunk_grid"] = json!({"name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": [[2, 3], 4]}});
         assert_eq!(V2Presenter::default().present("a", &docs(doc)), DirShow::Hidden);
     }
 
