@@ -340,9 +340,45 @@ impl DimEdges {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
     use serde_json::json;
+    use std::path::PathBuf;
+
+    /// tests/fixtures/rectilinear: arrays zarr-python 3.4 wrote (see make_rectilinear.py).
+    pub(crate) fn fixtures() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rectilinear")
+    }
+
+    /// Every file of the fixture store under `under` (`""` for all): key relative to the
+    /// store, and content.
+    pub(crate) fn fixture_files(under: &str) -> Vec<(String, Vec<u8>)> {
+        let root = fixtures().join("store");
+        let mut out = Vec::new();
+        let mut dirs = vec![root.join(under)];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    let key = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+                    out.push((key, std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The metadata of fixture array `name`.
+    pub(crate) fn fixture_meta(name: &str) -> ArrayMetadata {
+        let doc = std::fs::read(fixtures().join("store").join(name).join("zarr.json")).unwrap();
+        match parse_zarr_json(&doc).unwrap() {
+            NodeMetadata::Array(a) => a,
+            NodeMetadata::Group(_) => panic!("{name} is an array"),
+        }
+    }
 
     fn grid(shapes: Value, shape: &[u64]) -> Result<RectilinearGrid, MetadataError> {
         let v = json!({"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}});
@@ -501,16 +537,12 @@ mod tests {
     /// the same offsets and encoded lengths, as zarr-python's own grid.
     #[test]
     fn zarr_python_fixtures() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rectilinear");
         let cases: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(fixtures().join("cases.json")).unwrap()).unwrap();
         let mut checked = 0;
         for (name, case) in cases.as_object().unwrap() {
             let Some(want) = case["chunks"].as_array() else { continue };
-            let doc = std::fs::read(dir.join("store").join(name).join("zarr.json")).unwrap();
-            let meta = crate::zarr::metadata::parse_zarr_json(&doc).unwrap();
-            let crate::zarr::metadata::NodeMetadata::Array(meta) = meta else { panic!("{name}") };
+            let meta = fixture_meta(name);
             let g = meta.chunk_grid.boundaries(&meta.shape).unwrap();
             for (d, chunks) in want.iter().enumerate() {
                 let got: Vec<Value> = (0..g.dim(d).count())

@@ -1,0 +1,163 @@
+"""Rectilinear chunk and shard grids (zarr-python >= 3.2) through every view.
+
+The store is tests/fixtures/rectilinear/store, written by zarr-python 3.4
+(tests/fixtures/rectilinear/make_rectilinear.py); expected/<case>.npy is what zarr-python wrote
+and read back. Reads through the mounts are compared with those files, never with values read
+through the same mount:
+  * raw, unsharded and decoded views: zarr-python >= 3.2 reads every array equal (in-process
+    when the suite's venv has it, else with $ZM_ZARR_LATEST_PYTHON as a subprocess);
+  * v2 and v2-decoded views: zarr-python 2 reads every array that has a v2 form equal, by path
+    and through the root's .zmetadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+import zarr_latest_reader
+from zm_harness import REPO, REQUIRE_BINARY
+
+FIXTURES = REPO / "tests" / "fixtures" / "rectilinear"
+STORE = FIXTURES / "store"
+CASES: dict = json.loads((FIXTURES / "cases.json").read_text())
+READABLE = tuple(name for name, case in CASES.items() if case["zarr_python_reads"])
+SHARDED = tuple(name for name, case in CASES.items() if case["inner_chunk_shape"])
+
+
+def _has_rectilinear(zarr_version: str) -> bool:
+    return tuple(int(x) for x in zarr_version.split(".")[:2]) >= (3, 2)
+
+
+@pytest.fixture(scope="module")
+def read_latest(tmp_path_factory):
+    """read_latest({id: array_dir}) -> {id: ndarray or error string}, with zarr-python >= 3.2."""
+    python = os.environ.get("ZM_ZARR_LATEST_PYTHON")
+    if not _has_rectilinear(zarr.__version__) and not python:
+        msg = (f"zarr-python {zarr.__version__} cannot read rectilinear grids: set "
+               f"ZM_ZARR_LATEST_PYTHON to an interpreter with zarr-python >= 3.2")
+        if REQUIRE_BINARY:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    work = tmp_path_factory.mktemp("latest")
+
+    def read(paths: dict[str, Path]) -> dict[str, np.ndarray | str]:
+        jobs = [{"id": i, "path": str(p), "out": str(work / f"{n}.npy")}
+                for n, (i, p) in enumerate(sorted(paths.items()))]
+        if _has_rectilinear(zarr.__version__):
+            results = zarr_latest_reader.run_jobs(jobs)
+        else:
+            (work / "jobs.json").write_text(json.dumps({"jobs": jobs}))
+            res = subprocess.run([python, zarr_latest_reader.__file__, str(work / "jobs.json"),
+                                  str(work / "results.json")], capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stderr[-3000:]
+            results = json.loads((work / "results.json").read_text())["results"]
+        return {j["id"]: np.load(j["out"], allow_pickle=True) if results[j["id"]]["ok"]
+                else results[j["id"]]["error"] for j in jobs}
+
+    return read
+
+
+def expected(name: str) -> np.ndarray:
+    return np.load(FIXTURES / "expected" / f"{name}.npy", allow_pickle=True)
+
+
+def assert_equal(got, name: str) -> None:
+    assert not isinstance(got, str), f"{name}: {got}"
+    want = expected(name)
+    assert got.shape == want.shape and got.dtype == want.dtype, (name, got.dtype, want.dtype)
+    if want.dtype == object:
+        assert list(got) == list(want), name
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def zarr_json(root: Path, name: str) -> dict:
+    return json.loads((root / name / "zarr.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def originals(read_latest):
+    """Every case read from the store itself (the generator checked these equal expected/)."""
+    return read_latest({name: STORE / name for name in CASES})
+
+
+def test_fixture_cases(originals):
+    assert sorted(CASES) == sorted(["chunks2d", "chunks3d_f64", "chunks1d_v2keys", "chunks_dot",
+                                    "chunks_uniform", "strings", "shards2d", "shards3d_start",
+                                    "shards_nodivide"])
+    for name in READABLE:
+        assert_equal(originals[name], name)
+    assert "not divisible" in originals["shards_nodivide"]
+
+
+@pytest.mark.parametrize("view", ["raw", "unsharded"])
+def test_reads_equal(mount_factory, read_latest, originals, view):
+    m = mount_factory(STORE, view=view, read_only=True)
+    got = read_latest({name: m.path / name for name in CASES})
+    for name in READABLE:
+        assert_equal(got[name], name)
+    # Not readable by zarr-python at all: the mount refuses it the same way.
+    assert got["shards_nodivide"] == originals["shards_nodivide"]
+
+
+def test_unsharded_view_shows_regular_inner_grids(mount_factory):
+    m = mount_factory(STORE, view="unsharded", read_only=True)
+    for name in SHARDED:
+        original, shown = zarr_json(STORE, name), zarr_json(m.path, name)
+        if name == "shards_nodivide":
+            assert shown == original  # passed through
+            continue
+        inner = CASES[name]["inner_chunk_shape"]
+        assert shown["chunk_grid"] == {"name": "regular", "configuration": {"chunk_shape": inner}}
+        assert [c["name"] for c in shown["codecs"]] == [c["name"] for c in original["codecs"][0]["configuration"]["codecs"]]
+        # The rest of the document is the original's, in its order.
+        assert list(shown) == list(original)
+        assert {k: v for k, v in shown.items() if k not in ("chunk_grid", "codecs")} == \
+            {k: v for k, v in original.items() if k not in ("chunk_grid", "codecs")}
+    # Inner chunks are files named on the regular inner grid (95 x 70 in 10 x 10: 10 x 7).
+    rows = sorted(os.listdir(m.path / "shards2d" / "c"), key=int)
+    assert rows == [str(i) for i in range(10)]
+    # Rows 40..60, columns 30..50 equal the fill value: those inner chunks are not stored.
+    assert sorted(os.listdir(m.path / "shards2d" / "c" / "4"), key=int) == ["0", "1", "2", "5", "6"]
+    # The consolidated metadata says the same as each array's document.
+    root = zarr_json(m.path, "")
+    for name in SHARDED:
+        if name in root["consolidated_metadata"]["metadata"]:
+            assert root["consolidated_metadata"]["metadata"][name] == zarr_json(m.path, name)
+    # The array the view cannot unpack: as stored, and one log line says why.
+    assert sorted(os.listdir(m.path / "shards_nodivide" / "c" / "0")) == ["0", "1"]
+    log = [line for line in m.log_text(tail=None).splitlines() if "shards_nodivide" in line]
+    assert len(log) == 1 and "does not divide shard size 30" in log[0], log
+
+
+def test_unsharded_writes_land_in_rectilinear_shards(mount_factory, read_latest, tmp_path):
+    """zarr-python writes the unsharded form through the mount; the store keeps its rectilinear
+    shards, and zarr-python reading the store itself sees the new values."""
+    store = tmp_path / "store"
+    shutil.copytree(STORE / "shards2d", store / "shards2d")
+    m = mount_factory(store, view="unsharded")
+    want = expected("shards2d").copy()
+    want[35:62, 25:45] = -np.arange(27 * 20, dtype="int32").reshape(27, 20)
+    want[40:50, 60:70] = 0  # a whole inner chunk back to the fill value: removed from its shard
+    code = ("import sys, numpy as np, zarr\n"
+            "a = zarr.open_array(sys.argv[1], mode='r+')\n"
+            "a[35:62, 25:45] = -np.arange(27 * 20, dtype='int32').reshape(27, 20)\n"
+            "a[40:50, 60:70] = 0\n")
+    res = subprocess.run([sys.executable, "-c", code, str(m.path / "shards2d")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not os.path.exists(m.path / "shards2d" / "c" / "4" / "6")
+    m.stop_checked()
+    assert zarr_json(store, "shards2d") == zarr_json(STORE, "shards2d")
+    assert sorted(os.listdir(store / "shards2d" / "c" / "1")) == ["0", "1"]  # still 2 x 2 shards
+    got = read_latest({"written": store / "shards2d"})["written"]
+    assert not isinstance(got, str), got
+    np.testing.assert_array_equal(got, want)
