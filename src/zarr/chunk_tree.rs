@@ -67,10 +67,7 @@ impl ChunkTree {
     pub fn from_metadata(name: &str, bytes: &[u8]) -> Option<ChunkTree> {
         match name {
             "zarr.json" => match parse_zarr_json(bytes).ok()? {
-                NodeMetadata::Array(a) => Some(ChunkTree::new(
-                    a.key_encoding,
-                    a.chunk_grid.boundaries(&a.shape)?.counts(),
-                )),
+                NodeMetadata::Array(a) => Some(ChunkTree::new(a.key_encoding, a.chunk_counts()?)),
                 NodeMetadata::Group(_) => None,
             },
             ".zarray" => {

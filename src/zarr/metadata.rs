@@ -93,6 +93,11 @@ impl ArrayMetadata {
     pub fn chunk_shape(&self) -> Option<Vec<u64>> {
         self.chunk_grid.regular_shape()
     }
+
+    /// Chunks (shards) per dimension; `None` for an unknown grid.
+    pub fn chunk_counts(&self) -> Option<Vec<u64>> {
+        self.chunk_grid.boundaries(&self.shape).map(|g| g.counts())
+    }
 }
 
 /// Parse a codec chain; `field` names it in errors.

@@ -161,3 +161,95 @@ def test_unsharded_writes_land_in_rectilinear_shards(mount_factory, read_latest,
     got = read_latest({"written": store / "shards2d"})["written"]
     assert not isinstance(got, str), got
     np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- decoded view
+
+def stored_chunks(array_dir: Path, key_encoding: dict) -> list[tuple[str, list[int]]]:
+    """(key, chunk coordinates) of every chunk stored in an array directory."""
+    default = key_encoding["name"] == "default"
+    sep = key_encoding.get("configuration", {}).get("separator", "/" if default else ".")
+    out = []
+    for path in array_dir.rglob("*"):
+        rel = path.relative_to(array_dir).as_posix()
+        if path.is_file() and rel != "zarr.json":
+            parts = rel.replace("/", sep).split(sep)
+            out.append((rel, [int(p) for p in (parts[1:] if default else parts)]))
+    return out
+
+
+RECTILINEAR = tuple(name for name, case in CASES.items()
+                    if case["chunk_grid"]["name"] == "rectilinear" and not case["inner_chunk_shape"])
+
+
+def test_decoded_view(mount_factory, read_latest, originals):
+    """Rectilinear grids stay rectilinear (zarr-python >= 3.2 reads them) and every chunk is
+    decoded at its own shape; sharded arrays are decoded on their regular inner grid."""
+    m = mount_factory(STORE, view="decoded", read_only=True)
+    got = read_latest({name: m.path / name for name in CASES})
+    for name in READABLE:
+        assert_equal(got[name], name)
+    assert got["shards_nodivide"] == originals["shards_nodivide"]
+    for name in RECTILINEAR:
+        original, shown = zarr_json(STORE, name), zarr_json(m.path, name)
+        if name == "strings":
+            assert shown == original  # variable-length: passed through undecoded
+            continue
+        assert shown["chunk_grid"] == original["chunk_grid"], name
+        assert shown["codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}], name
+        # Every stored chunk decodes at its own encoded shape.
+        chunks, itemsize = CASES[name]["chunks"], expected(name).dtype.itemsize
+        for rel, coords in stored_chunks(STORE / name, original["chunk_key_encoding"]):
+            want = int(np.prod([chunks[d][c][1] for d, c in enumerate(coords)])) * itemsize
+            assert os.path.getsize(m.path / name / rel) == want, (name, rel)
+    for name in SHARDED:
+        if name != "shards_nodivide":
+            shown = zarr_json(m.path, name)
+            assert shown["chunk_grid"]["name"] == "regular"
+            assert shown["codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}]
+    log = m.log_text(tail=None)
+    assert "strings" in log and "passed through undecoded" in log
+
+
+# --------------------------------------------------------------------------- v2 views
+
+# Rectilinear arrays with no v2 form: variable-length strings cannot be re-tiled (tiles are
+# assembled from decoded chunks), and zarr-python itself cannot read shards_nodivide.
+V2_LEFT_OUT = ("strings", "shards_nodivide")
+V2_SHOWN = tuple(name for name in CASES if name not in V2_LEFT_OUT)
+
+
+@pytest.mark.parametrize("view", ["v2", "v2-decoded"])
+def test_v2_views_read_equal_with_zarr2(mount_factory, zarr2_python, tmp_path, view):
+    import zm_zarr2
+
+    m = mount_factory(STORE, view=view, read_only=True)
+    npy = {name: str(FIXTURES / "expected" / f"{name}.npy") for name in V2_SHOWN}
+    root = json.loads((STORE / "zarr.json").read_text())
+    consolidated = [n for n in V2_SHOWN if n in root["consolidated_metadata"]["metadata"]]
+    jobs = [{"id": f"array:{n}", "kind": "array", "path": str(m.path / n), "expected": npy[n]}
+            for n in V2_SHOWN]
+    jobs += [{"id": f"consolidated:{n}", "kind": "consolidated", "root": str(m.path), "member": n,
+              "expected": npy[n]} for n in consolidated]
+    jobs.append({"id": "group", "kind": "group", "path": str(m.path), "arrays": list(V2_SHOWN),
+                 "groups": [], "attrs": root["attributes"]})
+    results = zm_zarr2.run(zarr2_python, jobs, tmp_path / "zarr2")
+    failed = {i: zm_zarr2.describe_failure(r) for i, r in results.items() if not r["ok"]}
+    assert not failed, failed
+    for name in RECTILINEAR:
+        if name in V2_LEFT_OUT:
+            assert not os.path.exists(m.path / name)
+            continue
+        info = results[f"array:{name}"]["info"]
+        largest = [max(length for _, length in d) for d in CASES[name]["chunks"]]
+        assert info["chunks"] == largest, name
+        uniform = all(len({length for _, length in d}) == 1 for d in CASES[name]["chunks"])
+        if not uniform:  # re-tiled: decoded, uncompressed
+            assert (info["compressor"], info["filters"], info["order"]) == (None, None, "C"), name
+    # One log line per array left out, none for the others.
+    log = m.log_text(tail=None).splitlines()
+    for name in V2_LEFT_OUT:
+        lines = [line for line in log if "left out of the v2 view" in line and f'"{name}"' in line]
+        assert len(lines) == 1, (name, lines)
+    assert not [line for line in log if "left out of the v2 view" in line
+                and not any(f'"{n}"' in line for n in V2_LEFT_OUT)]
