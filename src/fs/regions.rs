@@ -152,7 +152,9 @@ impl ChunkSource<'_> {
             let overlap: Vec<Range<u64>> = (0..origin.len())
                 .map(|d| {
                     let start = origin[d].max(at.origin[d]);
-                    let end = (origin[d] + shape[d]).min(at.origin[d] + at.shape[d]);
+                    let end = origin[d]
+                        .saturating_add(shape[d])
+                        .min(at.origin[d].saturating_add(at.shape[d]));
                     start..end.max(start)
                 })
                 .collect();

@@ -3,7 +3,9 @@
 //! Pure: which source chunks a tile needs, which tiles a source chunk feeds, and the names of
 //! both chunk trees; `fs::regions` and `fs::retiled` fetch and assemble.
 //!
-//! The tile is, per dimension, the longest source chunk. Then a source chunk overlaps at most
+//! The tile is, per dimension, the longest source chunk: the shape of the grid's largest chunk
+//! (every combination of lengths is a chunk), so no tile is larger than a decoded chunk already
+//! is. Then a source chunk overlaps at most
 //! two tiles per dimension (it is no longer than a tile), so a scan of the whole array decodes
 //! each source chunk at most 2^ndim times even with nothing cached (once with the decoded-chunk
 //! cache), and there are never more tiles than source chunks. A shorter tile (the shortest
@@ -67,7 +69,8 @@ impl Retiling {
         if !self.shown.contains(coords) {
             return None;
         }
-        Some(coords.iter().zip(&self.tile).map(|(&c, &t)| c * t..c * t + t).collect())
+        let start = |c: u64, t: u64| c.saturating_mul(t);
+        Some(coords.iter().zip(&self.tile).map(|(&c, &t)| start(c, t)..start(c + 1, t)).collect())
     }
 
     /// The source chunks a tile overlaps, boxed (one range of chunk coordinates per dimension).
@@ -102,8 +105,11 @@ impl Retiling {
                 None => 0..self.shown.grid()[d],
             })
             .collect();
-        let region: Region =
-            tiles.iter().zip(&self.tile).map(|(r, &t)| r.start * t..r.end * t).collect();
+        let region: Region = tiles
+            .iter()
+            .zip(&self.tile)
+            .map(|(r, &t)| r.start.saturating_mul(t)..r.end.saturating_mul(t))
+            .collect();
         chunks_under(&self.source, &region)
     }
 
@@ -189,7 +195,7 @@ mod tests {
     fn trailing_axes_widen_the_element() {
         let meta = fixture_meta("chunks_dot");
         let source = meta.chunk_grid.truly_rectilinear().unwrap().clone();
-        let specs = ChunkSpecs::from_v3(&meta).unwrap().with_trailing_axis(3);
+        let specs = ChunkSpecs::from_v3(&meta).unwrap().with_trailing_axis(3).unwrap();
         let r = Retiling::new(&meta.shape, &source, specs, meta.key_encoding, V2_SLASH);
         assert_eq!(r.item, 2 * 3);
         assert_eq!(r.fill_tile().unwrap().len() as u64, r.tile_bytes());

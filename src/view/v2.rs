@@ -142,10 +142,10 @@ fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpecs, String> {
             }
         }
         let specs = ChunkSpecs::from_v3(&m).map_err(|e| e.to_string())?;
-        Ok(match extra {
-            Some(n) => specs.with_trailing_axis(n),
-            None => specs,
-        })
+        match extra {
+            Some(n) => specs.with_trailing_axis(n).map_err(|e| e.to_string()),
+            None => Ok(specs),
+        }
     };
     let name = match &meta.data_type {
         Value::String(s) => s.as_str(),

@@ -32,8 +32,9 @@ impl ChunkSpecs {
         largest.chunk_grid = crate::zarr::chunk_grid::ChunkGrid::Regular(grid.largest_chunk());
         let base = ChunkSpec::from_v3(&largest)?;
         // A chain's demands on the shape are per dimension (sharding's divisibility) or grow
-        // with it (the size limit, checked on the largest): each length of each dimension,
-        // the others at their largest, covers them without trying every combination.
+        // with it (the size limit, checked on the largest chunk: every combination of lengths
+        // is a chunk): each length of each dimension, the others at their largest, covers
+        // them without trying every combination.
         for d in 0..grid.ndim() {
             for len in grid.dim(d).lengths() {
                 let mut spec = base.clone();
@@ -69,10 +70,12 @@ impl ChunkSpecs {
     }
 
     /// The same chunks decoded with one more, innermost axis of `n` elements (an element of a
-    /// fixed-size string type as its bytes or code units).
-    pub fn with_trailing_axis(mut self, n: u64) -> ChunkSpecs {
+    /// fixed-size string type as its bytes or code units); refused if the largest chunk then
+    /// exceeds the size limit.
+    pub fn with_trailing_axis(mut self, n: u64) -> Result<ChunkSpecs, CodecError> {
         Arc::make_mut(&mut self.base).chunk_shape.push(n);
-        self
+        self.base.decoded_size()?;
+        Ok(self)
     }
 }
 
@@ -97,8 +100,9 @@ mod tests {
         assert!(uniform.varying().is_none());
         assert_eq!(uniform.of(&[7, 7]).unwrap().chunk_shape, [4, 5]);
         // Trailing axes stay behind the grid's.
-        let wide = specs.with_trailing_axis(5);
+        let wide = specs.clone().with_trailing_axis(5).unwrap();
         assert_eq!(wide.of(&[0, 0, 2]).unwrap().chunk_shape, [2, 6, 1, 5]);
+        assert!(matches!(specs.with_trailing_axis(1 << 30), Err(CodecError::TooLarge { .. })));
     }
 
     /// Every chunk shape is checked: sharding whose inner chunk does not divide some length.
