@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks against baselines measured in the same run; results go to stdout (BENCHMARKS.md
-# keeps a copy with the machine described).
+# keeps the latest figure of each workload, with its commit, date, machine and command).
 #
 #   scripts/bench.sh            direct disk and zarr-python native baselines, local and S3 (scripts/bench.py),
 #                               then listing 100,000 keys and peak memory while reading 4 GiB,

@@ -124,7 +124,7 @@ class Server:
             shutil.copytree(local, self.dir / "data" / "bkt" / "arr", dirs_exist_ok=True)
         elif self.kind == "nginx":  # static files
             shutil.copytree(local, self.dir / "data" / "arr", dirs_exist_ok=True)
-        elif self.kind == "fake-gcs":  # no XML-API uploads (README): its JSON API
+        elif self.kind == "fake-gcs":  # no XML-API uploads (docs/SOURCES.md): its JSON API
             for p in files:
                 name = f"arr/{p.relative_to(local)}"
                 req = urllib.request.Request(

@@ -232,7 +232,7 @@ def bench_listing_s3(binary, work, s3, count):
 def bench_listing_s3s(binary, work, count):
     """Time to the first entry on S3 with `count` keys in one prefix, on s3s-fs (objects are
     files, so the keys are made directly in its data directory; moto answers every LIST page
-    of a large bucket in time proportional to the bucket, see BENCHMARKS.md 11)."""
+    of a large bucket in time proportional to the bucket, see BENCHMARKS.md "Listing 100,000 keys")."""
     import boto3
 
     root = Path(__file__).resolve().parent.parent

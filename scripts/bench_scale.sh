@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Full-size write-scale figures for issue #22 (BENCHMARKS.md "Write buffers at scale"): the
+# Full-size write-scale figures for issue #22 (BENCHMARKS.md "Large writes", "Walking many keys"): the
 # tests of tests/it/scale.rs at the sizes the issue names. CI runs them smaller (1 GiB local,
 # 256 MiB S3, 10 x 64 MiB). Needs ~9 GB free disk at the peak (spill file + stored copy);
 # everything is deleted afterwards. S3 at full size runs on s3s-fs (objects on disk): moto

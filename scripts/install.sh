@@ -13,7 +13,7 @@
 #   DESTDIR=DIR     (environment) stage everything below DIR, for packaging; implies no apt,
 #                   no systemctl; the /sbin symlink is made inside DESTDIR too
 #
-# Also creates /etc/zarr-mount (mode 700) and installs the example env file and README to
+# Also creates /etc/zarr-mount (mode 700) and installs the example env file, README and docs/ to
 # PREFIX/share/doc/zarr-mount. Undo with scripts/uninstall.sh (same --prefix).
 set -euo pipefail
 
@@ -97,6 +97,10 @@ run install -d -m 0700 "$DESTDIR$CONFDIR"
 say "docs        -> $DESTDIR$DOCDIR"
 run install -D -m 0644 "$ROOT/systemd/example.env" "$DESTDIR$DOCDIR/example.env"
 run install -D -m 0644 "$ROOT/README.md" "$DESTDIR$DOCDIR/README.md"
+# README's links point into docs/: keep the same layout.
+for doc in "$ROOT"/docs/*.md; do
+    run install -D -m 0644 "$doc" "$DESTDIR$DOCDIR/docs/$(basename "$doc")"
+done
 
 if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
     run systemctl daemon-reload

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # POSIX conformance: run pjdfstest against a writable mount of a local directory (default
 # view), print a per-group table and compare every test's outcome with
-# tests/pjdfstest/expected.txt. README's "Semantics" section explains the expected failures.
+# tests/pjdfstest/expected.txt. docs/SEMANTICS.md "POSIX conformance" explains the expected failures.
 #
 #   scripts/pjdfstest.sh              run all groups and compare: a test that passed before and
 #                                     no longer does fails the run; a newly passing one is reported
@@ -171,7 +171,7 @@ if ((update)); then
     {
         echo "# pjdfstest $PJD_VERSION on a writable zarr-mount of a local directory (default view)."
         echo "# One test per line: NAME pass|fail|skip|either. Regenerate with scripts/pjdfstest.sh --update;"
-        echo "# README's \"Semantics\" section says why the failures are expected, and why the tests"
+        echo "# docs/SEMANTICS.md (POSIX conformance) says why the failures are expected, and why the tests"
         echo "# marked either pass or fail by timing (--update keeps that mark)."
         awk 'NR == FNR { if ($2 == "either") either[$1] = 1; next } ($1 in either) { $2 = "either" } 1' \
             <(grep -v '^#' "$EXPECTED" 2>/dev/null || true) "$WORK/results.txt"
@@ -192,7 +192,7 @@ join -a1 -a2 -e missing -o 0,1.2,2.2 "$WORK/expected.txt" "$WORK/results.txt" |
 improvements="$(awk '$3 == "pass"' "$WORK/changes.txt")"
 regressions="$(awk '$3 != "pass"' "$WORK/changes.txt")"
 if [[ -n "$improvements" ]]; then
-    say "better than $EXPECTED; update it with scripts/pjdfstest.sh --update (and README's table):"
+    say "better than $EXPECTED; update it with scripts/pjdfstest.sh --update (and the table in docs/SEMANTICS.md):"
     printf '%s\n' "$improvements" | awk 'NF { printf "  %-70s %s -> %s\n", $1, $2, $3 }'
 fi
 # A test that failed where it should pass is run twice more on its own: one that passes then is

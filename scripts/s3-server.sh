@@ -47,7 +47,7 @@ install_moto() {
         return 0
     fi
     if [[ ! -x "$VENV/bin/python" ]]; then
-        "$ROOT/scripts/setup.sh" >&2 || {
+        ZM_SETUP_READERS=0 "$ROOT/scripts/setup.sh" >&2 || {
             echo "s3-server: scripts/setup.sh failed" >&2
             exit 3
         }

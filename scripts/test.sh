@@ -47,6 +47,22 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 failed=()
+# Each stage's name and seconds, printed as a table at the end.
+stage_names=()
+stage_secs=()
+stage_start=$SECONDS
+begin_stage() {
+    echo "test.sh: $1"
+    stage_names+=("$1")
+    stage_start=$SECONDS
+}
+end_stage() {
+    stage_secs+=($((SECONDS - stage_start)))
+}
+# Tests skipped because a test server could not be had (only outside CI: with CI=true or
+# ZM_REQUIRE_SERVERS=1 they fail instead); tests/it/common and zm_s3.py append to it.
+export ZM_SKIP_LOG="$TMPBASE/skipped-servers"
+: >"$ZM_SKIP_LOG"
 
 # CI machines have far less free disk than a workstation; a run that fills it fails in
 # confusing places (ENOSPC in a Python test). Say up front how much there is, and again at the end.
@@ -55,65 +71,85 @@ df -h "$ROOT" | sed 's/^/test.sh: disk: /'
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 if [[ "${ZM_SKIP_SETUP:-0}" != 1 ]]; then
+    begin_stage "setup"
     scripts/setup.sh
+    end_stage
 fi
 
-echo "test.sh: cargo build"
+begin_stage "cargo build"
 build_ok=1
 if ! cargo build; then
     failed+=("cargo build")
     build_ok=0
 fi
+end_stage
 
 if ((build_ok)); then
     # One style (rustfmt.toml) and no clippy warnings, in every target (issue #17).
-    echo "test.sh: cargo fmt --check"
+    begin_stage "cargo fmt --check"
     if ! cargo fmt --check; then
         failed+=("cargo fmt --check")
     fi
-    echo "test.sh: cargo clippy"
+    end_stage
+    begin_stage "cargo clippy"
     if ! cargo clippy --all-targets -- -D warnings; then
         failed+=("cargo clippy")
     fi
+    end_stage
 
     # The test servers (moto, s3s-fs, fake-gcs, Azurite, nginx), installed before the tests
     # rather than by the first test that needs each: building s3s-fs takes minutes of both
     # cores, which would slow every test running beside it. A server that cannot be installed
     # is reported by the tests that need it.
-    echo "test.sh: test servers"
+    begin_stage "test servers"
     for kind in moto s3s-fs fake-gcs azurite nginx; do
         scripts/s3-server.sh install "$kind" || echo "test.sh: could not install $kind" >&2
     done
+    end_stage
 
-    echo "test.sh: cargo test"
+    begin_stage "cargo test"
     # --no-fail-fast: one failing test binary must not hide the results of the others.
     if ! cargo test --no-fail-fast; then
         failed+=("cargo test")
     fi
+    end_stage
 
-    echo "test.sh: pytest tests/python"
+    begin_stage "pytest"
     export ZARR_MOUNT_BIN="${ZARR_MOUNT_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/zarr-mount}"
     export ZM_REQUIRE_BINARY=1
     # pytest's exit status 5 (no tests collected) counts as a failure too
     if ! .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --basetemp "$TMPBASE/pytest" "$@"; then
         failed+=("pytest")
     fi
+    end_stage
 
     # POSIX conformance against tests/pjdfstest/expected.txt (under a minute once installed).
-    echo "test.sh: pjdfstest"
+    begin_stage "pjdfstest"
     if ! TMPDIR="$TMPBASE" scripts/pjdfstest.sh; then
         failed+=("pjdfstest")
     fi
+    end_stage
 
     # Coverage-guided fuzzing of every parser of untrusted bytes (scripts/fuzz.sh), briefly:
     # ZM_FUZZ_SECS per target (default 15; 5 targets), plus the build of the fuzz targets.
-    echo "test.sh: fuzz"
+    begin_stage "fuzz"
     if ! FUZZ_SECS="${ZM_FUZZ_SECS:-15}" TMPDIR="$TMPBASE" scripts/fuzz.sh; then
         failed+=("fuzz")
     fi
+    end_stage
 fi
 
 df -h "$ROOT" | sed 's/^/test.sh: disk: /'
+echo "test.sh: stage durations"
+for i in "${!stage_names[@]}"; do
+    printf 'test.sh:   %-20s %5d s\n' "${stage_names[$i]}" "${stage_secs[$i]}"
+done
+printf 'test.sh:   %-20s %5d s\n' "total" "$SECONDS"
+skipped=$(wc -l <"$ZM_SKIP_LOG")
+if ((skipped)); then
+    echo "test.sh: $skipped Rust test(s) skipped for a missing test server:" >&2
+    sort "$ZM_SKIP_LOG" | sed 's/^/test.sh:   /' >&2
+fi
 if ((${#failed[@]})); then
     echo "test.sh: FAILED: ${failed[*]}" >&2
     exit 1

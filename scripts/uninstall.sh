@@ -55,9 +55,18 @@ if [[ -n "$HELPER_LINK" && -L "$DESTDIR$HELPER_LINK" && "$(readlink "$DESTDIR$HE
     say "removing $DESTDIR$HELPER_LINK"
     run rm -f "$DESTDIR$HELPER_LINK"
 fi
-if [[ -d "$DESTDIR$DOCDIR" ]]; then
-    run rmdir --ignore-fail-on-non-empty "$DESTDIR$DOCDIR"
-fi
+for doc in "$ROOT"/docs/*.md; do
+    f="$DOCDIR/docs/$(basename "$doc")"
+    if [[ -e "$DESTDIR$f" ]]; then
+        say "removing $DESTDIR$f"
+        run rm -f "$DESTDIR$f"
+    fi
+done
+for d in "$DOCDIR/docs" "$DOCDIR"; do
+    if [[ -d "$DESTDIR$d" ]]; then
+        run rmdir --ignore-fail-on-non-empty "$DESTDIR$d"
+    fi
+done
 
 if [[ -d "$DESTDIR$CONFDIR" ]]; then
     if ((PURGE)); then

@@ -91,7 +91,7 @@ pub struct Args {
     #[arg(long, value_name = "SIZE")]
     pub array_prefetch: Option<String>,
     /// Keep bytes read from an object store (or a remote zip) in this directory, across
-    /// remounts and reboots; one mount per directory. See README "Disk cache".
+    /// remounts and reboots; one mount per directory. See docs/PERFORMANCE.md "Disk cache".
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Bound of --cache-dir, e.g. 20G (least recently used blocks are dropped first). Default: 10G.
@@ -119,7 +119,7 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub stats_interval: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics: HOST:PORT, or a bare PORT for the
-    /// loopback interface (e.g. 9464). Off by default; see README "Metrics".
+    /// loopback interface (e.g. 9464). Off by default; see docs/OPERATIONS.md "Metrics".
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
     /// Read KEY=VALUE lines (e.g. AWS_SECRET_ACCESS_KEY=...) into the environment before
@@ -142,7 +142,7 @@ pub struct Args {
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
-    /// mount.fuse.zarr-mount passes them; see README "Operating zarr-mount as a service".
+    /// mount.fuse.zarr-mount passes them; see docs/CONFIGURATION.md "fstab options".
     #[arg(long, value_name = "OPTIONS", allow_hyphen_values = true)]
     pub fstab_options: Option<String>,
 }
@@ -192,6 +192,24 @@ pub struct MountConfig {
 /// `--array-prefetch` unless given: arrays up to 32 MiB, such as a 2048 x 2048 float32
 /// image, or the coordinate variables and masks that readers load whole.
 const DEFAULT_ARRAY_PREFETCH: u64 = 32 << 20;
+
+/// `--endpoint-url`: an http(s) URL with a host (the S3 client panics on one without a scheme).
+fn check_endpoint_url(e: &str) -> Result<(), UsageError> {
+    let bad = |why: &str| usage(format!("--endpoint-url {e:?}: {why}"));
+    let url = url::Url::parse(e).map_err(|err| match err {
+        url::ParseError::RelativeUrlWithoutBase => {
+            bad("not a URL: give its scheme, e.g. http://127.0.0.1:9000")
+        }
+        err => bad(&format!("not a URL: {err}")),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    Ok(())
+}
 
 /// A problem with the arguments: printed as one line, exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -302,6 +320,9 @@ impl Args {
             && (self.endpoint_url.is_some() || self.region.is_some() || !options.is_empty())
         {
             return Err(usage("--endpoint-url, --region and -o apply only to object-store sources (s3://, gs://, az://, http(s)://)"));
+        }
+        if let Some(e) = &self.endpoint_url {
+            check_endpoint_url(e)?;
         }
         let mountpoint = check_mountpoint(&self.mountpoint)?;
         let disk_cache =

@@ -3,6 +3,15 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once a failure went up the pipe: the parent prints it, so the child must not as well.
+static FAILURE_REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// Did this process hand its failure to a waiting parent (which prints it)?
+pub fn failure_reported() -> bool {
+    FAILURE_REPORTED.load(Ordering::SeqCst)
+}
 
 /// The child's end: report readiness or failure exactly once.
 pub struct Readiness {
@@ -23,14 +32,16 @@ impl Readiness {
 
     pub fn failed(&mut self, msg: &str) {
         if let Some(mut p) = self.pipe.take() {
-            let _ = writeln!(p, "ERR {}", msg.replace('\n', " "));
+            FAILURE_REPORTED
+                .store(writeln!(p, "ERR {}", msg.replace('\n', " ")).is_ok(), Ordering::SeqCst);
         }
     }
 
     /// Like `failed`, for a wrong source (endpoint, credentials, bucket): the parent exits 2.
     pub fn refused(&mut self, msg: &str) {
         if let Some(mut p) = self.pipe.take() {
-            let _ = writeln!(p, "REFUSED {}", msg.replace('\n', " "));
+            FAILURE_REPORTED
+                .store(writeln!(p, "REFUSED {}", msg.replace('\n', " ")).is_ok(), Ordering::SeqCst);
         }
     }
 

@@ -260,7 +260,7 @@ mod tests {
 
     /// Concurrent loads share one fetch, and a shared error keeps its kind (an ENOENT seen
     /// by eight waiters is ENOENT for each, not EIO), and is not cached.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[tokio::test(start_paused = true)]
     async fn a_shared_error_keeps_its_errno() {
         let c = cache(100);
         let fetches = Arc::new(AtomicUsize::new(0));

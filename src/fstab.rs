@@ -17,9 +17,18 @@
 //!
 //! Commas separate options; `\,` is a literal comma inside a value.
 
+/// Bare options that become flags (or nothing): `(option, flags)`.
+pub const SWITCHES: &[(&str, &[&str])] = &[
+    ("ro", &["--read-only"]),
+    ("rw", &[]),
+    ("allow_other", &["--allow-other"]),
+    ("verbose", &["-v"]),
+    ("debug", &["-v"]),
+];
+
 /// Options that mount(8), systemd or FUSE's own helpers understand and that mean nothing (or
 /// are already implied) for zarr-mount.
-const DROPPED: &[&str] = &[
+pub const DROPPED: &[&str] = &[
     "_netdev",
     "noauto",
     "auto",
@@ -55,11 +64,14 @@ const DROPPED: &[&str] = &[
 ];
 
 /// Keys (of `key=value`) dropped the same way.
-const DROPPED_KEYS: &[&str] =
+pub const DROPPED_KEYS: &[&str] =
     &["comment", "fsname", "subtype", "context", "fscontext", "defcontext", "rootcontext"];
 
+/// Keys starting with this (`x-systemd.automount`, `x-gvfs-show`) are dropped too.
+pub const DROPPED_PREFIX: &str = "x-";
+
 /// `key=value` options that become `--key-with-dashes value`.
-const VALUE_FLAGS: &[&str] = &[
+pub const VALUE_FLAGS: &[&str] = &[
     "view",
     "v2_ome",
     "uid",
@@ -113,14 +125,16 @@ pub fn to_args(options: &str) -> Result<Vec<String>, String> {
             Some((k, v)) => (k.trim(), Some(v)),
             None => (opt.as_str(), None),
         };
-        if key.starts_with("x-") || DROPPED_KEYS.contains(&key) {
+        if key.starts_with(DROPPED_PREFIX) || DROPPED_KEYS.contains(&key) {
             continue;
         }
+        if value.is_none() {
+            if let Some((_, flags)) = SWITCHES.iter().find(|(name, _)| *name == key) {
+                args.extend(flags.iter().map(|f| f.to_string()));
+                continue;
+            }
+        }
         match (key, value) {
-            ("ro", None) => args.push("--read-only".to_string()),
-            ("rw", None) => {}
-            ("allow_other", None) => args.push("--allow-other".to_string()),
-            ("verbose" | "debug", None) => args.push("-v".to_string()),
             (k, None) if DROPPED.contains(&k) => {}
             (k, Some(v)) if VALUE_FLAGS.contains(&k) => {
                 if v.is_empty() {
@@ -130,14 +144,49 @@ pub fn to_args(options: &str) -> Result<Vec<String>, String> {
                 args.push(v.to_string());
             }
             ("", _) => return Err("mount option without a name".to_string()),
-            (k, Some(v)) => {
+            (k, Some(v)) if crate::store::backends::object::is_option_key(k) => {
                 args.push("-o".to_string());
                 args.push(format!("{k}={v}"));
             }
-            (k, None) => return Err(format!("unknown mount option {k:?}")),
+            (k, _) => return Err(unknown(k)),
         }
     }
     Ok(args)
+}
+
+/// The error for an option that is neither ours, mount(8)'s nor an object store's, naming the
+/// nearest one of ours when the name looks like a typo of it.
+fn unknown(key: &str) -> String {
+    let ours = VALUE_FLAGS.iter().chain(SWITCHES.iter().map(|(name, _)| name));
+    let nearest = ours.map(|k| (edit_distance(key, k), *k)).min();
+    match nearest {
+        Some((d, k)) if d <= 2 && d < key.len() => {
+            format!("unknown mount option {key:?} (did you mean {k:?}?)")
+        }
+        _ => format!("unknown mount option {key:?}"),
+    }
+}
+
+/// Levenshtein distance, with a swap of two neighbours counting as one edit (`veiw`/`view`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -212,7 +261,26 @@ mod tests {
             ["--read-only", "--view", "raw", "-o", "aws_virtual_hosted_style_request=false"]
         );
         // An escaped comma stays inside the value.
-        assert_eq!(args(r"allowed_origins=a\,b,ro"), ["-o", "allowed_origins=a,b", "--read-only"]);
+        assert_eq!(
+            args(r"aws_session_token=a\,b,ro"),
+            ["-o", "aws_session_token=a,b", "--read-only"]
+        );
+    }
+
+    #[test]
+    fn unknown_options_are_named_with_the_nearest_valid_one() {
+        let err = |s: &str| to_args(s).unwrap_err();
+        assert_eq!(err("ro,veiw=raw"), r#"unknown mount option "veiw" (did you mean "view"?)"#);
+        assert_eq!(
+            err("cache_szie=1G"),
+            r#"unknown mount option "cache_szie" (did you mean "cache_size"?)"#
+        );
+        assert_eq!(
+            err("allow_othr"),
+            r#"unknown mount option "allow_othr" (did you mean "allow_other"?)"#
+        );
+        assert_eq!(err("colour=blue"), r#"unknown mount option "colour""#);
+        assert_eq!(err("zz"), r#"unknown mount option "zz""#);
     }
 
     #[test]

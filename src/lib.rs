@@ -5,6 +5,7 @@
 //! `view` (pure path mapping) -> `zarr` (metadata, shard index) -> `store` (async key/value backends).
 
 pub mod cli;
+pub mod clock;
 pub mod daemon;
 pub mod flight_lru;
 pub mod fs;

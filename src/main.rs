@@ -68,7 +68,7 @@ fn load_env_file(path: &std::path::Path) -> Result<(), String> {
 /// glibc's malloc gives threads arenas of their own (up to 8 per core) and keeps what is freed
 /// in each; the read buffers of a mount (parts of up to 8 MiB, allocated on one thread, freed on
 /// another) then pile up in several arenas, and the peak RSS depends on which threads happened
-/// to run what (measured, BENCHMARKS.md 10d: +10 to +30 MiB with the disk cache's extra threads).
+/// to run what (measured, `git show 6624a29:BENCHMARKS.md` 10d: +10 to +30 MiB with the disk cache's extra threads).
 /// One arena, and buffers of 1 MiB or more mapped on their own (given back to the system as soon
 /// as freed), keep the RSS at what is live. A `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` set
 /// in the environment is left to rule. Runs before any thread exists.
@@ -105,8 +105,8 @@ fn main() {
     let readiness = if cfg.foreground { Readiness::none() } else { daemonize() };
     let foreground = cfg.foreground;
     if let Err(e) = zarr_mount::mount::run(cfg, readiness) {
-        // A daemon's refused source reached its parent, which printed it: one line, not two.
-        if foreground || !zarr_mount::mount::source_refused() {
+        // A daemon's failure that reached its parent is printed there: one line, not two.
+        if foreground || !zarr_mount::daemon::failure_reported() {
             eprintln!("zarr-mount: {e}");
         }
         // A wrong endpoint, credentials or bucket: a usage error (2), as a bad argument.

@@ -338,6 +338,11 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         },
         None => None,
     };
+    if let Err(e) = rt.block_on(async { crate::clock::install_test_hook() }) {
+        let e = SessionError(e);
+        readiness.failed(&e.0);
+        return Err(e);
+    }
     crate::metrics::global().set_build_info(cfg.view.name(), &backend_kind(&cfg.source));
     let store = match rt.block_on(open_store(&cfg)) {
         Ok(s) => s,

@@ -26,14 +26,14 @@ impl<V: Clone> TtlCache<V> {
     /// The value kept for `key`, if it is younger than the TTL.
     pub fn get(&self, key: &str) -> Option<V> {
         match lock(&self.entries).get(key) {
-            Some((value, at)) if at.elapsed() < self.ttl => Some(value.clone()),
+            Some((value, at)) if crate::clock::since(*at) < self.ttl => Some(value.clone()),
             _ => None,
         }
     }
 
     /// Keep `value` for `key` from now on (replacing what was kept).
     pub fn put(&self, key: String, value: V) {
-        lock(&self.entries).put(key, (value, Instant::now()));
+        lock(&self.entries).put(key, (value, crate::clock::now()));
     }
 
     /// Forget `key` (it changed).
@@ -67,14 +67,16 @@ mod tests {
         assert_eq!((c.get("a"), c.get("b")), (None, None));
     }
 
-    #[test]
-    fn expired_entries_do_not_answer() {
+    #[tokio::test(start_paused = true)]
+    async fn expired_entries_do_not_answer() {
         let c = TtlCache::new(4, Duration::ZERO);
         c.put("a".into(), 1);
         assert_eq!(c.get("a"), None);
         let c = TtlCache::new(4, Duration::from_millis(20));
         c.put("a".into(), 1);
-        std::thread::sleep(Duration::from_millis(40));
+        tokio::time::advance(Duration::from_millis(19)).await;
+        assert_eq!(c.get("a"), Some(1));
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(c.get("a"), None);
     }
 

@@ -46,7 +46,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn loads_once_and_bounds_bytes() {
         let cache = Arc::new(DecodedCache::new(100));
         let loads = Arc::new(AtomicUsize::new(0));

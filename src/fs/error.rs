@@ -1,5 +1,5 @@
 //! The filesystem's error type and the one place where errors become errno values.
-//! README's SEMANTICS section lists the same table for users.
+//! docs/SEMANTICS.md "Errors" lists the same table for users.
 
 use crate::store::StoreError;
 

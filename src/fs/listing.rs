@@ -351,7 +351,7 @@ impl ZarrFs {
         } else {
             st.reader = Some(reader.abort_handle());
         }
-        Source { pages: rx, files: Vec::new(), started: Instant::now() }
+        Source { pages: rx, files: Vec::new(), started: crate::clock::now() }
     }
 
     /// A page as the kernel must see it: entries this mount changed while the store listed
@@ -446,7 +446,7 @@ impl ZarrFs {
                 attr: Some(parent),
             });
         }
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut nodes = self.cache.lock_entries();
         // One listing answers the lookups that `ls -l` sends next. As in `cache_node`, a
         // change noted since the watch (checked under the cache lock, which `invalidate`
@@ -653,10 +653,12 @@ mod tests {
         entries.iter().map(|(_, e)| e.name.clone()).collect()
     }
 
-    /// How long a step that must not finish is given to show it does not.
+    /// How long a step that must not finish is given to show it does not. The tests run on
+    /// the paused clock, which moves only when every task waits: the step has had every chance
+    /// to run by then.
     const NOT_YET: Duration = Duration::from_millis(200);
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_first_page_is_answered_before_the_backend_listing_completes() {
         let (fs, gate, served) = gated(250, 100).await;
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();
@@ -712,7 +714,7 @@ mod tests {
         assert!(fs.opendir_lazy(d.ino).unwrap().keep_cache);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_listing_released_midway_leaves_nothing_pinned() {
         let (fs, gate, _) = gated(250, 100).await;
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();

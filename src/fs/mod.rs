@@ -327,7 +327,7 @@ impl ZarrFs {
         let path = self.path_of(ino)?;
         let keep_cache = lock(&self.dirs_listed)
             .get(&ino)
-            .is_some_and(|at| at.elapsed() < self.cfg.metadata_ttl);
+            .is_some_and(|at| crate::clock::since(*at) < self.cfg.metadata_ttl);
         let fh = self.new_handle(Handle::Dir(Arc::new(listing::DirListing::new(ino, path))));
         Ok(OpenedDir { fh, keep_cache })
     }

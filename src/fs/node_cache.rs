@@ -17,7 +17,7 @@ use crate::view::node::Node;
 
 /// Entries of the metadata cache unless `--metadata-cache-entries` says otherwise. Each costs
 /// about 300 bytes (the path, the node with its key and version, the LRU links and slot), so
-/// 200,000 is ~60 MB. Measured in a walk of 1,000,000 keys (BENCHMARKS.md section 11): 500,000
+/// 200,000 is ~60 MB. Measured in a walk of 1,000,000 keys (`git show 6624a29:BENCHMARKS.md`, section 11): 500,000
 /// cost ~150 MB there and gave no hits (an LRU smaller than a walk never hits on the next one).
 pub const METADATA_CACHE_ENTRIES: usize = 200_000;
 
@@ -92,7 +92,7 @@ impl NodeCache {
     /// A cache entry of `path` made at `at` that is within the TTL and below no tree dropped
     /// since.
     fn fresh(&self, path: &str, at: Instant) -> bool {
-        at.elapsed() < self.ttl && lock(&self.dropped_trees).valid(path, at)
+        crate::clock::since(at) < self.ttl && lock(&self.dropped_trees).valid(path, at)
     }
 
     /// The fresh cached answer for `path` (`Some(None)`: known absent), if there is one.
@@ -110,7 +110,7 @@ impl NodeCache {
         let mut nodes = lock(&self.nodes);
         let fresh = !watch.changed(path);
         if fresh {
-            nodes.put(path.to_string(), (node, Instant::now()));
+            nodes.put(path.to_string(), (node, crate::clock::now()));
         }
         fresh
     }

@@ -464,6 +464,7 @@ mod tests {
         most: AtomicU64,
     }
 
+    /// A backend whose every answer takes `delay` (on the tests' paused clock).
     fn remote(file: Bytes, delay: std::time::Duration) -> (Arc<Remote>, Fetcher) {
         let r = Arc::new(Remote {
             file,
@@ -487,7 +488,7 @@ mod tests {
         (r, fetch)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn sequential_reads_overlap_and_split_large_windows() {
         let f = file(48 << 20);
         let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(20));
@@ -520,7 +521,7 @@ mod tests {
         assert_eq!(budget.used(), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_jump_cancels_the_next_window_and_random_reads_fetch_only_what_is_asked() {
         let f = file(12 << 20);
         let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(5));
@@ -545,7 +546,7 @@ mod tests {
         assert_eq!(budget.used(), 0, "random reads hold nothing");
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn parts_are_kept_topped_up_and_a_failed_part_is_read_again() {
         let f = file(24 << 20);
         let (r, good) = remote(f.clone(), std::time::Duration::from_millis(2));
@@ -579,7 +580,7 @@ mod tests {
 
     /// The kernel's concurrent read-ahead requests can arrive swapped: the parts in flight are
     /// kept (a swap used to look like a jump, cancelling them all and fetching them again).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn reads_arriving_out_of_order_keep_the_parts_in_flight() {
         let f = file(48 << 20);
         let (r, fetch) = remote(f.clone(), std::time::Duration::from_millis(5));

@@ -91,7 +91,7 @@ impl ShardIndexCache {
     ) -> Result<Arc<ShardState>, StoreError> {
         let held = self.cache.get_with(key, |(state, at)| (state.clone(), *at));
         if let Some((state, at)) = held {
-            if at.elapsed() < self.ttl {
+            if crate::clock::since(at) < self.ttl {
                 self.cache.hit();
                 return Ok(state);
             }
@@ -103,7 +103,7 @@ impl ShardIndexCache {
                 ShardState::Present { index, .. } => (index.len() as usize) * 16 + 64,
                 _ => 64,
             } + key.len();
-            Some(((state.clone(), Instant::now()), size as u64))
+            Some(((state.clone(), crate::clock::now()), size as u64))
         };
         self.cache.load(key, || self.fetch(array, key, layout, purpose), keep).await
     }

@@ -11,7 +11,7 @@
 //! `CAS_ATTEMPTS` times; so no writer's chunks are lost, whichever daemon they went through.
 //! A shard left without chunks is deleted only if still at the version read
 //! (`delete_if_version`: exact on local directories and in memory; on object stores a HEAD check
-//! just before the DELETE, see README "Consistency").
+//! just before the DELETE, see docs/SEMANTICS.md "What is not guaranteed").
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -92,7 +92,7 @@ impl ShardWriter {
     /// and the old ETag, which passes that check with the wrong bytes. So range reads hold the
     /// read side while they fetch, and this daemon's rewrites hold the write side while they
     /// store: a reader never overlaps a rewrite from the same daemon. (Other daemons writing
-    /// to such a server remain a hazard: README "Consistency".)
+    /// to such a server remain a hazard: docs/SEMANTICS.md "What is not guaranteed".)
     pub fn gate(&self, shard_key: &str) -> Arc<ShardGate> {
         let mut gates = crate::locks::lock(&self.gates);
         if let Some(gate) = gates.get(shard_key).and_then(std::sync::Weak::upgrade) {

@@ -25,7 +25,7 @@ impl DroppedTrees {
     /// many drops are remembered: the caller then clears its whole cache (and this record).
     #[must_use]
     pub fn drop_tree(&mut self, path: &str) -> bool {
-        let now = Instant::now();
+        let now = crate::clock::now();
         if self.at.len() >= MAX_TREES {
             // Entries cached longer ago than the TTL are expired anyway: forget those drops.
             let ttl = self.ttl;
@@ -61,18 +61,18 @@ impl DroppedTrees {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_drop_covers_the_tree_and_only_entries_cached_before_it() {
+    #[tokio::test(start_paused = true)]
+    async fn a_drop_covers_the_tree_and_only_entries_cached_before_it() {
         let mut t = DroppedTrees::new(Duration::from_secs(60));
-        let before = Instant::now();
+        let before = crate::clock::now();
         assert!(t.valid("a/b/c", before));
         assert!(t.drop_tree("a/b"));
         assert!(!t.valid("a/b", before));
         assert!(!t.valid("a/b/c/d", before));
         assert!(t.valid("a/bc", before), "a sibling with the same prefix");
         assert!(t.valid("a", before));
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(t.valid("a/b/c", Instant::now()), "cached after the drop");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(t.valid("a/b/c", crate::clock::now()), "cached after the drop");
     }
 
     #[test]

@@ -55,7 +55,12 @@ pub fn group_attributes(
 
 /// The top-level 0.4 keys for the members of one `ome` object.
 fn to_0_4(ome: &Map<String, Value>) -> Result<Map<String, Value>, String> {
-    let version = ome.get("version").and_then(Value::as_str).unwrap_or("");
+    // ome-zarr-py (0.18 to 0.21) writes a labels group's `ome` without `version`; `ome` in a
+    // Zarr v3 group is 0.5 or later, so an absent version is read as 0.5.
+    let version = match ome.get("version") {
+        None => "0.5",
+        Some(v) => v.as_str().unwrap_or(""),
+    };
     let from_0_6 = match version {
         "0.5" => false,
         v if v.starts_with("0.6") => true,
@@ -291,6 +296,13 @@ mod tests {
         // `ome` that is not an object is not OME metadata.
         let odd = obj(json!({"ome": "x"}));
         assert_eq!(group_attributes(odd.clone(), OmeInV2::Translate).unwrap(), odd);
+    }
+
+    #[test]
+    fn an_absent_version_is_0_5() {
+        let attrs = obj(json!({"ome": {"labels": ["cells"]}}));
+        let got = group_attributes(attrs, OmeInV2::Translate).unwrap();
+        assert_eq!(Value::Object(got), json!({"labels": ["cells"]}));
     }
 
     #[test]

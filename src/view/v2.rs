@@ -222,7 +222,7 @@ pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String
         .chunk_shape()
         .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid.name()))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
-    let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len());
+    let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len(), &meta.data_type);
     let mut strip_crc32c = false;
     if let Some(c) = &mut expressed {
         // numcodecs registers `crc32c` only when an optional package is installed, so a

@@ -12,8 +12,10 @@
 use serde_json::{json, Map, Value};
 
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::codecs::cast_value::NAME as CAST_VALUE;
+use crate::zarr::codecs::scale_offset::NAME as SCALE_OFFSET;
 use crate::zarr::codecs::transpose::parse_order;
-use crate::zarr::codecs::{ChunkSpec, CodecError};
+use crate::zarr::codecs::{fixedscaleoffset_form, ChunkSpec, CodecError};
 use crate::zarr::data_type::fill_value::{
     element_to_v2_json, fill_value_bytes, fill_value_bytes_v2, shown,
 };
@@ -200,19 +202,43 @@ fn numcodecs_config(id: &str, c: &Codec) -> Value {
 }
 
 /// How a v3 codec chain (with no sharding left in it, as the unsharded view
-/// presents it) is written in v2, or `None` when v2 cannot express it (a transpose
-/// other than the identity or the full reversal, a transpose together with a
-/// numcodecs array->array codec, sharding, an unknown codec, a configuration
-/// numcodecs could not read).
-pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
+/// presents it) on an array of `data_type` is written in v2, or `None` when v2 cannot
+/// express it (a transpose other than the identity or the full reversal, a transpose
+/// together with a numcodecs array->array codec, sharding, an unknown codec, a
+/// configuration numcodecs could not read, `scale_offset` and `cast_value` that no
+/// `fixedscaleoffset` decodes exactly alike).
+pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize, data_type: &Value) -> Option<V2Codecs> {
     // The composed permutation: encoded axis i is array axis perm[i].
     let mut perm: Vec<usize> = (0..ndim).collect();
     let mut big_endian = None;
     let mut numcodecs = Vec::new();
     let mut vlen = None;
     let mut elementwise = false;
-    for c in codecs {
+    // The data type the next codec sees, while it is known (numcodecs filters may change it).
+    let mut seen_type = DataType::from_json(data_type).ok();
+    // The fixedscaleoffset filters standing for scale_offset + cast_value: their stored type
+    // must be little-endian (or one byte), and their `dtype` follows the array's byte order.
+    let mut fixed_forms = Vec::new();
+    let mut codecs = codecs.iter().peekable();
+    while let Some(c) = codecs.next() {
         let id = c.name.strip_prefix(NUMCODECS_PREFIX);
+        if big_endian.is_none() && [SCALE_OFFSET, CAST_VALUE].contains(&c.name.as_str()) {
+            let (scale_offset, cast) = match c.name.as_str() {
+                SCALE_OFFSET => (Some(c), codecs.next().filter(|n| n.name == CAST_VALUE)?),
+                _ => (None, c),
+            };
+            let decoded = seen_type.take()?;
+            let form = fixedscaleoffset_form(scale_offset, cast, &decoded)?;
+            elementwise = true;
+            fixed_forms.push((numcodecs.len(), decoded, form.astype.itemsize));
+            numcodecs.push(json!({"id": "fixedscaleoffset", "scale": form.scale,
+                "offset": form.offset, "dtype": null, "astype": v2_dtype(&form.astype, false)?}));
+            seen_type = Some(form.astype);
+            continue;
+        }
+        if id.is_some_and(|id| NUMCODECS_ARRAY_TO_ARRAY.contains(&id)) {
+            seen_type = None; // it may convert: not worked out here
+        }
         match (c.name.as_str(), big_endian) {
             ("transpose", None) => {
                 let order = parse_order(c).ok()?;
@@ -247,6 +273,12 @@ pub fn v3_codecs_to_v2(codecs: &[Codec], ndim: usize) -> Option<V2Codecs> {
         }
     }
     let big_endian = big_endian?;
+    for (at, decoded, stored_size) in fixed_forms {
+        if big_endian && stored_size > 1 {
+            return None; // numcodecs reads `astype` as little-endian
+        }
+        numcodecs[at]["dtype"] = Value::String(v2_dtype(&decoded, big_endian)?);
+    }
     let order_f = if perm.iter().enumerate().all(|(i, &a)| a == i) {
         false
     } else if perm.iter().enumerate().all(|(i, &a)| a == ndim - 1 - i) && !elementwise {
@@ -633,7 +665,7 @@ mod tests {
     fn zarr_python_2_documents_round_trip() {
         for (name, a) in v2_vectors() {
             let spec = a.chunk_spec().unwrap();
-            let back = v3_codecs_to_v2(&spec.codecs, a.shape.len())
+            let back = v3_codecs_to_v2(&spec.codecs, a.shape.len(), &json!(a.data_type.name))
                 .unwrap_or_else(|| panic!("{name}: not expressible"));
             let doc = &a.json;
             assert_eq!(
@@ -675,7 +707,7 @@ mod tests {
     /// A v2 document written from a v3 array's dtype, chain and fill value.
     fn zarray_for(meta: &crate::zarr::metadata::ArrayMetadata) -> Option<Vec<u8>> {
         let dt = DataType::from_json(&meta.data_type).unwrap();
-        let c = v3_codecs_to_v2(&meta.codecs, meta.shape.len())?;
+        let c = v3_codecs_to_v2(&meta.codecs, meta.shape.len(), &meta.data_type)?;
         let doc = json!({
             "zarr_format": 2,
             "shape": meta.shape,
@@ -718,6 +750,92 @@ mod tests {
         assert_eq!(expressible, 11);
     }
 
+    /// scale_offset + cast_value are written as numcodecs' fixedscaleoffset exactly where
+    /// that decodes alike, and then the stored chunk decodes through the v2 chain to what
+    /// zarr-python 3 read; the others (a NaN sentinel, float32 arithmetic that rounds, integer
+    /// arrays, float storage) are not expressible, so the v2 view decodes them.
+    #[test]
+    fn cast_value_vectors_as_fixedscaleoffset() {
+        let mut expressible = Vec::new();
+        for name in crate::zarr::codecs::tests::vectors_in("cast_value") {
+            let mut meta = vector_meta(&name);
+            let sharded = meta.codecs[0].name == "sharding_indexed";
+            if sharded {
+                // The v2 view works on the unsharded view: inner chunks, inner chain.
+                meta.codecs =
+                    parse_codecs(&meta.codecs[0].configuration["codecs"], "codecs").unwrap();
+            }
+            let Some(zarray) = zarray_for(&meta) else { continue };
+            expressible.push(name.trim_start_matches("cast_value/").to_string());
+            let a = V2Array::parse(&zarray).unwrap();
+            let filters = a.json["filters"].as_array().unwrap();
+            assert_eq!(filters[0]["id"], "fixedscaleoffset", "{name}");
+            assert_eq!(filters[0]["dtype"], a.json["dtype"], "{name}");
+            if !sharded {
+                let chunk = std::fs::read(testdata(&name).join("chunk")).unwrap();
+                let expected = std::fs::read(testdata(&name).join("expected")).unwrap();
+                assert!(a.chunk_spec().unwrap().decode(&chunk).unwrap() == expected, "{name}");
+            }
+        }
+        let mut want: Vec<String> = ["f2_u1", "f8_i2_sharded", "f8_i2_wrap", "f8_i4_cast_only"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        for r in
+            ["nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"]
+        {
+            want.push(format!("f8_i2_{r}"));
+            want.push(format!("f4_u1_{r}_clamp"));
+        }
+        want.sort();
+        assert_eq!(expressible, want);
+    }
+
+    /// The fixedscaleoffset standing for scale_offset + cast_value: numcodecs' fields in its
+    /// order, the parameters as values of the array's type, the dtype in the array's byte
+    /// order; a multi-byte stored type must be little-endian.
+    #[test]
+    fn scale_offset_cast_value_to_v2() {
+        let chain = |so: Value, cast: Value, bytes: Value| {
+            codecs(json!([{"name": "scale_offset", "configuration": so},
+                          {"name": "cast_value", "configuration": cast}, bytes, "zstd"]))
+        };
+        let little = json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let big = json!({"name": "bytes", "configuration": {"endian": "big"}});
+        let c = v3_codecs_to_v2(
+            &chain(
+                json!({"scale": 4, "offset": 0.1}),
+                json!({"data_type": "int16"}),
+                little.clone(),
+            ),
+            1,
+            &json!("float32"),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&c.filters).unwrap(),
+            format!(
+                r#"[{{"id":"fixedscaleoffset","scale":4.0,"offset":{},"dtype":"<f4","astype":"<i2"}}]"#,
+                f64::from(0.1f32)
+            )
+        );
+        let one_byte = chain(json!({"scale": 4}), json!({"data_type": "uint8"}), big.clone());
+        let c = v3_codecs_to_v2(&one_byte, 1, &json!("float64")).unwrap();
+        assert_eq!(c.filters[0]["dtype"], ">f8");
+        assert_eq!(c.filters[0]["astype"], "|u1");
+        let two_bytes = chain(json!({"scale": 4}), json!({"data_type": "int16"}), big);
+        assert_eq!(v3_codecs_to_v2(&two_bytes, 1, &json!("float64")), None);
+        // scale_offset alone, or with something between it and cast_value: decoded instead.
+        let alone =
+            codecs(json!([{"name": "scale_offset", "configuration": {"scale": 2}}, little]));
+        assert_eq!(v3_codecs_to_v2(&alone, 1, &json!("float64")), None);
+        // After a numcodecs filter that may convert, the type is not known.
+        let after = codecs(json!([
+            {"name": "numcodecs.astype", "configuration": {"encode_dtype": "<f4", "decode_dtype": "<f8"}},
+            {"name": "cast_value", "configuration": {"data_type": "int16"}}, little]));
+        assert_eq!(v3_codecs_to_v2(&after, 1, &json!("float64")), None);
+    }
+
     fn codecs(v: Value) -> Vec<Codec> {
         parse_codecs(&v, "codecs").unwrap()
     }
@@ -729,7 +847,8 @@ mod tests {
     #[test]
     fn transposes_to_order() {
         let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
-        let order_f = |v: Value, ndim| v3_codecs_to_v2(&codecs(v), ndim).map(|c| c.order_f);
+        let order_f =
+            |v: Value, ndim| v3_codecs_to_v2(&codecs(v), ndim, &json!("int32")).map(|c| c.order_f);
         assert_eq!(order_f(json!([le]), 2), Some(false));
         assert_eq!(order_f(json!([t(&[0, 1]), le]), 2), Some(false));
         assert_eq!(order_f(json!([t(&[1, 0]), le]), 2), Some(true));
@@ -760,6 +879,7 @@ mod tests {
                     "shuffle": "noshuffle", "blocksize": 0}},
             ])),
             1,
+            &json!("int32"),
         )
         .unwrap();
         assert!(c.big_endian && !c.order_f);
@@ -781,7 +901,7 @@ mod tests {
             c.compressor.as_ref().unwrap().as_object().unwrap().keys().collect();
         assert_eq!(keys, ["id", "cname", "clevel", "shuffle", "blocksize"]);
 
-        let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1).unwrap();
+        let plain = v3_codecs_to_v2(&codecs(json!(["bytes"])), 1, &json!("int32")).unwrap();
         assert_eq!(
             plain,
             V2Codecs {
@@ -793,7 +913,9 @@ mod tests {
             }
         );
         // Defaults for optional settings.
-        let d = v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1).unwrap();
+        let d =
+            v3_codecs_to_v2(&codecs(json!(["bytes", "zstd", "gzip", "zlib"])), 1, &json!("int32"))
+                .unwrap();
         assert_eq!(
             d.filters,
             [json!({"id": "zstd", "level": 0}), json!({"id": "gzip", "level": 1})]
@@ -814,7 +936,7 @@ mod tests {
                 "codecs": ["bytes"], "index_codecs": ["bytes"]}}]),
             json!(["transpose-ish", "bytes"]),
         ] {
-            assert_eq!(v3_codecs_to_v2(&codecs(bad.clone()), 1), None, "{bad}");
+            assert_eq!(v3_codecs_to_v2(&codecs(bad.clone()), 1, &json!("int32")), None, "{bad}");
         }
     }
 

@@ -5,9 +5,9 @@
 //!
 //! fake-gcs-server (v1.54.0 in the PyPI wheel, the only wrapper version; upstream unchanged
 //! through v1.55.1) answers object_store's XML-API upload (`PUT /bucket/key`) with 400
-//! "invalid uploadType": writes to `gs://` cannot be tested against it (README, "Object
-//! stores"), and test data goes in through its JSON upload API instead. The tests skip
-//! (with a message) only when an emulator cannot be installed.
+//! "invalid uploadType": writes to `gs://` cannot be tested against it (docs/SOURCES.md,
+//! "S3-compatible servers and emulators"), and test data goes in through its JSON upload API
+//! instead. The tests skip (with a message) only when an emulator cannot be installed.
 
 use crate::common;
 use common::python::{files_under, run_python, venv_python};
@@ -62,7 +62,7 @@ impl Emulator {
     fn start(kind: Kind) -> Option<Emulator> {
         let status = Command::new(SCRIPT).arg("install").arg(kind.name()).status().unwrap();
         if status.code() == Some(3) {
-            eprintln!("SKIPPED: {} could not be installed (no network?)", kind.name());
+            common::server_unavailable(kind.name(), "could not be installed (no network?)");
             return None;
         }
         assert!(status.success(), "install {}: {status}", kind.name());
@@ -222,7 +222,7 @@ impl Emulator {
     }
 
     /// The daemon's SOURCE, arguments and environment for `bucket/pre` at `endpoint`: the
-    /// options each backend needs against its emulator (README, "Backends").
+    /// options each backend needs against its emulator (docs/SOURCES.md, "S3-compatible servers and emulators").
     fn spec(&self, bucket: &str, endpoint: &str) -> (String, Vec<String>, Vec<(String, String)>) {
         match self.kind {
             Kind::FakeGcs => (
@@ -375,7 +375,7 @@ fn mount_list_read_write_outage(kind: Kind) {
     assert!(took < Duration::from_secs(30), "took {took:?}");
     assert!(common::is_mounted(&m.mnt));
     emu.up();
-    std::thread::sleep(Duration::from_millis(1100)); // past the metadata TTL
+    m.advance_clock(); // past the metadata TTL
     let mut buf = Vec::new();
     std::io::Seek::seek(&mut opened, std::io::SeekFrom::Start(0)).unwrap();
     opened.read_to_end(&mut buf).unwrap();

@@ -307,7 +307,7 @@ fn fetched_of(b: &Backend, keys: &[String]) -> Vec<String> {
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
     let b = backend();
     let keys: Vec<String> = (0..20).map(|i| format!("d/{i:02}")).collect();
@@ -326,6 +326,7 @@ async fn a_scan_of_small_files_in_listing_order_fetches_the_next_ones_ahead() {
     for k in ["d/07", "d/03", "d/12"] {
         read_file(&fs, k).await.unwrap();
     }
+    // On the paused clock this returns once every task waits: a scan would have started.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(fetched_of(&b, &keys), ["d/03", "d/07", "d/12"]);
 
@@ -488,7 +489,7 @@ impl zarr_mount::store::layers::Layer for StaleVersionStore {
 /// A chunk read while this daemon rewrites its shard (moving the chunk) gets the chunk's bytes,
 /// also from a server that pairs new bytes with the old version during the put: the read
 /// waits for the rewrite instead of trusting that version (ShardWriter::gate).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_chunk_read_during_its_shards_rewrite_is_exact_on_a_server_with_stale_versions() {
     let memory = Arc::new(MemoryStore::new());
     let b_chunk = b"chunk B, 16 byte".to_vec();
@@ -508,7 +509,8 @@ async fn a_chunk_read_during_its_shards_rewrite_is_exact_on_a_server_with_stale_
         let fs = fs.clone();
         tokio::spawn(async move { write_file(&fs, "a/c/0/0", b"AAAAAAAAAAAAAAAA").await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await; // inside the put's window
+    // On the paused clock: 100 ms into the put's 300 ms window, the rewrite under way.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), b_chunk);
     writer.await.unwrap().unwrap();
     let stored = stored_chunks(memory.as_ref(), "a/c/0/0").await.unwrap();

@@ -30,7 +30,7 @@ impl Nginx {
     fn start_autoindex(autoindex: bool) -> Option<Nginx> {
         let status = Command::new(SCRIPT).args(["install", "nginx"]).status().unwrap();
         if status.code() == Some(3) {
-            eprintln!("SKIPPED: nginx could not be installed");
+            common::server_unavailable("nginx", "could not be installed");
             return None;
         }
         assert!(status.success());

@@ -5,6 +5,7 @@ mod common;
 
 mod consistency;
 mod disk_cache;
+mod docs;
 mod emulators;
 mod faults;
 mod faults_mount;

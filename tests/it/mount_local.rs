@@ -51,7 +51,7 @@ fn files_and_directories_round_trip() {
 
     // Changes in the backing dir show through the mount (after the metadata TTL).
     fs::write(src.join("outside"), b"made outside").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    m.advance_clock();
     assert_eq!(fs::read(m.path("outside")).unwrap(), b"made outside");
 
     // unlink, rmdir, non-empty rmdir.
@@ -262,6 +262,18 @@ fn bad_arguments_are_refused_before_mounting() {
     let lots = [os(&src), os(&mnt), "--array-prefetch".into(), "lots".into()];
     let lots: Vec<&std::ffi::OsStr> = lots.iter().map(|s| s.as_os_str()).collect();
     assert!(refused(&lots).contains("--array-prefetch"));
+    // Endpoint URLs the S3 client would panic on (no scheme), or that are not http(s).
+    for (endpoint, why) in [
+        ("localhost:5555", "scheme"),
+        ("127.0.0.1:9000", "give its scheme"),
+        ("ftp://h:1", "scheme"),
+        ("http://", "URL"),
+    ] {
+        let args = ["s3://bkt/p", mnt.to_str().unwrap(), "--endpoint-url", endpoint];
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let err = refused(&args);
+        assert!(err.contains("--endpoint-url") && err.contains(why), "{endpoint}: {err}");
+    }
     // Already a mount point.
     let m = Mount::start(&src, &mnt, &["--view", "raw"]);
     assert!(refused(&[&os(&src), &os(&m.mnt)]).contains("already a mount point"));
@@ -332,4 +344,23 @@ fn a_child_closing_an_inherited_descriptor_stores_nothing_half_written() {
         assert!(std::time::Instant::now() < deadline, "the child's output was not stored");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// A daemon that cannot start reports why once: its parent prints the line, the child does not.
+#[test]
+fn a_daemon_start_failure_is_one_line() {
+    let (_tmp, src, mnt) = dirs();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out =
+        Command::new(BIN).arg(&src).arg(&mnt).args(["--metrics-addr", &addr]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim_end().lines().collect::<Vec<_>>(),
+        [format!(
+        "zarr-mount: --metrics-addr {addr}: cannot listen: Address already in use (os error 98)"
+    )]
+    );
+    assert!(!is_mounted(&mnt));
 }

@@ -284,7 +284,7 @@ fn server_outage_gives_eio_then_recovers_without_remount(kind: S3Server) {
     eprintln!("read during the outage failed after {took:?}: {err}");
     assert!(matches!(err.raw_os_error(), Some(libc::EIO) | Some(libc::ETIMEDOUT)), "{err:?}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
-    std::thread::sleep(Duration::from_millis(1100)); // past the metadata TTL
+    m.advance_clock(); // past the metadata TTL
     let started = Instant::now();
     let err = std::fs::read(m.path("two")).unwrap_err();
     eprintln!("lookup+read during the outage failed after {:?}: {err}", started.elapsed());
@@ -608,7 +608,7 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
 /// The conditional writes the daemon relies on (issue #20), one at a time against the real
 /// server: `If-None-Match: *` over an object and `If-Match` of an old or a missing version are
 /// refused and write nothing; the backend reports each as the error the writers retry on.
-/// (Whether racing conditional PUTs are atomic is the server's business: README "Consistency".)
+/// (Whether racing conditional PUTs are atomic is the server's business: docs/SEMANTICS.md "What is not guaranteed".)
 fn conditional_puts_are_refused_by_the_server(kind: S3Server) {
     use zarr_mount::source::Cloud;
     use zarr_mount::store::backends::object::{ObjectStoreBackend, RemoteOptions};

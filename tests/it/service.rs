@@ -212,7 +212,12 @@ fn notify_ready_after_mount_status_sighup_and_stopping() {
 
     // SIGHUP is logged and ignored.
     d.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.log_text().contains("SIGHUP ignored") {
+        assert!(d.running(), "SIGHUP killed the daemon:\n{}", d.log_text());
+        assert!(Instant::now() < deadline, "SIGHUP not logged:\n{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(d.running(), "SIGHUP killed the daemon:\n{}", d.log_text());
     assert!(is_mounted(&mnt));
     assert!(
@@ -441,6 +446,8 @@ fn install_and_uninstall_into_destdir() {
     let helper = dest.join("opt/zm/sbin/mount.fuse.zarr-mount");
     let unit = dest.join("opt/zm/lib/systemd/system/zarr-mount@.service");
     assert!(bin.is_file() && helper.is_file() && unit.is_file());
+    let docs = dest.join("opt/zm/share/doc/zarr-mount");
+    assert!(docs.join("README.md").is_file() && docs.join("docs/CONFIGURATION.md").is_file());
     assert_eq!(
         std::fs::read_link(dest.join("sbin/mount.fuse.zarr-mount")).unwrap(),
         Path::new("/opt/zm/sbin/mount.fuse.zarr-mount")
@@ -455,7 +462,7 @@ fn install_and_uninstall_into_destdir() {
     std::fs::write(dest.join("etc/zarr-mount/data.env"), "ZARR_MOUNT_SOURCE=/x\n").unwrap();
 
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm"]);
-    assert!(!bin.exists() && !helper.exists() && !unit.exists());
+    assert!(!bin.exists() && !helper.exists() && !unit.exists() && !docs.exists());
     assert!(std::fs::symlink_metadata(dest.join("sbin/mount.fuse.zarr-mount")).is_err());
     assert!(dest.join("etc/zarr-mount/data.env").exists(), "env files are kept without --purge");
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm", "--purge"]);

@@ -211,28 +211,85 @@ def store_copy(fixtures_dir, tmp_path) -> Path:
     return dst
 
 
-@pytest.fixture(scope="session")
-def zarr2_python() -> Path:
-    """The interpreter of the zarr-python 2 venv (.venv-zarr2, made by scripts/setup.sh;
-    $ZM_ZARR2_PYTHON overrides). Missing: a failure under ZM_REQUIRE_BINARY=1, else a skip."""
-    py = Path(os.environ.get("ZM_ZARR2_PYTHON") or REPO / ".venv-zarr2" / "bin" / "python")
+def reader_python(venv: str, check: str, want: str, py: Path | None = None) -> Path:
+    """The interpreter of a reader venv (REPO/VENV, made by scripts/setup.sh from
+    tests/python/venvs/NAME.txt), once `check` (Python code printing one line) printed a line
+    starting with `want`. Missing or different: a failure under ZM_REQUIRE_BINARY=1 or CI=true,
+    else a skip. `py` overrides the venv's interpreter."""
+    py = py or REPO / venv / "bin" / "python"
     problem = None
     if not (py.is_file() and os.access(py, os.X_OK)):
-        problem = f"zarr-python 2 interpreter not found at {py}"
+        problem = f"{venv}: no interpreter at {py}"
     else:
-        # Default dependencies only: numcodecs must not know crc32c (the optional package).
-        res = subprocess.run([str(py), "-c", "import zarr, numcodecs; print(zarr.__version__); "
-                              "assert 'crc32c' not in numcodecs.registry.codec_registry, "
-                              "'the optional crc32c package is installed'"],
-                             capture_output=True, text=True, timeout=120)
+        res = subprocess.run([str(py), "-c", check], capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
-            problem = (f"{py} is not zarr-python 2 with its default dependencies only: "
-                       f"{res.stderr.strip()[-500:]}")
-        elif not res.stdout.strip().startswith("2."):
-            problem = f"{py} has zarr {res.stdout.strip()}, not zarr-python 2"
+            problem = f"{venv}: {res.stderr.strip()[-500:]}"
+        elif not res.stdout.strip().startswith(want):
+            problem = f"{venv} has {res.stdout.strip()}, want {want}"
     if problem:
-        msg = problem + " (scripts/setup.sh builds .venv-zarr2 from tests/python/requirements-zarr2.txt)"
-        if REQUIRE_BINARY:
+        msg = problem + f" (scripts/setup.sh builds it from tests/python/venvs/{venv.removeprefix('.venv-')}.txt)"
+        if REQUIRE_BINARY or os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
     return py
+
+
+@pytest.fixture(scope="session")
+def zarr2_python() -> Path:
+    """zarr-python 2 with its default dependencies only: numcodecs must not know crc32c (the
+    optional package). $ZM_ZARR2_PYTHON overrides .venv-zarr2."""
+    override = os.environ.get("ZM_ZARR2_PYTHON")
+    return reader_python(".venv-zarr2", "import zarr, numcodecs; "
+                         "assert 'crc32c' not in numcodecs.registry.codec_registry, "
+                         "'the optional crc32c package is installed'; print(zarr.__version__)", "2.",
+                         Path(override) if override else None)
+
+
+@pytest.fixture(scope="session")
+def zarr2_old_python() -> Path:
+    """zarr-python 2.18.2 on numcodecs 0.12 (.venv-zarr2-old): its Zstd takes no `checksum`."""
+    return reader_python(".venv-zarr2-old", "import zarr, numcodecs; "
+                         "print(zarr.__version__, numcodecs.__version__)", "2.18.2 0.12.")
+
+
+@pytest.fixture(scope="session")
+def icechunk1_python() -> Path:
+    """icechunk 1.x (.venv-icechunk1), the writer of format-1 repositories."""
+    return reader_python(".venv-icechunk1", "import icechunk; print(icechunk.__version__)", "1.")
+
+
+@pytest.fixture(scope="session")
+def zarrita() -> list[str]:
+    """The command that runs tests/js/zarrita_read.mjs (zarrita from npm, installed into
+    tests/js/node_modules by scripts/setup.sh)."""
+    script = REPO / "tests" / "js" / "zarrita_read.mjs"
+    if not (REPO / "tests" / "js" / "node_modules" / "zarrita").is_dir() or not shutil.which("node"):
+        msg = "zarrita is not installed in tests/js/node_modules (scripts/setup.sh installs it; needs node)"
+        if REQUIRE_BINARY or os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return ["node", str(script)]
+
+
+# --------------------------------------------------------------------------- notes
+
+
+NOTES_KEY = pytest.StashKey[list]()
+
+
+def pytest_configure(config):
+    config.stash[NOTES_KEY] = []
+
+
+@pytest.fixture(scope="session")
+def note(pytestconfig):
+    """note(line): a line for the end of the run's output (what a test counted or left out)."""
+    return pytestconfig.stash[NOTES_KEY].append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    notes = config.stash.get(NOTES_KEY, [])
+    if notes:
+        terminalreporter.section("zarr-mount notes")
+        for line in notes:
+            terminalreporter.write_line(line)

@@ -4,7 +4,8 @@ file) mounted at a branch, a tag and a snapshot id. zarr-python 3 reads through 
 exactly what zarr-python reads through `icechunk` itself; zarr-python 2 reads the v2 view;
 decoded chunk files read with numpy.fromfile. A branch that moves on is seen after the TTL.
 Bad input: a missing ref fails the start (one line, exit 2); a corrupt manifest is EIO on the
-chunks it holds, with a log line, and the mount stays up."""
+chunks it holds, with a log line, and the mount stays up. Every test runs on a format-2
+repository (icechunk 2) and on a format-1 one (icechunk 1, .venv-icechunk1)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,21 @@ ARRAYS_V1 = ("plain", "sharded", "virt", "g/nested")
 ARRAYS_V2 = ARRAYS_V1 + ("added",)
 
 
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("icechunk")
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_icechunk_fixtures.py"), str(out)],
+# The repository formats, each written by its own icechunk: 2 by icechunk 2 (.venv), 1 by
+# icechunk 1 (.venv-icechunk1), as repositories made before icechunk 2 are.
+FORMATS = {"format-2": "v2", "format-1": "v1"}
+
+
+@pytest.fixture(scope="module", params=list(FORMATS))
+def fixtures(request, tmp_path_factory) -> Path:
+    python = request.getfixturevalue("icechunk1_python") if request.param == "format-1" else sys.executable
+    out = tmp_path_factory.mktemp(f"icechunk-{request.param}")
+    res = subprocess.run([str(python), str(REPO / "scripts" / "gen_icechunk_fixtures.py"), str(out)],
                          capture_output=True, text=True)
     if res.returncode != 0:
         pytest.fail(f"gen_icechunk_fixtures.py failed:\n{res.stdout}\n{res.stderr}")
+    info = json.loads((out / "info.json").read_text())
+    assert open_repo(out / "repo", info).spec_version == getattr(ic.SpecVersion, FORMATS[request.param])
     return out
 
 

@@ -33,7 +33,7 @@ ts = pytest.importorskip("tensorstore")
 BACKENDS = ["local"] + [f"s3-{kind}" for kind in S3_SERVERS]
 # s3s-fs 0.14 checks If-None-Match / If-Match before it receives the body and only then writes
 # (temp file + rename), with no lock between: two conditional PUTs racing on one key can both
-# succeed, so no client can make concurrent writers safe there (README "Consistency"). The
+# succeed, so no client can make concurrent writers safe there (docs/SEMANTICS.md "What is not guaranteed"). The
 # racing tests run on the other backends; test_alternating_writers_... shows that the
 # daemon's conditional writes work against s3s-fs when the writes do not overlap in time.
 ATOMIC_CONDITIONS = [

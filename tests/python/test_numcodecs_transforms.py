@@ -30,6 +30,7 @@ from zarr.codecs import ZstdCodec
 import zm_zarr2
 from test_v2_real_data import no_codec_read
 from zm_harness import Mount
+from zm_views import assert_nothing_passed_through, codec_names, view_mounts
 
 warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
 warnings.filterwarnings("ignore", message=".*not part of the Zarr format 3.*")
@@ -103,10 +104,8 @@ def _write(root: Path) -> dict[str, np.ndarray]:
     for name in V2:
         native[f"v2/{name}"] = zarr.open_array(str(root / "v2" / name), mode="r")[...]
     # The codecs are what this test is about: the metadata says so.
-    for name, (*_, sharded, _) in V3.items():
-        meta = json.loads((root / name / "zarr.json").read_text())
-        codecs = meta["codecs"][0]["configuration"]["codecs"] if sharded else meta["codecs"]
-        assert f"numcodecs.{CODEC[name.split('_')[0]]}" in [c["name"] for c in codecs], (name, codecs)
+    for name in V3:
+        assert f"numcodecs.{CODEC[name.split('_')[0]]}" in codec_names(root / name), name
     return native
 
 
@@ -118,22 +117,8 @@ def store(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
 
 @pytest.fixture(scope="module")
 def mounts(store, tmp_path_factory, zarr_mount_bin):
-    """One read-only mount per view, all stopped (and unmounted) at the end, also on failure."""
-    made = {}
-    try:
-        for view in ("decoded", "v2-decoded", "v2"):
-            made[view] = Mount(store[0], tmp_path_factory.mktemp(f"mnt-{view}"), view=view, read_only=True)
-            made[view].start()
+    with view_mounts(store[0], tmp_path_factory) as made:
         yield made
-    finally:
-        problems = [f"{v}: {p}" for v, m in made.items() for p in m.stop()]
-        assert not problems, problems
-
-
-def _no_pass_through(m: Mount) -> None:
-    log = m.log_text(tail=None)
-    for line in log.splitlines():
-        assert "passed through undecoded" not in line and "cannot decode" not in line, line
 
 
 @pytest.mark.mount
@@ -155,7 +140,7 @@ def test_decoded_view(mounts, store):
     # A decoded packbits chunk holds one byte per bool.
     assert (m.path / "packbits_pad7" / "c" / "0" / "0").read_bytes() == \
         native["packbits_pad7"][:3, :3].astype("u1").tobytes()
-    _no_pass_through(m)
+    assert_nothing_passed_through(m)
 
 
 @pytest.mark.mount
@@ -166,7 +151,7 @@ def test_v2_decoded_no_codec_reader(mounts, store):
         got = no_codec_read(m.path / path)
         assert (got.dtype.kind, got.dtype.itemsize) == (want.dtype.kind, want.dtype.itemsize), path
         np.testing.assert_array_equal(got, want, err_msg=path)
-    _no_pass_through(m)
+    assert_nothing_passed_through(m)
 
 
 def _jobs(root: Path, npy: dict[str, str]) -> list[dict]:
@@ -191,7 +176,7 @@ def test_zarr2_reads_v2_views(mounts, store, zarr2_python, tmp_path):
             elif not k.startswith("v2/"):
                 # the v3 arrays as zarr-python 3 would write them as v2
                 assert CODEC[k.split("_")[0]] in ids, f"{k}: {ids}"
-    _no_pass_through(mounts["v2-decoded"])
+    assert_nothing_passed_through(mounts["v2-decoded"])
 
 
 @pytest.mark.mount

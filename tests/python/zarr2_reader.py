@@ -27,7 +27,7 @@ import numpy as np
 import zarr
 
 
-def _compare(got, expected: np.ndarray) -> None:
+def compare(got, expected: np.ndarray) -> None:
     got = np.asarray(got)
     if got.shape != expected.shape:
         raise AssertionError(f"shape {got.shape}, want {expected.shape}")
@@ -53,13 +53,13 @@ def run_job(job: dict) -> dict:
     if kind == "array":
         z = zarr.open_array(job["path"], mode="r")
         info = _info(z)
-        _compare(z[...], np.load(job["expected"], allow_pickle=True))
+        compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "consolidated":
         g = zarr.open_consolidated(job["root"], mode="r")
         z = g[job["member"]]
         info = _info(z)
-        _compare(z[...], np.load(job["expected"], allow_pickle=True))
+        compare(z[...], np.load(job["expected"], allow_pickle=True))
         return info
     if kind == "group":
         g = zarr.open_group(job["path"], mode="r")

@@ -3,10 +3,42 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import zarr_view_ref as ref
+from zm_harness import Mount
+
+
+@contextmanager
+def view_mounts(source: Path, tmp_path_factory, views=("decoded", "v2-decoded", "v2")):
+    """One read-only mount of `source` per view, all stopped (and unmounted) at the end, also
+    on failure."""
+    made = {}
+    try:
+        for view in views:
+            made[view] = Mount(source, tmp_path_factory.mktemp(f"mnt-{view}"), view=view, read_only=True)
+            made[view].start()
+        yield made
+    finally:
+        problems = [f"{v}: {p}" for v, m in made.items() for p in m.stop()]
+        assert not problems, problems
+
+
+def codec_names(array_dir: Path) -> list[str]:
+    """The codec names of a v3 array's chain; of the inner chain when it shards."""
+    codecs = json.loads((array_dir / "zarr.json").read_text())["codecs"]
+    if codecs[0]["name"] == "sharding_indexed":
+        codecs = codecs[0]["configuration"]["codecs"]
+    return [c["name"] for c in codecs]
+
+
+def assert_nothing_passed_through(m: Mount) -> None:
+    """The daemon decoded every array: it logged no array passed through or left undecoded."""
+    for line in m.log_text(tail=None).splitlines():
+        assert "passed through undecoded" not in line and "cannot decode" not in line, line
 
 
 def erofs_checks(mnt: Path, chunk: str, meta: str) -> list[str]:

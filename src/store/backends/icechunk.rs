@@ -410,12 +410,12 @@ impl IcechunkStore {
     async fn current(&self) -> Arc<Current> {
         let cur = crate::locks::lock(&self.current).clone();
         let Some(branch) = &self.branch else { return cur };
-        if cur.checked.elapsed() < self.ttl {
+        if crate::clock::since(cur.checked) < self.ttl {
             return cur;
         }
         let _one = self.refresh.lock().await;
         let cur = crate::locks::lock(&self.current).clone();
-        if cur.checked.elapsed() < self.ttl {
+        if crate::clock::since(cur.checked) < self.ttl {
             return cur;
         }
         let next = match self.repo.lookup_branch(branch).await {
@@ -423,7 +423,7 @@ impl IcechunkStore {
                 session: cur.session.clone(),
                 snapshot: id,
                 modified: cur.modified,
-                checked: Instant::now(),
+                checked: crate::clock::now(),
             },
             Ok(id) => match open_session(&self.repo, id).await {
                 Ok(next) => {
@@ -711,7 +711,7 @@ async fn open_session(repo: &Repository, id: SnapshotId) -> Result<Current, Stri
         session: Arc::new(session),
         snapshot: id,
         modified: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
-        checked: Instant::now(),
+        checked: crate::clock::now(),
     })
 }
 

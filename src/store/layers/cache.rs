@@ -148,7 +148,7 @@ impl CachingStore {
                 let same = self.objects.peek_with(key, |e| {
                     let same = e.meta.version == m.version;
                     if same {
-                        e.confirmed = Instant::now();
+                        e.confirmed = crate::clock::now();
                     }
                     same
                 });
@@ -175,7 +175,7 @@ impl CachingStore {
     fn found_absent(&self, key: &str, epoch: u64) {
         let mut absent = lock(&self.absent);
         if self.objects.epoch() == epoch {
-            absent.put(key.to_string(), Instant::now());
+            absent.put(key.to_string(), crate::clock::now());
         }
     }
 
@@ -183,7 +183,7 @@ impl CachingStore {
     fn known_absent(&self, key: &str) -> bool {
         let mut absent = lock(&self.absent);
         match absent.peek(key) {
-            Some(at) if at.elapsed() < self.cfg.ttl => true,
+            Some(at) if crate::clock::since(*at) < self.cfg.ttl => true,
             Some(_) => {
                 absent.pop(key);
                 false
@@ -206,7 +206,7 @@ impl CachingStore {
             if let Some(why) = e.prefetched.take() {
                 crate::metrics::global().ahead(why).used.inc_by(e.data.len() as u64);
             }
-            (e.data.clone(), e.meta.clone(), e.confirmed.elapsed() < self.cfg.ttl)
+            (e.data.clone(), e.meta.clone(), crate::clock::since(e.confirmed) < self.cfg.ttl)
         });
         let Some((data, meta, fresh)) = held else { return Ok(None) };
         if fresh {
@@ -374,7 +374,7 @@ impl CachingStore {
         let entry = Entry {
             data: data.clone(),
             meta: meta.clone(),
-            confirmed: Instant::now(),
+            confirmed: crate::clock::now(),
             prefetched: None,
         };
         (size <= self.cfg.object_limit).then_some((entry, size))
@@ -802,7 +802,7 @@ mod tests {
     /// A chunk's lookup reads as much as the metadata bounds it to (`0..bound`): one fetch
     /// with a prefetch of the same chunk under way, and the bytes asked for whatever the
     /// object's true size.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[tokio::test(start_paused = true)]
     async fn a_bounded_read_shares_a_prefetch_of_an_object_of_unknown_size() {
         let (c, cache) = setup(1 << 20, Duration::from_secs(60), Duration::from_millis(100));
         c.put("chunk", Bytes::from(vec![9u8; 300])).await.unwrap();
@@ -838,7 +838,7 @@ mod tests {
 
     /// An object a prefetch found absent is absent to reads and HEADs with no request, until
     /// something writes it or the TTL ends.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_absence_found_by_a_prefetch_is_kept_for_the_ttl() {
         let (c, cache) = setup(1 << 20, Duration::from_millis(300), Duration::ZERO);
         let asked = || c.count(&["get", "get_range", "get_ranged", "head"]);
@@ -854,7 +854,10 @@ mod tests {
         let before = asked();
         StoreHints::prefetch(&*cache, "c/2", 100, Ahead::Array).await;
         assert_eq!(asked(), before, "a known absence is not prefetched again");
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        tokio::time::advance(Duration::from_millis(299)).await;
+        assert!(cache.head("c/2").await.unwrap().is_none());
+        assert_eq!(asked(), before, "within the TTL");
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert!(cache.head("c/2").await.unwrap().is_none());
         assert_eq!(asked(), before + 1, "past the TTL the store is asked again");
     }
@@ -942,7 +945,7 @@ mod tests {
     /// A chunk's lookup (a bounded read from the start, `get_streamed`) is answered with the
     /// headers; reads of bytes already in are answered before the rest arrives, reads of the
     /// rest once it has; one request in all, and the object kept whole.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn reads_of_an_object_being_fetched_whole_take_its_bytes_as_they_arrive() {
         use futures::StreamExt;
         let (t, cache) = trickling(1 << 20);
@@ -977,7 +980,7 @@ mod tests {
 
     /// A fetch cut off half way: whoever waits for the rest gets the error, nothing is kept,
     /// and the next read asks again.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_fetch_cut_off_half_way_fails_its_waiting_readers_and_keeps_nothing() {
         let (t, cache) = trickling(1 << 20);
         t.inner.put("c/0", Bytes::from(vec![5u8; 600])).await.unwrap();
@@ -1027,7 +1030,7 @@ mod tests {
 
     /// A fetch dropped half way (its reader went away): a reader waiting for its bytes is
     /// not left waiting, it reads them itself.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_reader_of_an_abandoned_fetch_reads_for_itself() {
         let (t, cache) = trickling(1 << 20);
         t.inner.put("doc", Bytes::from(vec![3u8; 600])).await.unwrap();
@@ -1043,7 +1046,7 @@ mod tests {
     /// ended, the absence is not kept (only a prefetch's is): the read asks again. (While
     /// the fetch is still leaving, a read takes its answer instead; the test waits for it to
     /// end, which made it flaky on a busy machine before.)
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_streamed_lookup_of_an_absent_object() {
         let (t, cache) = trickling(1 << 20);
         assert!(cache.get_streamed("c/9", ByteRange::Range(0..800)).await.unwrap().is_none());

@@ -380,7 +380,13 @@ impl DiskCacheStore {
     fn fresh_meta(&self, key: &str) -> Option<ObjectMeta> {
         let mut st = self.state();
         match st.known.get(key) {
-            Some((m, at)) if at.elapsed().is_ok_and(|age| age < self.cfg.ttl) => Some(m.clone()),
+            Some((m, at))
+                if crate::clock::system_now()
+                    .duration_since(*at)
+                    .is_ok_and(|age| age < self.cfg.ttl) =>
+            {
+                Some(m.clone())
+            }
             _ => None,
         }
     }
@@ -389,7 +395,7 @@ impl DiskCacheStore {
         let mut st = self.state();
         match meta {
             Some(m) => {
-                st.known.put(key.to_string(), (m.clone(), SystemTime::now()));
+                st.known.put(key.to_string(), (m.clone(), crate::clock::system_now()));
             }
             None => {
                 st.known.pop(key);

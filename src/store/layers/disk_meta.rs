@@ -115,7 +115,7 @@ pub struct MetaJournal {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    crate::clock::unix_millis()
 }
 
 fn frame(rec: &Record) -> Vec<u8> {
@@ -520,8 +520,8 @@ pub(super) fn object_records(dir: &Path, key: &str) -> usize {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_version_is_written_once_per_half_ttl() {
+    #[tokio::test(start_paused = true)]
+    async fn a_version_is_written_once_per_half_ttl() {
         let tmp = tempfile::tempdir().unwrap();
         let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_secs(60)).unwrap();
         for _ in 0..5 {
@@ -544,7 +544,10 @@ mod tests {
         let short = tempfile::tempdir().unwrap();
         let j = MetaJournal::open(short.path(), "s3://b/p", Duration::from_millis(80)).unwrap();
         j.record_object("a/x", &meta("v1"));
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::advance(Duration::from_millis(39)).await;
+        j.record_object("a/x", &meta("v1"));
+        assert_eq!(object_records(short.path(), "a/x"), 1, "within half a TTL");
+        tokio::time::advance(Duration::from_millis(1)).await;
         j.record_object("a/x", &meta("v1"));
         assert_eq!(object_records(short.path(), "a/x"), 2);
     }
@@ -557,8 +560,8 @@ mod tests {
         Listing { files: vec![("f".into(), meta("v1"))], dirs: vec!["d".into()] }
     }
 
-    #[test]
-    fn answers_survive_a_restart_within_the_ttl_only() {
+    #[tokio::test(start_paused = true)]
+    async fn answers_survive_a_restart_within_the_ttl_only() {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
@@ -581,7 +584,7 @@ mod tests {
         assert_eq!(j.replayed_objects().len(), 1);
         drop(j);
         // A daemon with a shorter TTL than the records' age trusts none of them.
-        std::thread::sleep(Duration::from_millis(30));
+        tokio::time::advance(Duration::from_millis(20)).await;
         let j = MetaJournal::open(tmp.path(), "s3://b/p", Duration::from_millis(20)).unwrap();
         assert!(j.replayed_list("a").is_none());
         assert!(j.replayed_lookup("a/f").is_none());

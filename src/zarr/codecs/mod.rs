@@ -2,12 +2,13 @@
 //! elements, little-endian and in C order of the array's axes. Pure and synchronous:
 //! the caller hands in the chunk's bytes, and every malformed input is a typed error.
 //!
-//! The chain is `array->array`* (`transpose`; numcodecs' `delta`, `fixedscaleoffset`,
-//! `packbits`, and `bitround`/`quantize`, which need no decoding), exactly one
-//! `array->bytes` (`bytes` or `sharding_indexed`), then `bytes->bytes`* (`crc32c`, `zstd`,
-//! `gzip`, `blosc`, `numcodecs.zlib` and the numcodecs codecs of [`numcodecs`]); decoding
-//! runs it backwards. `fixedscaleoffset` and `packbits` change the data type (and
-//! `packbits` the shape) that the codecs after them see. A [`ChunkSpec`] carries what a
+//! The chain is `array->array`* (`transpose`, `scale_offset`, `cast_value`; numcodecs'
+//! `delta`, `fixedscaleoffset`, `packbits`, and `bitround`/`quantize`, which need no
+//! decoding), exactly one `array->bytes` (`bytes` or `sharding_indexed`), then
+//! `bytes->bytes`* (`crc32c`, `zstd`, `gzip`, `blosc`, `numcodecs.zlib` and the numcodecs
+//! codecs of [`numcodecs`]); decoding runs it backwards. `cast_value`, `fixedscaleoffset`
+//! and `packbits` change the data type (and `packbits` the shape) that the codecs after
+//! them see. A [`ChunkSpec`] carries what a
 //! chain needs besides its codecs: the data type, the chunk shape and the fill
 //! value (absent inner chunks of a shard are filled with it). Sharding is decoded
 //! like any other codec, so a transpose before it, bytes->bytes codecs after it
@@ -15,10 +16,14 @@
 
 mod blosc;
 mod bytes;
+pub(crate) mod cast_value;
 mod crc32c;
 mod gzip;
 mod numcodecs;
+mod numeric;
+pub(crate) mod scale_offset;
 mod sharding;
+mod to_fixedscaleoffset;
 pub(crate) mod transpose;
 mod zlib;
 mod zstd;
@@ -28,6 +33,8 @@ use std::io::Read;
 
 use serde_json::Value;
 use thiserror::Error;
+
+pub use to_fixedscaleoffset::{fixedscaleoffset_form, FixedScaleOffsetForm};
 
 use crate::zarr::data_type::fill_value::fill_value_bytes;
 use crate::zarr::data_type::{v2_dtype, DataType};
@@ -300,6 +307,9 @@ enum ArrayStep {
     FixedScaleOffset(numcodecs::FixedScaleOffset),
     /// numcodecs' `packbits` of this many bools (stores bytes).
     PackBits(u64),
+    ScaleOffset(scale_offset::ScaleOffset),
+    /// `cast_value` (stores its `data_type`).
+    CastValue(cast_value::CastValue),
 }
 
 /// A checked chain for chunks of one shape, ready to decode.
@@ -328,6 +338,8 @@ impl Plan {
         let mut shape = spec.chunk_shape.clone();
         // The data type the next codec sees: array->array codecs may change it.
         let mut seen_type = data_type.clone();
+        // Whether a codec so far changes the fill value the next codec sees.
+        let mut fill_changed = false;
         let mut array_to_bytes = None;
         let mut bytes_to_bytes = Vec::new();
         for c in &spec.codecs {
@@ -356,6 +368,18 @@ impl Plan {
                         let f = numcodecs::FixedScaleOffset::new(c, &seen_type)?;
                         seen_type = f.encoded_type().clone();
                         array_to_array.push(ArrayStep::FixedScaleOffset(f));
+                        continue;
+                    }
+                    scale_offset::NAME => {
+                        let s = scale_offset::ScaleOffset::new(c, &seen_type)?;
+                        fill_changed = true;
+                        array_to_array.push(ArrayStep::ScaleOffset(s));
+                        continue;
+                    }
+                    cast_value::NAME => {
+                        let cast = cast_value::CastValue::new(c, &seen_type)?;
+                        seen_type = cast.encoded_type().clone();
+                        array_to_array.push(ArrayStep::CastValue(cast));
                         continue;
                     }
                     "numcodecs.packbits" => {
@@ -412,10 +436,10 @@ impl Plan {
                     }
                     array_to_bytes = Some(ArrayToBytes::Bytes { big_endian });
                 }
-                _ if seen_type != *data_type => {
+                _ if seen_type != *data_type || fill_changed => {
                     // The inner chunks' fill value and type would be the converted ones.
                     return Err(CodecError::Unsupported(format!(
-                        "{name} after a codec that changes the data type"
+                        "{name} after a codec that changes the data type or the fill value"
                     )));
                 }
                 _ => {
@@ -490,6 +514,8 @@ impl Plan {
                 ArrayStep::Delta(delta) => delta.decode(&mut data),
                 ArrayStep::FixedScaleOffset(f) => data = f.decode(&data),
                 ArrayStep::PackBits(count) => data = numcodecs::packbits_decode(&data, *count)?,
+                ArrayStep::ScaleOffset(s) => s.decode(&mut data)?,
+                ArrayStep::CastValue(cast) => data = cast.decode(&data)?,
             }
         }
         debug_assert_eq!(data.len() as u64, self.size);
@@ -673,6 +699,28 @@ pub(crate) mod tests {
         }
     }
 
+    /// The vectors in one directory of testdata (`numcodecs`, `cast_value`), sorted.
+    pub(crate) fn vectors_in(dir: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(testdata(dir))
+            .unwrap()
+            .map(|e| format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// scale_offset and cast_value as zarr-python 3.4 wrote them (every rounding mode, clamp,
+    /// wrap, NaN and infinity sentinels, sharded with an absent inner chunk) decode to what
+    /// zarr-python reads.
+    #[test]
+    fn cast_value_vectors() {
+        let names = vectors_in("cast_value");
+        assert_eq!(names.len(), 19);
+        for name in &names {
+            check_vector(name);
+        }
+    }
+
     #[test]
     fn numcodecs_configurations() {
         let f8 = DataType::from_name("float64").unwrap();
@@ -795,6 +843,18 @@ pub(crate) mod tests {
             "codecs": [fso, {"name": "bytes", "configuration": {"endian": "little"}}],
             "index_codecs": ["bytes", "crc32c"]}});
         spec(json!([inner]), "float64", &[4]).check().unwrap();
+        // scale_offset changes the fill value the shard would fill with, not the type.
+        let so = json!({"name": "scale_offset", "configuration": {"offset": 1}});
+        let cast = json!({"name": "cast_value", "configuration": {"data_type": "int16"}});
+        for outer in [json!([so, shard]), json!([so, cast, shard]), json!([cast, shard])] {
+            assert!(
+                matches!(
+                    spec(outer.clone(), "float64", &[4]).check(),
+                    Err(CodecError::Unsupported(_))
+                ),
+                "{outer}"
+            );
+        }
     }
 
     const SHARDED_VECTORS: [&str; 5] = [
@@ -873,7 +933,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Every v3 and numcodecs vector, mutated (the v2 vectors: in `zarr::v2`'s tests,
+    /// Every v3, numcodecs and cast_value vector, mutated (the v2 vectors: in `zarr::v2`'s tests,
     /// which build their chunk specs).
     #[test]
     fn mutated_vectors_never_panic() {
@@ -884,11 +944,10 @@ pub(crate) mod tests {
                 (name, spec)
             })
             .collect();
-        for entry in std::fs::read_dir(testdata("numcodecs")).unwrap() {
-            let name = format!("numcodecs/{}", entry.unwrap().file_name().to_string_lossy());
+        for name in vectors_in("numcodecs").into_iter().chain(vectors_in("cast_value")) {
             specs.push((name.clone(), ChunkSpec::from_v3(&vector_meta(&name)).unwrap()));
         }
-        assert!(specs.len() > 30);
+        assert!(specs.len() > 50);
         for (name, spec) in specs {
             check_mutations(&name, &spec);
         }

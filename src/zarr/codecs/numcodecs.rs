@@ -12,6 +12,7 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
+use super::numeric::{Numeric, Scalar};
 use super::{read_bounded, CodecError, SizeBound};
 use crate::zarr::data_type::{DataType, CORE_TYPES};
 use crate::zarr::metadata::Codec;
@@ -316,89 +317,30 @@ fn numpy_type(s: &str) -> Option<DataType> {
     DataType::from_name(name).ok()
 }
 
-/// A numeric element type of numcodecs' fixedscaleoffset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Num {
-    I1,
-    I2,
-    I4,
-    I8,
-    U1,
-    U2,
-    U4,
-    U8,
-    F2,
-    F4,
-    F8,
+/// One element as float64, the way numpy converts it (int64 and uint64 round to nearest).
+fn read_f64(t: Numeric, b: &[u8]) -> f64 {
+    match t.read(b) {
+        Scalar::Int(i) => i as f64,
+        Scalar::Float(x) => x,
+    }
 }
 
-impl Num {
-    fn of(t: &DataType) -> Option<Num> {
-        Some(match (t.numpy_kind()?, t.itemsize) {
-            ('i', 1) => Num::I1,
-            ('i', 2) => Num::I2,
-            ('i', 4) => Num::I4,
-            ('i', 8) => Num::I8,
-            ('u', 1) => Num::U1,
-            ('u', 2) => Num::U2,
-            ('u', 4) => Num::U4,
-            ('u', 8) => Num::U8,
-            ('f', 2) => Num::F2,
-            ('f', 4) => Num::F4,
-            ('f', 8) => Num::F8,
-            _ => return None,
-        })
-    }
-
-    fn size(self) -> usize {
-        match self {
-            Num::I1 | Num::U1 => 1,
-            Num::I2 | Num::U2 | Num::F2 => 2,
-            Num::I4 | Num::U4 | Num::F4 => 4,
-            Num::I8 | Num::U8 | Num::F8 => 8,
-        }
-    }
-
-    /// One little-endian element as float64, the way numpy converts it (int64 and uint64
-    /// round to nearest).
-    fn read(self, b: &[u8]) -> f64 {
-        macro_rules! le {
-            ($t:ty) => {
-                <$t>::from_le_bytes(b.try_into().expect("element size")) as f64
-            };
-        }
-        match self {
-            Num::I1 => le!(i8),
-            Num::I2 => le!(i16),
-            Num::I4 => le!(i32),
-            Num::I8 => le!(i64),
-            Num::U1 => le!(u8),
-            Num::U2 => le!(u16),
-            Num::U4 => le!(u32),
-            Num::U8 => le!(u64),
-            Num::F2 => half::f16::from_le_bytes(b.try_into().expect("element size")).to_f64(),
-            Num::F4 => le!(f32),
-            Num::F8 => le!(f64),
-        }
-    }
-
-    /// Append `x` cast to this type as numpy's `astype` does: floats round to nearest,
-    /// integers truncate toward zero. (Out-of-range and NaN values are undefined in numpy;
-    /// here they saturate, NaN becoming 0.)
-    fn write(self, x: f64, out: &mut Vec<u8>) {
-        match self {
-            Num::I1 => out.extend_from_slice(&(x as i8).to_le_bytes()),
-            Num::I2 => out.extend_from_slice(&(x as i16).to_le_bytes()),
-            Num::I4 => out.extend_from_slice(&(x as i32).to_le_bytes()),
-            Num::I8 => out.extend_from_slice(&(x as i64).to_le_bytes()),
-            Num::U1 => out.extend_from_slice(&(x as u8).to_le_bytes()),
-            Num::U2 => out.extend_from_slice(&(x as u16).to_le_bytes()),
-            Num::U4 => out.extend_from_slice(&(x as u32).to_le_bytes()),
-            Num::U8 => out.extend_from_slice(&(x as u64).to_le_bytes()),
-            Num::F2 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
-            Num::F4 => out.extend_from_slice(&(x as f32).to_le_bytes()),
-            Num::F8 => out.extend_from_slice(&x.to_le_bytes()),
-        }
+/// Append `x` cast to `t` as numpy's `astype` does: floats round to nearest, integers
+/// truncate toward zero. (Out-of-range and NaN values are undefined in numpy; here they
+/// saturate, NaN becoming 0.)
+fn write_astype(t: Numeric, x: f64, out: &mut Vec<u8>) {
+    match t {
+        Numeric::I8 => out.extend_from_slice(&(x as i8).to_le_bytes()),
+        Numeric::I16 => out.extend_from_slice(&(x as i16).to_le_bytes()),
+        Numeric::I32 => out.extend_from_slice(&(x as i32).to_le_bytes()),
+        Numeric::I64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
+        Numeric::U8 => out.extend_from_slice(&(x as u8).to_le_bytes()),
+        Numeric::U16 => out.extend_from_slice(&(x as u16).to_le_bytes()),
+        Numeric::U32 => out.extend_from_slice(&(x as u32).to_le_bytes()),
+        Numeric::U64 => out.extend_from_slice(&(x as u64).to_le_bytes()),
+        Numeric::F16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
+        Numeric::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+        Numeric::F64 => out.extend_from_slice(&x.to_le_bytes()),
     }
 }
 
@@ -411,8 +353,8 @@ impl Num {
 pub(crate) struct FixedScaleOffset {
     scale: f64,
     offset: f64,
-    decoded: Num,
-    encoded: Num,
+    decoded: Numeric,
+    encoded: Numeric,
     encoded_type: DataType,
 }
 
@@ -441,7 +383,7 @@ impl FixedScaleOffset {
         }
         let encoded_type = dtype("astype")?.unwrap_or_else(|| data_type.clone());
         let num = |t: &DataType| {
-            Num::of(t).ok_or_else(|| {
+            Numeric::of(t).ok_or_else(|| {
                 CodecError::Unsupported(format!("numcodecs.{ID} with type {}", t.name))
             })
         };
@@ -466,26 +408,30 @@ impl FixedScaleOffset {
         let mut out = Vec::with_capacity(n * self.decoded.size());
         let elements = data.chunks_exact(self.encoded.size());
         match self.encoded {
-            Num::F2 => {
+            Numeric::F16 => {
                 use half::f16;
                 let scale = f16::from_f64(self.scale).to_f32();
                 let offset = f16::from_f64(self.offset).to_f32();
                 for e in elements {
                     let e = f16::from_le_bytes(e.try_into().expect("2 bytes")).to_f32();
                     let q = f16::from_f32(e / scale).to_f32();
-                    self.decoded.write(f16::from_f32(q + offset).to_f64(), &mut out);
+                    write_astype(self.decoded, f16::from_f32(q + offset).to_f64(), &mut out);
                 }
             }
-            Num::F4 => {
+            Numeric::F32 => {
                 let (scale, offset) = (self.scale as f32, self.offset as f32);
                 for e in elements {
                     let e = f32::from_le_bytes(e.try_into().expect("4 bytes"));
-                    self.decoded.write((e / scale + offset) as f64, &mut out);
+                    write_astype(self.decoded, (e / scale + offset) as f64, &mut out);
                 }
             }
             enc => {
                 for e in elements {
-                    self.decoded.write(enc.read(e) / self.scale + self.offset, &mut out);
+                    write_astype(
+                        self.decoded,
+                        read_f64(enc, e) / self.scale + self.offset,
+                        &mut out,
+                    );
                 }
             }
         }

@@ -13,6 +13,38 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_zarr-mount");
 
+/// How far `Mount::advance_clock` moves a test daemon's clock: past any metadata TTL a test
+/// sets (the object-store default is 60 s).
+pub const CLOCK_STEP_SECS: &str = "3600";
+/// What a daemon logs when its test clock has moved (src/clock.rs).
+const CLOCK_ADVANCED: &str = "test clock advanced";
+
+/// Whether a test server that cannot be installed or started fails the test (CI=true, as CI
+/// sets it, or ZM_REQUIRE_SERVERS=1) instead of skipping it.
+pub fn servers_required() -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1" || v == "true");
+    set("CI") || set("ZM_REQUIRE_SERVERS")
+}
+
+/// A test server (`server`: moto, s3s-fs, nginx, an emulator) could not be had, for `why`.
+/// Where servers are required this fails the test with that reason; elsewhere the test is
+/// skipped, and the skip is appended to the file named by ZM_SKIP_LOG (scripts/test.sh counts
+/// them at the end of the run). Callers return right after.
+pub fn server_unavailable(server: &str, why: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    if servers_required() {
+        panic!(
+            "{server} {why}, and test servers are required here (CI=true or ZM_REQUIRE_SERVERS=1)"
+        );
+    }
+    eprintln!("SKIPPED: {server} {why}; {test} not run");
+    if let Some(path) = std::env::var_os("ZM_SKIP_LOG") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        writeln!(f, "{server}\t{test}").unwrap();
+    }
+}
+
 pub fn is_mounted(mnt: &Path) -> bool {
     let want = mnt.to_string_lossy().to_string();
     std::fs::read_to_string("/proc/self/mounts")
@@ -39,6 +71,8 @@ pub fn spawn_daemon(
         .arg("--foreground")
         .args(args)
         .env("RUST_LOG", "zarr_mount=debug")
+        // `Mount::advance_clock` steps the daemon's clock past every TTL the tests use.
+        .env("ZM_TEST_CLOCK_STEP", CLOCK_STEP_SECS)
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().unwrap())
@@ -83,6 +117,22 @@ impl Mount {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Move the daemon's clock past every metadata TTL (SIGUSR2, see src/clock.rs) and wait
+    /// until it says so: what it cached before is then stale, as after the TTL has passed. The
+    /// kernel's own entry and attribute caches keep their real timeouts.
+    pub fn advance_clock(&self) {
+        let seen = || self.log_text().matches(CLOCK_ADVANCED).count();
+        let before = seen();
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen() == before {
+            assert!(Instant::now() < deadline, "the clock did not move:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// SIGTERM and wait for a clean exit; returns the exit status.

@@ -85,8 +85,9 @@ pub struct S3 {
 }
 
 impl S3 {
-    /// Install (once) and start a server of `kind` with an empty bucket `BUCKET`. None (after
-    /// printing why) when the server cannot be installed, e.g. without network.
+    /// Install (once) and start a server of `kind` with an empty bucket `BUCKET`. None when the
+    /// server cannot be installed, e.g. without network, and servers are not required
+    /// (`super::server_unavailable`).
     pub fn start(kind: S3Server) -> Option<S3> {
         let status = Command::new(SCRIPT)
             .arg("install")
@@ -94,10 +95,7 @@ impl S3 {
             .status()
             .expect("run scripts/s3-server.sh");
         if status.code() == Some(3) {
-            eprintln!(
-                "SKIPPED: {} could not be installed (no network?); test not run",
-                kind.name()
-            );
+            super::server_unavailable(kind.name(), "could not be installed (no network?)");
             return None;
         }
         assert!(status.success(), "scripts/s3-server.sh install {} failed: {status}", kind.name());
