@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import struct
 import sys
@@ -126,6 +127,16 @@ def main() -> None:
     eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
     add(out, "zip", eocd64 + locator + eocd)  # a ZIP64 archive claiming 2^40 entries
     add(out, "zip", struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFE, 0xFFFE, 0, 0, 0))
+
+    # Python's json writes bare NaN, Infinity and -Infinity: zarr-python in attributes,
+    # VirtualiZarr (kerchunk) in references and their .zmetadata.
+    add(out, "zarray", (ROOT / "tests/fixtures/virtualizarr/refs.parq/.zmetadata").read_bytes())
+    array = json.loads((TESTDATA / "int32_zstd" / "zarr.json").read_bytes())
+    array["attributes"] = {"_FillValue": math.nan, "range": [-math.inf, math.inf], "s": "NaN"}
+    add(out, "zarr_json", json.dumps(array, indent=2).encode())
+    zarray = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f8", "compressor": None,
+              "fill_value": math.nan, "order": "C", "filters": None}
+    add(out, "zarray", json.dumps(zarray).encode())
 
     # Decoding vectors, in the codec target's CHAINS order.
     source = (ROOT / "fuzz/fuzz_targets/codec.rs").read_text()

@@ -14,6 +14,7 @@ pub mod fuse;
 pub mod locks;
 pub mod metrics;
 pub mod mount;
+pub mod python_json;
 pub mod source;
 pub mod stats;
 pub mod store;

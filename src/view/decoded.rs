@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use super::unsharded::rewrite_consolidated_arrays;
+use crate::python_json;
 use crate::zarr::chunk_specs::ChunkSpecs;
 use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{ChunkSpec, CodecError};
@@ -57,8 +58,9 @@ fn pass_through(dir: &str, why: &str) -> DirShow {
     DirShow::PassThrough
 }
 
+/// A document the view writes, as zarr-python writes one (2-space indent, Python's NaN tokens).
 pub(crate) fn pretty(v: Map<String, Value>) -> Bytes {
-    Bytes::from(serde_json::to_vec_pretty(&Value::Object(v)).expect("JSON serializes"))
+    Bytes::from(python_json::to_vec_pretty(&Value::Object(v)))
 }
 
 fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
@@ -127,17 +129,17 @@ fn decoded_zarray(array: &V2Array) -> Result<Map<String, Value>, String> {
 
 /// Rewrite a v2 `.zmetadata` so its `.zarray` entries match the decoded arrays.
 fn rewrite_zmetadata(doc: &[u8]) -> Option<Bytes> {
-    let Ok(Value::Object(mut doc)) = serde_json::from_slice::<Value>(doc) else { return None };
+    let Ok(Value::Object(mut doc)) = python_json::parse(doc) else { return None };
     let entries = doc.get_mut("metadata").and_then(Value::as_object_mut)?;
     let mut changed = false;
     for (key, value) in entries.iter_mut() {
         if key != ".zarray" && !key.ends_with("/.zarray") {
             continue;
         }
-        let Ok(bytes) = serde_json::to_vec(value) else { continue };
-        let decoded = V2Array::parse(&bytes).map_err(|e| e.to_string()).and_then(|a| {
-            a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a))
-        });
+        let decoded =
+            V2Array::parse(&python_json::to_vec(value)).map_err(|e| e.to_string()).and_then(|a| {
+                a.chunk_spec().map_err(|e| e.to_string()).and_then(|_| decoded_zarray(&a))
+            });
         if let Ok(json) = decoded {
             *value = Value::Object(json);
             changed = true;
@@ -228,6 +230,52 @@ mod tests {
         let keys = &show.stored().unwrap().keys;
         assert_eq!(keys.resolve("1/0"), super::super::present::ArrayPath::Chunk("1/0".into()));
         assert_eq!(keys.grid(), vec![2, 2]);
+    }
+
+    /// Python's bare NaN and Infinity (attributes, a v2 fill value) are written back as they
+    /// were: rewritten documents keep the writer's tokens.
+    #[test]
+    fn python_nan_tokens_written_back() {
+        let doc = PLAIN.replace(
+            r#""attributes":{"k":1}"#,
+            r#""attributes":{"k":NaN,"r":[Infinity,-Infinity]}"#,
+        );
+        let DirShow::Array(show) = DecodedPresenter.present("a", &docs_v3(&doc)) else { panic!() };
+        let shown = String::from_utf8(show.files.get("zarr.json").unwrap().to_vec()).unwrap();
+        assert!(
+            shown.contains("\"k\": NaN,\n    \"r\": [\n      Infinity,\n      -Infinity\n    ]"),
+            "{shown}"
+        );
+
+        let zarray = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f4","compressor":{"id":"zlib","level":1},"fill_value":NaN,"order":"C","filters":null}"#;
+        let docs = DirDocs { zarray: Some(Bytes::from_static(zarray)), ..Default::default() };
+        let DirShow::Array(show) = DecodedPresenter.present("v", &docs) else { panic!() };
+        let specs = show.stored().unwrap().decode.as_ref().unwrap();
+        assert_eq!(specs.base().fill_value, f32::NAN.to_le_bytes());
+        let shown = String::from_utf8(show.files.get(".zarray").unwrap().to_vec()).unwrap();
+        assert!(shown.contains("\"fill_value\": NaN,"), "{shown}");
+
+        let zm = br#"{"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2},
+            ".zattrs": {"missing": NaN},
+            "a/.zarray": {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": ">f8",
+                "compressor": {"id": "gzip", "level": 1}, "fill_value": NaN, "order": "C", "filters": null},
+            "a/.zattrs": {"_FillValue": NaN}}}"#;
+        let docs = DirDocs {
+            zgroup: Some(Bytes::from_static(b"{\"zarr_format\":2}")),
+            zmetadata: Some(Bytes::from_static(zm)),
+            ..Default::default()
+        };
+        let DirShow::Group(files) = DecodedPresenter.present("", &docs) else { panic!() };
+        let doc = python_json::parse(files.get(".zmetadata").unwrap()).unwrap();
+        let md = &doc["metadata"];
+        assert_eq!(md["a/.zarray"]["dtype"], "<f8");
+        for v in [
+            &md[".zattrs"]["missing"],
+            &md["a/.zattrs"]["_FillValue"],
+            &md["a/.zarray"]["fill_value"],
+        ] {
+            assert!(python_json::non_finite(v).unwrap().is_nan());
+        }
     }
 
     #[test]

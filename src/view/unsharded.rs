@@ -15,6 +15,7 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::zarr::chunk_tree::{grid, ChunkTree};
 pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
@@ -147,8 +148,7 @@ impl UnshardedArray {
     /// [`rewritten_metadata`](Self::rewritten_metadata) serialized with a 2-space
     /// indent, as zarr-python writes it.
     pub fn rewritten_zarr_json(&self) -> Vec<u8> {
-        // A map of JSON values with string keys always serializes.
-        serde_json::to_vec_pretty(&self.rewritten_metadata()).unwrap_or_default()
+        python_json::to_vec_pretty(&Value::Object(self.rewritten_metadata()))
     }
 
     /// Parse a key relative to the array directory as an inner chunk of the view;
@@ -525,6 +525,20 @@ mod tests {
         let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else { panic!() };
         assert_eq!(m.chunk_shape(), Some(vec![10, 10]));
         assert_eq!(shard_grid(&m), Err(NotUnpackable::NotSharded));
+    }
+
+    /// Attributes with Python's bare NaN and Infinity are written back with the same tokens.
+    #[test]
+    fn python_nan_tokens_written_back() {
+        let doc = FIXTURE.replace(
+            r#""attributes":{"a":1}"#,
+            r#""attributes":{"a":NaN,"r":[Infinity,-Infinity]}"#,
+        );
+        let NodeMetadata::Array(m) = parse_zarr_json(doc.as_bytes()).unwrap() else { panic!() };
+        let pretty =
+            String::from_utf8(UnshardedArray::new(m).unwrap().rewritten_zarr_json()).unwrap();
+        let attributes = "\"attributes\": {\n    \"a\": NaN,\n    \"r\": [\n      Infinity,\n      -Infinity\n    ]\n  }";
+        assert!(pretty.contains(attributes), "{pretty}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::unsharded::{rewrite_consolidated_v3, ArrayEntry, UnshardedArray};
+use crate::python_json;
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::sharding::NotUnpackable;
 
@@ -74,7 +75,7 @@ impl ShardedArray {
     /// differs from the presented (unsharded) metadata in its attributes; those are put into
     /// the real document, everything else of it stays.
     pub fn attributes_update(&self, data: &[u8]) -> Result<Vec<u8>, AttributesRefused> {
-        let new: Value = serde_json::from_slice(data).map_err(|_| AttributesRefused::NotJson)?;
+        let new = python_json::parse(data).map_err(|_| AttributesRefused::NotJson)?;
         let new = new.as_object().ok_or(AttributesRefused::NotAnObject)?;
         if !same_except_attributes(new, &self.array.rewritten_metadata()) {
             return Err(AttributesRefused::MoreThanAttributes);
@@ -88,7 +89,7 @@ impl ShardedArray {
                 real.remove("attributes");
             }
         }
-        Ok(serde_json::to_vec_pretty(&Value::Object(real)).expect("JSON serializes"))
+        Ok(python_json::to_vec_pretty(&Value::Object(real)))
     }
 }
 
@@ -148,8 +149,7 @@ pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
         Ok(NodeMetadata::Group(group)) => {
             let mut json = group.json.clone();
             let rewritten = rewrite_consolidated_v3(&mut json).then(|| {
-                let mut out =
-                    serde_json::to_vec_pretty(&Value::Object(json)).expect("JSON serializes");
+                let mut out = python_json::to_vec_pretty(&Value::Object(json));
                 out.shrink_to_fit();
                 Bytes::from(out)
             });
@@ -248,6 +248,20 @@ mod tests {
         assert_eq!(a.attributes_update(&reshaped), Err(AttributesRefused::MoreThanAttributes));
         assert_eq!(a.attributes_update(b"{"), Err(AttributesRefused::NotJson));
         assert_eq!(a.attributes_update(b"[]"), Err(AttributesRefused::NotAnObject));
+    }
+
+    /// A new zarr.json as zarr-python writes it, attributes with bare NaN and Infinity: the
+    /// real document gets the same tokens.
+    #[test]
+    fn attributes_with_python_nan_tokens() {
+        let a = sharded();
+        let mut presented = a.array.rewritten_metadata();
+        let attributes = python_json::parse(br#"{"f": NaN, "r": [-Infinity]}"#).unwrap();
+        presented.insert("attributes".into(), attributes.clone());
+        let real = a.attributes_update(&python_json::to_vec(&Value::Object(presented))).unwrap();
+        let text = String::from_utf8(real.clone()).unwrap();
+        assert!(text.contains("\"f\": NaN,\n    \"r\": [\n      -Infinity\n    ]"), "{text}");
+        assert_eq!(python_json::parse(&real).unwrap()["attributes"], attributes);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
 use crate::zarr::json::u64_list;
@@ -52,7 +53,7 @@ pub struct Hierarchy {
 /// Parse the document read from `key` (one of [`ROOT_DOCUMENTS`], at the group's root):
 /// `Ok(None)` when it holds no consolidated metadata (a plain `zarr.json`).
 pub fn parse_document(key: &str, doc: &[u8]) -> Result<Option<Hierarchy>, MetadataError> {
-    let v: Value = serde_json::from_slice(doc)?;
+    let v = python_json::parse(doc)?;
     let Value::Object(map) = v else {
         return Err(MetadataError::Consolidated(format!("{key}: not a JSON object")));
     };
@@ -448,6 +449,23 @@ mod tests {
         assert_eq!(names(h.children("nested")), [".zarray", "0/", "1/"]);
         assert_eq!(names(h.children("nested/1")), ["0", "1"]);
         assert!(h.is_dir("nested/1") && !h.is_dir("nested/2") && !h.is_dir("g/a/0.0"));
+    }
+
+    /// Consolidated metadata as zarr-python writes it: attributes with bare NaN and Infinity.
+    #[test]
+    fn python_nan_tokens_in_attributes() {
+        let v3 = br#"{"attributes": {"x": NaN}, "zarr_format": 3, "node_type": "group",
+            "consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {
+                "a": {"shape": [2], "data_type": "float64", "zarr_format": 3, "node_type": "array",
+                    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                    "fill_value": "NaN", "codecs": [], "attributes": {"_FillValue": NaN}}}}}"#;
+        let h = parse_document("zarr.json", v3).unwrap().unwrap();
+        assert_eq!(names(h.children("a")), ["c/", "zarr.json"]);
+        let v2 = br#"{"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2},
+            ".zattrs": {"missing": NaN}, "a/.zattrs": {"valid_max": Infinity},
+            "a/.zarray": {"shape": [4], "chunks": [2], "fill_value": NaN, "zarr_format": 2}}}"#;
+        let h = parse_document(".zmetadata", v2).unwrap().unwrap();
+        assert_eq!(names(h.children("a")), [".zarray", ".zattrs", "0", "1"]);
     }
 
     #[test]

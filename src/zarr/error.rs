@@ -10,7 +10,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum MetadataError {
     #[error("invalid JSON: {0}")]
-    InvalidJson(#[from] serde_json::Error),
+    InvalidJson(#[from] crate::python_json::Error),
     #[error("metadata document is not a JSON object")]
     NotAnObject,
     #[error("missing required field `{0}`")]

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::zarr::chunk_grid::ChunkGrid;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
@@ -46,7 +47,7 @@ pub struct GroupMetadata {
 
 /// Parse the bytes of a v3 `zarr.json`.
 pub fn parse_zarr_json(bytes: &[u8]) -> Result<NodeMetadata, MetadataError> {
-    parse_node(serde_json::from_slice(bytes)?)
+    parse_node(python_json::parse(bytes)?)
 }
 
 /// Parse an already-decoded v3 node document (e.g. an entry of inline consolidated
@@ -57,7 +58,7 @@ pub fn parse_node(v: Value) -> Result<NodeMetadata, MetadataError> {
     };
     match json.get("zarr_format") {
         Some(f) if f.as_u64() == Some(3) => {}
-        Some(f) => return Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        Some(f) => return Err(MetadataError::UnsupportedZarrFormat(python_json::to_string(f))),
         None => return Err(MetadataError::MissingField("zarr_format")),
     }
     match json.get("node_type").and_then(Value::as_str) {
@@ -117,12 +118,12 @@ pub fn parse_codecs(v: &Value, field: &'static str) -> Result<Vec<Codec>, Metada
 /// Check and return a v2 `.zarray` document. v2 arrays are never sharded, so the
 /// mount only needs to know the document is what it claims to be.
 pub fn parse_zarray(bytes: &[u8]) -> Result<Map<String, Value>, MetadataError> {
-    let Value::Object(json) = serde_json::from_slice(bytes)? else {
+    let Value::Object(json) = python_json::parse(bytes)? else {
         return Err(MetadataError::NotAnObject);
     };
     match json.get("zarr_format") {
         Some(f) if f.as_u64() == Some(2) => Ok(json),
-        Some(f) => Err(MetadataError::UnsupportedZarrFormat(f.to_string())),
+        Some(f) => Err(MetadataError::UnsupportedZarrFormat(python_json::to_string(f))),
         None => Err(MetadataError::MissingField("zarr_format")),
     }
 }
@@ -245,6 +246,31 @@ pub(crate) mod tests {
         assert_eq!(fill, long.parse::<f64>().unwrap());
         let again = parse_zarr_json(&serde_json::to_vec(&a.json).unwrap()).unwrap();
         assert_eq!(again, NodeMetadata::Array(a));
+    }
+
+    /// zarr-python writes attributes with Python's json: bare NaN and Infinity. A bare token is
+    /// kept as it is (the views write it back), also as a fill value.
+    #[test]
+    fn python_nan_tokens() {
+        let doc = FIXTURE
+            .replace(
+                r#""attributes":{"a":1}"#,
+                r#""attributes":{"a":NaN,"r":[Infinity,-Infinity]}"#,
+            )
+            .replace(r#""fill_value":0"#, r#""fill_value":NaN"#);
+        let NodeMetadata::Array(a) = parse_zarr_json(doc.as_bytes()).unwrap() else { panic!() };
+        assert!(python_json::non_finite(&a.json["attributes"]["a"]).unwrap().is_nan());
+        assert!(python_json::non_finite(&a.json["fill_value"]).unwrap().is_nan());
+        assert_eq!(
+            python_json::to_string(&a.json["attributes"]),
+            r#"{"a":NaN,"r":[Infinity,-Infinity]}"#
+        );
+        let z = parse_zarray(br#"{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f8","compressor":null,"fill_value":NaN,"order":"C","filters":null}"#).unwrap();
+        assert!(python_json::non_finite(&z["fill_value"]).unwrap().is_nan());
+        let e = parse_zarr_json(br#"{"zarr_format":NaN}"#).unwrap_err().to_string();
+        assert_eq!(e, "unsupported zarr_format NaN");
+        let e = parse_zarr_json(br#"{"zarr_format":nan}"#).unwrap_err().to_string();
+        assert_eq!(e, "invalid JSON: expected ident at line 1 column 17");
     }
 
     #[test]

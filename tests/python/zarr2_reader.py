@@ -10,6 +10,10 @@ JOBS.json: {"jobs": [job, ...]}, each job one of
     {"id": ID, "kind": "group", "path": GROUP_DIR, "arrays": [...], "groups": [...], "attrs": {...}}
         zarr.open_group(GROUP_DIR, mode="r") lists exactly those member arrays and groups and
         has those attributes
+    {"id": ID, "kind": "attrs", "path": NODE_DIR, "attrs": {...}}
+    {"id": ID, "kind": "attrs", "root": GROUP_DIR, "member": REL, "attrs": {...}}
+        the node's attributes (zarr.open, resp. through zarr.open_consolidated) are those, NaN
+        equal to NaN (compared as Python's json writes them)
 
 RESULTS.json: {"zarr_version": ..., "results": {ID: {"ok": bool, "error": str|None, "info": {...}}}}
 Comparison: same shape, same dtype kind and item size (byte order may differ), equal values
@@ -75,6 +79,16 @@ def run_job(job: dict) -> dict:
         if problems:
             raise AssertionError("; ".join(problems))
         return {"arrays": arrays, "groups": groups}
+    if kind == "attrs":
+        if "root" in job:
+            node = zarr.open_consolidated(job["root"], mode="r")
+            node = node[job["member"]] if job["member"] else node
+        else:
+            node = zarr.open(job["path"], mode="r")
+        got, want = json.dumps(dict(node.attrs), sort_keys=True), json.dumps(job["attrs"], sort_keys=True)
+        if got != want:
+            raise AssertionError(f"attributes {got}, want {want}")
+        return {"attrs": got}
     raise ValueError(f"unknown job kind {kind!r}")
 
 

@@ -6,7 +6,8 @@
 //! `"NaN"`, `"Infinity"`, `"-Infinity"` or a `"0x…"` string holding the element's
 //! bit pattern as an unsigned integer (e.g. float32 `"0x7fc00000"`); for complex
 //! types a two-element array of float forms. v2 forms are the same without the hex
-//! strings, plus `null` (the fill value is undefined; we use zero bytes).
+//! strings, plus `null` (the fill value is undefined; we use zero bytes). Python's bare
+//! `NaN`, `Infinity` and `-Infinity` (see `python_json`) mean what the strings mean, in both.
 //!
 //! Numbers are converted as numpy converts a Python float: round to nearest even,
 //! overflowing to infinity.
@@ -15,6 +16,7 @@ use half::f16;
 use serde_json::{Number, Value};
 
 use super::DataType;
+use crate::python_json;
 use crate::zarr::error::DataTypeError;
 
 /// One element of `data_type`, little-endian, from a v3 `fill_value`.
@@ -221,7 +223,7 @@ fn invalid(data_type: &DataType, reason: impl Into<String>) -> DataTypeError {
 /// A JSON value for an error message, cut short if an untrusted document made it
 /// long.
 pub(crate) fn shown(v: &Value) -> String {
-    let s = v.to_string();
+    let s = python_json::to_string(v);
     match s.char_indices().nth(64) {
         Some((cut, _)) => format!("{}…", &s[..cut]),
         None => s,
@@ -293,6 +295,9 @@ fn integer(v: &Value) -> Option<i128> {
 
 /// The bit pattern (in the low `w.bytes()` bytes) of one float fill form.
 fn float_bits(w: FloatWidth, v: &Value, flavor: Flavor) -> Option<u64> {
+    if let Some(x) = python_json::non_finite(v) {
+        return Some(w.bits_of(x)); // a bare NaN, as Python's json writes it: as "NaN"
+    }
     match v {
         Value::Number(n) => Some(w.bits_of(n.as_f64()?)),
         Value::String(s) => match s.as_str() {
@@ -490,6 +495,22 @@ mod tests {
         // No hex bit patterns in v2.
         assert!(v2("float32", false, json!("0x7fc00000")).is_err());
         assert!(v2("int8", false, json!(300)).is_err());
+    }
+
+    /// A bare `NaN`, `Infinity` or `-Infinity` (Python's json) is the fill value its string
+    /// form names, in v3 and in v2, also as a complex part.
+    #[test]
+    fn bare_tokens_are_the_string_forms() {
+        let bare = python_json::parse(b"[NaN, Infinity, -Infinity, [NaN, -Infinity]]").unwrap();
+        let strings = json!(["NaN", "Infinity", "-Infinity", ["NaN", "-Infinity"]]);
+        for (i, name) in [(0, "float16"), (1, "float32"), (2, "float64"), (3, "complex64")] {
+            let (b, s) = (&bare[i], &strings[i]);
+            assert_eq!(v3(name, b.clone()), v3(name, s.clone()), "{name}");
+            let v2 = |v| fill_value_bytes_v2(&dt(name), false, v).unwrap();
+            assert_eq!(v2(b), v2(s), "{name}");
+        }
+        let msg = fill_value_bytes(&dt("int8"), &bare[0]).unwrap_err().to_string();
+        assert!(msg.ends_with("NaN is not an integer"), "{msg}");
     }
 
     #[test]

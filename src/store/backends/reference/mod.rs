@@ -31,6 +31,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use crate::python_json;
 use crate::source::{Cloud, Location};
 use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
@@ -300,14 +301,13 @@ fn inline_value(v: &Value) -> Result<Bytes, String> {
                 .map_err(|e| format!("bad base64 data: {e}")),
             None => Ok(Bytes::from(s.clone().into_bytes())),
         },
-        other => Ok(Bytes::from(serde_json::to_vec(other).expect("JSON value serializes"))),
+        other => Ok(Bytes::from(python_json::to_vec(other))),
     }
 }
 
 /// Parse a kerchunk JSON reference document into `tree`.
 pub(crate) fn parse_json(doc: &[u8], targets: &Targets, tree: &mut Tree) -> Result<(), String> {
-    let json: Value =
-        serde_json::from_slice(doc).map_err(|e| format!("not a JSON reference file: {e}"))?;
+    let json = python_json::parse(doc).map_err(|e| format!("not a JSON reference file: {e}"))?;
     let Value::Object(top) = json else {
         return Err("not a JSON reference file: the top level is not an object".into());
     };
@@ -984,6 +984,20 @@ mod tests {
             let r = ReferenceStore::from_json(bad, remote_base(), opener.clone());
             assert!(r.is_err(), "{} accepted", String::from_utf8_lossy(bad));
         }
+    }
+
+    /// Inline metadata objects with Python's bare NaN and Infinity (kerchunk's writers use
+    /// Python's json) are served with the same tokens.
+    #[tokio::test]
+    async fn python_nan_tokens_in_inline_metadata() {
+        let opener: TargetOpener = Arc::new(|_| Err("unused".into()));
+        let doc = br#"{"version": 1, "refs": {".zgroup": {"zarr_format": 2},
+            "a/.zattrs": {"_FillValue": NaN, "range": [-Infinity, Infinity], "s": "NaN"}}}"#;
+        let s = ReferenceStore::from_json(doc, remote_base(), opener).unwrap();
+        assert_eq!(
+            &s.get("a/.zattrs").await.unwrap()[..],
+            br#"{"_FillValue":NaN,"range":[-Infinity,Infinity],"s":"NaN"}"#
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 
 use super::{Ref, Targets, Tree};
+use crate::python_json;
 use crate::store::{ObjectMeta, Store, StoreError};
 
 /// Listing an array loads all its records; refuse arrays needing more record files than this.
@@ -138,8 +139,7 @@ fn parse_zmetadata(
     doc: &[u8],
     tree: &mut Tree,
 ) -> Result<(u64, HashMap<String, FieldRefs>), String> {
-    let json: Value =
-        serde_json::from_slice(doc).map_err(|e| format!(".zmetadata is not JSON: {e}"))?;
+    let json = python_json::parse(doc).map_err(|e| format!(".zmetadata is not JSON: {e}"))?;
     let record_size = json
         .get("record_size")
         .and_then(Value::as_u64)
@@ -152,7 +152,7 @@ fn parse_zmetadata(
     for (key, v) in metadata {
         let bytes = match v {
             Value::String(s) => Bytes::from(s.clone().into_bytes()),
-            v => Bytes::from(serde_json::to_vec(v).expect("JSON value serializes")),
+            v => Bytes::from(python_json::to_vec(v)),
         };
         tree.insert(key, Ref::Inline(bytes));
         let Some(field) = key.strip_suffix("/.zarray") else {
@@ -164,7 +164,9 @@ fn parse_zmetadata(
             continue;
         };
         let zarray: Value = match v {
-            Value::String(s) => serde_json::from_str(s).map_err(|e| format!("{key}: {e}"))?,
+            Value::String(s) => {
+                python_json::parse(s.as_bytes()).map_err(|e| format!("{key}: {e}"))?
+            }
             v => v.clone(),
         };
         fields.insert(field.to_string(), field_of(key, &zarray)?);
@@ -176,7 +178,7 @@ fn parse_zmetadata(
     tree.files.remove(".zmetadata");
     tree.insert(
         ".zmetadata",
-        Ref::Inline(Bytes::from(serde_json::to_vec(&Value::Object(consolidated)).expect("JSON"))),
+        Ref::Inline(Bytes::from(python_json::to_vec(&Value::Object(consolidated)))),
     );
     for f in fields.keys() {
         tree.add_dir(f);
@@ -323,5 +325,28 @@ mod tests {
             assert_eq!(chunk_index(&chunk_name(i, &grid), &grid), Some(i));
         }
         assert_eq!(chunk_name(0, &[1]), "0");
+    }
+
+    /// VirtualiZarr 2.8's `.zmetadata` (tests/fixtures/virtualizarr) holds Python's bare NaN
+    /// and Infinity; the metadata files and the consolidated document keep them.
+    #[test]
+    fn virtualizarr_zmetadata_with_bare_nan() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/virtualizarr/refs.parq");
+        let doc = std::fs::read(format!("{path}/.zmetadata")).unwrap();
+        let mut tree = Tree::new();
+        let (record_size, fields) = parse_zmetadata(&doc, &mut tree).unwrap();
+        assert_eq!(record_size, 4);
+        let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, ["count", "lat", "lon", "sst", "time"]);
+        let inline = |key: &str| match tree.files.get(key) {
+            Some(Ref::Inline(b)) => String::from_utf8(b.to_vec()).unwrap(),
+            _ => panic!("{key} is not inline"),
+        };
+        assert_eq!(inline("lat/.zattrs"), r#"{"_FillValue":NaN,"_ARRAY_DIMENSIONS":["lat"]}"#);
+        assert!(inline("sst/.zattrs").contains(r#""valid_max":Infinity"#));
+        let consolidated = python_json::parse(inline(".zmetadata").as_bytes()).unwrap();
+        let attrs = &consolidated["metadata"][".zattrs"];
+        assert!(python_json::non_finite(&attrs["missing"]).unwrap().is_nan());
     }
 }
