@@ -17,10 +17,11 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use zarr_mount::python_json;
 use zarr_mount::view::decoded::{decoded_v3_array, rewrite_consolidated, DecodedPresenter};
-use zarr_mount::view::present::{DirDocs, DirShow, Presenter};
+use zarr_mount::view::present::{ChunkShow, DirDocs, DirShow, Presenter};
 use zarr_mount::view::unsharded::{rewrite_consolidated_v3, UnshardedArray};
 use zarr_mount::view::v2::{v2_array, V2Presenter};
-use zarr_mount::zarr::codecs::{decoded_size, ChunkSpec};
+use zarr_mount::zarr::chunk_specs::ChunkSpecs;
+use zarr_mount::zarr::codecs::decoded_size;
 use zarr_mount::zarr::data_type::DataType;
 use zarr_mount::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
 use zarr_mount::zarr::sharding::MAX_INDEX_ENTRIES;
@@ -56,14 +57,27 @@ fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
 });
 
 fn array(meta: ArrayMetadata) {
-    if let Some(cs) = &meta.chunk_shape {
+    if let Some(cs) = &meta.chunk_shape() {
         assert_eq!(cs.len(), meta.shape.len());
         assert!(!cs.contains(&0));
+    }
+    if let Some(counts) = meta.chunk_counts() {
+        assert_eq!(counts.len(), meta.shape.len());
     }
     if let Ok(a) = UnshardedArray::new(meta.clone()) {
         unsharded(&a);
     }
-    if let Ok(spec) = ChunkSpec::from_v3(&meta) {
+    if let Ok(specs) = ChunkSpecs::from_v3(&meta) {
+        // A rectilinear grid's chunks: the first one decodes at its own shape.
+        if let Some(grid) = specs.varying() {
+            if let Some(first) = grid.counts().iter().all(|&n| n > 0).then(|| vec![0; grid.ndim()])
+            {
+                let spec = specs.of(&first).expect("inside the grid");
+                assert_eq!(spec.chunk_shape, grid.chunk_shape(&first).unwrap());
+                spec.decoded_size().expect("checked spec has a size");
+            }
+        }
+        let spec = specs.base();
         let size = spec.decoded_size().expect("checked spec has a size");
         if size <= 1 << 20 {
             assert_eq!(spec.fill_chunk().expect("checked spec fills").len() as u64, size);
@@ -73,9 +87,9 @@ fn array(meta: ArrayMetadata) {
         let Ok(NodeMetadata::Array(shown)) = parse_zarr_json(&doc) else {
             panic!("decoded zarr.json does not parse")
         };
-        let shown = ChunkSpec::from_v3(&shown).expect("decoded zarr.json is decodable");
-        assert_eq!(shown.codecs.len(), 1);
-        assert_eq!(shown.decoded_size().unwrap(), size);
+        let shown = ChunkSpecs::from_v3(&shown).expect("decoded zarr.json is decodable");
+        assert_eq!(shown.base().codecs.len(), 1);
+        assert_eq!(shown.base().decoded_size().unwrap(), size);
     }
     // V2Array (the v2 reader side) takes the core data types only; the v2 view also shows
     // datetimes, strings and the like (issue 18).
@@ -83,9 +97,11 @@ fn array(meta: ArrayMetadata) {
         let doc = python_json::to_vec(&Value::Object(form.zarray));
         let v2 = V2Array::parse(&doc).expect("generated .zarray parses");
         assert_eq!(v2.data_type, dt);
-        assert_eq!(Some(&v2.chunks), meta.chunk_shape.as_ref());
+        // A truly rectilinear array is re-tiled on its longest chunks.
+        let tile = meta.chunk_grid.truly_rectilinear().map(|g| g.largest_chunk());
+        assert_eq!(Some(v2.chunks.clone()), tile.or(meta.chunk_shape()));
         assert_eq!(v2.shape, meta.shape);
-        if form.decode.is_none() {
+        if matches!(&form.chunks, ChunkShow::Stored(s) if s.decode.is_none()) {
             // The stored chunks are served as they are (a trailing crc32c cut off), so the v2
             // document describes them; numcodecs codecs the daemon does not decode are
             // written in v2 all the same, so only a spec that exists is checked.
@@ -97,14 +113,14 @@ fn array(meta: ArrayMetadata) {
 }
 
 fn unsharded(a: &UnshardedArray) {
-    let layout = &a.layout;
+    let layout = &a.sharding.largest;
     assert!(layout.n_entries <= MAX_INDEX_ENTRIES);
     let doc = a.rewritten_metadata();
     let Ok(NodeMetadata::Array(shown)) = parse_zarr_json(&a.rewritten_zarr_json()) else {
         panic!("rewritten zarr.json does not parse")
     };
     assert_eq!(shown.shape, a.meta.shape);
-    assert_eq!(shown.chunk_shape.as_ref(), Some(&layout.inner_chunk_shape));
+    assert_eq!(shown.chunk_shape().as_ref(), Some(&layout.inner_chunk_shape));
     assert_eq!(shown.codecs, layout.inner_codecs);
     assert_eq!(shown.key_encoding, a.meta.key_encoding);
     // Every other key kept, in place.
@@ -130,7 +146,8 @@ fn unsharded(a: &UnshardedArray) {
         let key = a.inner_key(&c);
         assert_eq!(a.parse_inner_key(&key), Some(c.clone()), "key {key}");
         let loc = a.locate(&c).expect("inside the grid");
-        assert!(loc.local_index < layout.n_entries);
+        let shard = a.layout_of(&loc.shard_coords).expect("a shard of the grid");
+        assert!(loc.local_index < shard.n_entries);
         assert_eq!(a.inner_coords(&loc.shard_coords, loc.local_index), Some(c.clone()));
         assert_eq!(a.shard_coords_of_key(&loc.shard_key), Some(loc.shard_coords.clone()));
         // Listing: from the array directory down, each directory's plan names the next

@@ -76,5 +76,6 @@ fn array(a: &V2Array, data: &[u8]) {
         shown_spec.codecs
     );
     assert_eq!(shown_spec.decoded_size().unwrap(), size);
-    assert_eq!(show.decode.as_ref().map(|s| s.decoded_size().unwrap()), Some(size));
+    let decode = show.stored().and_then(|s| s.decode.as_ref());
+    assert_eq!(decode.map(|s| s.base().decoded_size().unwrap()), Some(size));
 }

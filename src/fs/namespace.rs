@@ -437,7 +437,7 @@ impl Namespace for RawNamespace {
                 Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
             // Only the presenting view that made a decoded node can read it.
-            Backing::Decoded { .. } | Backing::Unwrapped { .. } => {
+            Backing::Decoded { .. } | Backing::Unwrapped { .. } | Backing::Retiled { .. } => {
                 Err(FsError::NotSupported("a decoded chunk read below its view"))
             }
         }

@@ -1,7 +1,8 @@
 //! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's
 //! metadata documents from the view below, asks the `Presenter` what the directory shows,
-//! and serves generated metadata, translated chunk keys and decoded chunks. Read-only: the
-//! mapping back to stored bytes is not exact, so every change is EROFS.
+//! and serves generated metadata, translated chunk keys and decoded chunks (through
+//! `fs::regions`), or the tiles of a re-tiled array (`fs::retiled`). Read-only: the mapping
+//! back to stored bytes is not exact, so every change is EROFS.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,12 +14,16 @@ use futures::stream::{self, StreamExt};
 use super::decoded_cache::DecodedCache;
 use super::error::{FsError, FsResult};
 use super::namespace::{read_all, slice_for_read, Namespace};
+use super::regions::{is_absent, ChunkSource};
+use super::retiled::TilePath;
 use super::walk::{self, DirWalk, Step};
-use crate::store::{join_key, split_key, StoreError};
+use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
-use crate::view::present::{ArrayPath, ArrayShow, DirDocs, DirShow, Files, Presenter};
-use crate::zarr::codecs::{BytesChain, ChunkSpec, CodecError};
+use crate::view::present::{
+    ArrayPath, ArrayShow, ChunkShow, DirDocs, DirShow, Files, Presenter, StoredChunks,
+};
+use crate::zarr::codecs::{BytesChain, CodecError};
 
 const SHOW_CACHE: usize = 65_536;
 /// Child directories checked at once when a listing must drop hidden arrays.
@@ -113,24 +118,42 @@ impl PresentedNamespace {
         Ok(Some((Bytes::from(bytes), node.modified)))
     }
 
+    /// Stored chunks of the view below, decoded through this view's cache.
+    fn source(&self) -> ChunkSource<'_> {
+        ChunkSource { below: self.below.as_ref(), cache: &self.decoded }
+    }
+
     /// The path of the view below that backs `path` (they differ for translated chunk keys).
     async fn below_path(&self, path: &str) -> FsResult<String> {
         if path.is_empty() {
             return Ok(String::new());
         }
-        Ok(match self.place(path).await? {
-            Place::InArray { dir, array: show, rel } => match show.keys.resolve(&rel) {
+        let Place::InArray { dir, array: show, rel } = self.place(path).await? else {
+            return Ok(path.to_string());
+        };
+        Ok(match &show.chunks {
+            ChunkShow::Stored(stored) => match stored.keys.resolve(&rel) {
                 ArrayPath::Chunk(key) => join_key(&dir, &key),
                 ArrayPath::ChunkDir(below) => join_key(&dir, &below),
                 ArrayPath::Replaced => return Err(FsError::NotFound),
                 ArrayPath::Other => path.to_string(),
             },
-            Place::Outside { .. } => path.to_string(),
+            // Tiles are read from their sources; only other names are the same path below.
+            ChunkShow::Retiled(r) if r.shown.owns(&rel) || r.below.owns(&rel) => {
+                return Err(FsError::NotFound)
+            }
+            ChunkShow::Retiled(_) => path.to_string(),
         })
     }
 
-    /// A stored chunk as this view serves it.
-    async fn chunk_node(&self, show: &ArrayShow, below: String, node: Node) -> FsResult<Node> {
+    /// A stored chunk (at `coords` of the grid) as this view serves it.
+    async fn chunk_node(
+        &self,
+        show: &StoredChunks,
+        coords: &[u64],
+        below: String,
+        node: Node,
+    ) -> FsResult<Node> {
         if let (Some(chain), None) = (&show.unwrap, &show.decode) {
             let size = match chain.fixed_overhead() {
                 // A chunk shorter than its checksums is corrupt: it shows empty, reads give EIO.
@@ -148,27 +171,28 @@ impl PresentedNamespace {
                 },
             });
         }
-        let Some(spec) = &show.decode else { return Ok(node) };
+        let Some(specs) = &show.decode else { return Ok(node) };
+        let spec = specs.of(coords).ok_or(FsError::NotFound)?;
         let size = spec.decoded_size().map_err(|e| FsError::Corrupt(format!("{below}: {e}")))?;
         Ok(Node {
             size,
             modified: node.modified,
-            backing: Backing::Decoded { below, encoded: Box::new(node), spec: spec.clone() },
+            backing: Backing::Decoded { below, encoded: Box::new(node), spec },
         })
     }
 
     /// An entry of a listing inside an array: chunk files get the chunk treatment.
     async fn array_entry(
         &self,
-        show: &ArrayShow,
+        show: &StoredChunks,
         shown_rel: &str,
         below: String,
         node: Node,
     ) -> FsResult<Node> {
-        if !node.is_dir() && show.keys.chunk_coords(shown_rel).is_some() {
-            return self.chunk_node(show, below, node).await;
+        match show.keys.chunk_coords(shown_rel) {
+            Some(coords) if !node.is_dir() => self.chunk_node(show, &coords, below, node).await,
+            _ => Ok(node),
         }
-        Ok(node)
     }
 
     async fn lookup_in_array(
@@ -184,14 +208,24 @@ impl PresentedNamespace {
         if show.files.hides(rel) {
             return Ok(None);
         }
+        let show = match &show.chunks {
+            ChunkShow::Stored(stored) => stored,
+            ChunkShow::Retiled(r) => {
+                return match self.source().tile_path(dir, r, rel, modified).await? {
+                    TilePath::Tree(node) => Ok(node),
+                    TilePath::Hidden => Ok(None),
+                    TilePath::Other => self.below.lookup(&join_key(dir, rel)).await,
+                };
+            }
+        };
         match show.keys.resolve(rel) {
             ArrayPath::Chunk(key) => {
                 let below = join_key(dir, &key);
-                match self.below.lookup(&below).await? {
-                    Some(node) if !node.is_dir() => {
-                        self.chunk_node(show, below, node).await.map(Some)
+                match (self.below.lookup(&below).await?, show.keys.chunk_coords(rel)) {
+                    (Some(node), Some(coords)) if !node.is_dir() => {
+                        self.chunk_node(show, &coords, below, node).await.map(Some)
                     }
-                    other => Ok(other),
+                    (other, _) => Ok(other),
                 }
             }
             ArrayPath::ChunkDir(below) => self.below.lookup(&join_key(dir, &below)).await,
@@ -209,10 +243,21 @@ impl PresentedNamespace {
         modified: SystemTime,
     ) -> FsResult<Vec<(String, Node)>> {
         let mut out = Vec::new();
-        for (name, node) in self.below.list(dir).await? {
-            if show.files.hides(&name) || show.files.get(&name).is_some() {
-                continue;
+        let files = &show.files;
+        let below = self.below.list(dir).await?;
+        let below =
+            below.into_iter().filter(|(name, _)| !files.hides(name) && files.get(name).is_none());
+        let show = match &show.chunks {
+            ChunkShow::Stored(stored) => stored,
+            ChunkShow::Retiled(r) => {
+                out.extend(below.filter(|(name, _)| !r.shown.owns(name) && !r.below.owns(name)));
+                let tiles = self.source().list_tiles(dir, r, "", modified).await?;
+                out.extend(tiles.unwrap_or_default());
+                add_generated(&mut out, files, modified);
+                return Ok(out);
             }
+        };
+        for (name, node) in below {
             let Some(shown) = show.keys.shown_root_name(&name) else { continue };
             let node = self.array_entry(show, &shown, join_key(dir, &name), node).await?;
             out.push((shown, node));
@@ -229,7 +274,7 @@ impl PresentedNamespace {
                 out.push((name, node));
             }
         }
-        add_generated(&mut out, &show.files, modified);
+        add_generated(&mut out, files, modified);
         Ok(out)
     }
 
@@ -237,7 +282,8 @@ impl PresentedNamespace {
     async fn list_shown(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
         if !dir.is_empty() {
             if let Place::InArray { dir: array_dir, array: show, rel } = self.place(dir).await? {
-                return self.list_in_array(&array_dir, &show, &rel).await;
+                let modified = self.dir_kind(&array_dir).await?.modified;
+                return self.list_in_array(&array_dir, &show, &rel, modified).await;
             }
         }
         let shown = self.dir_kind(dir).await?;
@@ -261,7 +307,21 @@ impl PresentedNamespace {
         dir: &str,
         show: &ArrayShow,
         rel: &str,
+        modified: SystemTime,
     ) -> FsResult<Vec<(String, Node)>> {
+        let show = match &show.chunks {
+            ChunkShow::Stored(stored) => stored,
+            ChunkShow::Retiled(r) => {
+                if let Some(tiles) = self.source().list_tiles(dir, r, rel, modified).await? {
+                    return Ok(tiles);
+                }
+                return match self.source().tile_path(dir, r, rel, modified).await? {
+                    TilePath::Tree(Some(_)) => Err(FsError::NotADirectory),
+                    TilePath::Tree(None) | TilePath::Hidden => Err(FsError::NotFound),
+                    TilePath::Other => self.below.list(&join_key(dir, rel)).await,
+                };
+            }
+        };
         let below_dir = match show.keys.resolve(rel) {
             ArrayPath::ChunkDir(below) => join_key(dir, &below),
             ArrayPath::Chunk(_) => return Err(FsError::NotADirectory),
@@ -298,20 +358,6 @@ impl PresentedNamespace {
             .await;
         Ok(checked.into_iter().collect::<FsResult<Vec<_>>>()?.into_iter().flatten().collect())
     }
-
-    /// The decoded bytes of a chunk (cached by the stored chunk's version).
-    async fn decoded(&self, below: &str, encoded: &Node, spec: &ChunkSpec) -> FsResult<Bytes> {
-        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
-        self.decoded
-            .get_or_load(&key, || async {
-                let stored = read_all(self.below.as_ref(), below, encoded).await?;
-                spec.decode(&stored).map(Bytes::from).map_err(|e| {
-                    tracing::error!(chunk = %below, error = %e, "cannot decode chunk: reads give EIO");
-                    FsError::Corrupt(format!("{below}: {e}"))
-                })
-            })
-            .await
-    }
 }
 
 impl PresentedNamespace {
@@ -340,17 +386,6 @@ impl PresentedNamespace {
             })
             .await
     }
-}
-
-fn is_absent(e: &FsError) -> bool {
-    matches!(
-        e,
-        FsError::NotFound
-            | FsError::NotADirectory
-            | FsError::Store(StoreError::NotFound(_))
-            | FsError::Store(StoreError::NotADirectory(_))
-            | FsError::Store(StoreError::InvalidKey(..))
-    )
 }
 
 /// Apply a directory's generated files and hidden names to its listing, and sort it.
@@ -413,7 +448,11 @@ impl Namespace for PresentedNamespace {
         match &node.backing {
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
             Backing::Decoded { below, encoded, spec } => {
-                let data = self.decoded(below, encoded, spec).await?;
+                let data = self.source().decoded(below, encoded, spec).await?;
+                Ok(slice_for_read(&data, offset, size))
+            }
+            Backing::Retiled { tile, sources, retiling } => {
+                let data = self.source().read_tile(path, node, tile, sources, retiling).await?;
                 Ok(slice_for_read(&data, offset, size))
             }
             Backing::Unwrapped { below, encoded, chain } => {
@@ -464,6 +503,11 @@ impl Namespace for PresentedNamespace {
         match &node.backing {
             Backing::Decoded { encoded, .. } | Backing::Unwrapped { encoded, .. } => {
                 self.below.prefetch(encoded).await
+            }
+            Backing::Retiled { sources, .. } => {
+                for source in sources {
+                    self.below.prefetch(&source.node).await;
+                }
             }
             _ => self.below.prefetch(node).await,
         }

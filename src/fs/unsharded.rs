@@ -5,6 +5,7 @@
 //! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
 //! root is `fs::walk`. This module only fetches what that logic asks for.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -120,7 +121,8 @@ impl UnshardedNamespace {
         // it, not one round trip later.
         self.read_shards_ahead(array, &loc.shard_coords);
         let reading = IndexFor::Reading { shard_bound: array.shard_bound };
-        let state = self.indexes.get(&array.dir, &key, &array.array.layout, reading).await?;
+        let layout = array.array.layout_of(&loc.shard_coords).ok_or(FsError::NotFound)?;
+        let state = self.indexes.get(&array.dir, &key, &layout, reading).await?;
         Ok(Some((key, state, loc.local_index)))
     }
 
@@ -147,8 +149,8 @@ impl UnshardedNamespace {
             if self.indexes.is_known(&key) {
                 continue;
             }
-            let (indexes, dir, layout) =
-                (self.indexes.clone(), array.dir.clone(), array.array.layout.clone());
+            let Some(layout) = array.array.layout_of(&next).map(Cow::into_owned) else { break };
+            let (indexes, dir) = (self.indexes.clone(), array.dir.clone());
             let reading = IndexFor::Reading { shard_bound: array.shard_bound };
             runtime.spawn(async move {
                 if let Err(e) = indexes.get(&dir, &key, &layout, reading).await {
@@ -200,14 +202,14 @@ impl UnshardedNamespace {
         rel: &str,
     ) -> FsResult<Option<Vec<(String, Node)>>> {
         let Some(plan) = array.array.dir_plan(rel) else { return Ok(None) };
-        let layout = &array.array.layout;
         let shards: Vec<Vec<u64>> = plan.shard_coords().collect();
         // (shard coordinates, shard key, its index state) per shard of the directory
         type FetchedShard = (Vec<u64>, String, Arc<ShardState>);
         let fetched: Vec<FsResult<FetchedShard>> = stream::iter(shards)
             .map(|sc| async move {
                 let key = join_key(&array.dir, &array.array.shard_key(&sc));
-                let state = self.indexes.get(&array.dir, &key, layout, IndexFor::Listing).await?;
+                let layout = array.array.layout_of(&sc).ok_or(FsError::NotFound)?;
+                let state = self.indexes.get(&array.dir, &key, &layout, IndexFor::Listing).await?;
                 Ok((sc, key, state))
             })
             .buffer_unordered(LIST_CONCURRENCY)
@@ -304,7 +306,8 @@ impl UnshardedNamespace {
         let (grid_array, shard_coords) = (array.clone(), loc.shard_coords.clone());
         let in_grid: InGrid =
             Arc::new(move |local| grid_array.array.inner_coords(&shard_coords, local).is_some());
-        let result = self.writer.apply(&key, &array.array.layout, in_grid, op, &array.dir).await;
+        let layout = array.array.layout_of(&loc.shard_coords).ok_or(FsError::NotFound)?;
+        let result = self.writer.apply(&key, &layout, in_grid, op, &array.dir).await;
         self.indexes.invalidate(&key);
         result
     }
@@ -368,7 +371,8 @@ impl UnshardedNamespace {
             Err(StoreError::NotFound(_)) => return Err(FsError::NotFound),
             r => r?,
         };
-        let index = ShardIndex::of_shard(&array.array.layout, &shard).map_err(|e| {
+        let layout = array.array.layout_of(&loc.shard_coords).ok_or(FsError::NotFound)?;
+        let index = ShardIndex::of_shard(&layout, &shard).map_err(|e| {
             tracing::error!(shard = ?key, error = %e, "corrupt shard index");
             FsError::Corrupt(format!("shard {key}: {e}"))
         })?;
@@ -668,5 +672,46 @@ mod tests {
         put(&mem, "a/zarr.json", &bigger).await;
         assert_eq!(read_whole(&view, "a/zarr.json").await, bigger.as_bytes());
         assert_eq!(rec.take(), ["lookup_reading a/zarr.json"]);
+    }
+
+    /// A sharded array of tests/fixtures/rectilinear/store (written by zarr-python 3.4), put
+    /// under `at/` of the memory store.
+    async fn put_fixture(mem: &object_store::memory::InMemory, name: &str, at: &str) {
+        use object_store::ObjectStoreExt;
+        for (key, data) in crate::zarr::chunk_grid::tests::fixture_files(name) {
+            let rel = key.strip_prefix(name).unwrap_or(&key);
+            let key = object_store::path::Path::from(format!("{at}{rel}"));
+            mem.put(&key, object_store::PutPayload::from(data)).await.unwrap();
+        }
+    }
+
+    /// Rectilinear shards (`shards2d`: shard (0, 0) holds 4 x 3 inner chunks, shard (1, 1)
+    /// 6 x 4): an inner chunk written through the view goes into its shard, rebuilt with that
+    /// shard's own index; the shard's other chunks and the other shards keep their bytes.
+    #[tokio::test]
+    async fn writes_into_rectilinear_shards() {
+        use object_store::ObjectStoreExt;
+        let (view, _rec, mem) = cloud_view();
+        put_fixture(&mem, "shards2d", "s").await;
+        let neighbour = read_whole(&view, "s/c/3/2").await; // shard (0, 0), entry 11
+        let far = read_whole(&view, "s/c/9/6").await; // shard (1, 1)
+        let far_shard = mem.get(&"s/c/1/1".into()).await.unwrap().bytes().await.unwrap();
+        view.write_file("s/c/1/1", Bytes::from_static(b"new inner chunk")).await.unwrap();
+        assert_eq!(read_whole(&view, "s/c/1/1").await, b"new inner chunk");
+        assert_eq!(read_whole(&view, "s/c/3/2").await, neighbour);
+        assert_eq!(read_whole(&view, "s/c/9/6").await, far);
+        let stored = mem.get(&"s/c/0/0".into()).await.unwrap().bytes().await.unwrap();
+        let DirKind::Sharded(array) = view.dir_kind("s").await.unwrap() else { panic!() };
+        let layout = array.array.layout_of(&[0, 0]).unwrap();
+        assert_eq!(layout.n_entries, 12);
+        let index = ShardIndex::of_shard(&layout, &stored).unwrap();
+        let entry = index.entry(4).unwrap(); // inner chunk (1, 1): local (1, 1) of 4 x 3
+        assert_eq!(
+            &stored[entry.range().start as usize..entry.range().end as usize],
+            b"new inner chunk"
+        );
+        assert_eq!(mem.get(&"s/c/1/1".into()).await.unwrap().bytes().await.unwrap(), far_shard);
+        // A key past the inner grid (10 x 7) is refused.
+        assert!(view.write_file("s/c/10/0", Bytes::from_static(b"x")).await.is_err());
     }
 }

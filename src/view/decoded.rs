@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
 use super::unsharded::rewrite_consolidated_arrays;
 use crate::python_json;
+use crate::zarr::chunk_specs::ChunkSpecs;
 use crate::zarr::chunk_tree::grid;
 use crate::zarr::codecs::{ChunkSpec, CodecError};
 use crate::zarr::metadata::{parse_zarr_json, ArrayMetadata, NodeMetadata};
@@ -25,15 +26,14 @@ impl Presenter for DecodedPresenter {
         }
         if let Some(doc) = &docs.zarray {
             return match decoded_v2_array(doc) {
-                Ok((zarray, keys, spec)) => DirShow::Array(Arc::new(ArrayShow {
-                    files: Files {
+                Ok((zarray, keys, spec)) => {
+                    let files = Files {
                         generated: vec![(".zarray".into(), pretty(zarray))],
                         hidden: vec![],
-                    },
-                    keys,
-                    decode: Some(Arc::new(spec)),
-                    unwrap: None,
-                })),
+                    };
+                    let decode = Some(ChunkSpecs::single(spec));
+                    DirShow::Array(Arc::new(ArrayShow::with_stored(files, keys, decode, None)))
+                }
                 Err(why) => pass_through(dir, &why),
             };
         }
@@ -66,15 +66,14 @@ pub(crate) fn pretty(v: Map<String, Value>) -> Bytes {
 fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
     match parse_zarr_json(doc) {
         Ok(NodeMetadata::Array(meta)) => match decoded_v3_array(&meta) {
-            Ok((json, spec)) => DirShow::Array(Arc::new(ArrayShow {
-                files: Files {
-                    generated: vec![("zarr.json".into(), pretty(json))],
-                    hidden: vec![],
-                },
-                keys: KeyMap::identity(meta.key_encoding, grid(&meta.shape, &spec.chunk_shape)),
-                decode: Some(Arc::new(spec)),
-                unwrap: None,
-            })),
+            Ok((json, specs)) => {
+                let files =
+                    Files { generated: vec![("zarr.json".into(), pretty(json))], hidden: vec![] };
+                // Known: only arrays on a known grid decode.
+                let grid = meta.chunk_counts().unwrap_or_default();
+                let keys = KeyMap::identity(meta.key_encoding, grid);
+                DirShow::Array(Arc::new(ArrayShow::with_stored(files, keys, Some(specs), None)))
+            }
             Err(e) => pass_through(dir, &e.to_string()),
         },
         Ok(NodeMetadata::Group(group)) => {
@@ -92,11 +91,12 @@ fn present_v3(dir: &str, doc: &[u8]) -> DirShow {
     }
 }
 
-/// A v3 array document as the decoded view shows it, and how to decode its chunks.
+/// A v3 array document as the decoded view shows it (a rectilinear grid kept), and how to
+/// decode its chunks.
 pub fn decoded_v3_array(
     meta: &ArrayMetadata,
-) -> Result<(Map<String, Value>, ChunkSpec), CodecError> {
-    let spec = ChunkSpec::from_v3(meta)?;
+) -> Result<(Map<String, Value>, ChunkSpecs), CodecError> {
+    let spec = ChunkSpecs::from_v3(meta)?;
     let mut json = meta.json.clone();
     json.insert("codecs".into(), json!([{"name": "bytes", "configuration": {"endian": "little"}}]));
     Ok((json, spec))
@@ -173,8 +173,9 @@ mod tests {
         );
         assert_eq!(doc["attributes"], json!({"k": 1}));
         assert_eq!(doc["chunk_grid"]["configuration"]["chunk_shape"], json!([2, 4]));
-        assert_eq!(show.keys.grid(), vec![3, 1]);
-        assert_eq!(show.decode.as_ref().unwrap().decoded_size().unwrap(), 16);
+        let stored = show.stored().unwrap();
+        assert_eq!(stored.keys.grid(), vec![3, 1]);
+        assert_eq!(stored.decode.as_ref().unwrap().base().decoded_size().unwrap(), 16);
         // What it presents is itself decodable, with nothing left to do.
         let NodeMetadata::Array(m) = parse_zarr_json(show.files.get("zarr.json").unwrap()).unwrap()
         else {
@@ -226,8 +227,9 @@ mod tests {
         assert_eq!(doc["order"], "C");
         assert_eq!(doc["fill_value"], 7);
         assert_eq!(doc["dimension_separator"], "/");
-        assert_eq!(show.keys.resolve("1/0"), super::super::present::ArrayPath::Chunk("1/0".into()));
-        assert_eq!(show.keys.grid(), vec![2, 2]);
+        let keys = &show.stored().unwrap().keys;
+        assert_eq!(keys.resolve("1/0"), super::super::present::ArrayPath::Chunk("1/0".into()));
+        assert_eq!(keys.grid(), vec![2, 2]);
     }
 
     /// Python's bare NaN and Infinity (attributes, a v2 fill value) are written back as they
@@ -248,7 +250,8 @@ mod tests {
         let zarray = br#"{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f4","compressor":{"id":"zlib","level":1},"fill_value":NaN,"order":"C","filters":null}"#;
         let docs = DirDocs { zarray: Some(Bytes::from_static(zarray)), ..Default::default() };
         let DirShow::Array(show) = DecodedPresenter.present("v", &docs) else { panic!() };
-        assert_eq!(show.decode.as_ref().unwrap().fill_value, f32::NAN.to_le_bytes());
+        let specs = show.stored().unwrap().decode.as_ref().unwrap();
+        assert_eq!(specs.base().fill_value, f32::NAN.to_le_bytes());
         let shown = String::from_utf8(show.files.get(".zarray").unwrap().to_vec()).unwrap();
         assert!(shown.contains("\"fill_value\": NaN,"), "{shown}");
 

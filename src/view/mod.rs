@@ -6,6 +6,8 @@ pub mod decoded;
 pub mod node;
 pub mod ome;
 pub mod present;
+pub mod regions;
+pub mod retile;
 pub mod unsharded;
 pub mod unsharded_dirs;
 pub mod v2;

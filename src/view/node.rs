@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::view::retile::Retiling;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
 /// The thing behind a file or directory of the mount.
@@ -42,6 +43,21 @@ pub enum Backing {
         encoded: Box<Node>,
         chain: Arc<BytesChain>,
     },
+    /// A tile of a re-tiled array, assembled from the decoded chunks it overlaps: `sources`
+    /// are those of them the view below has (the others are the fill value).
+    Retiled {
+        tile: Vec<u64>,
+        sources: Vec<SourceChunk>,
+        retiling: Arc<Retiling>,
+    },
+}
+
+/// A stored chunk of the view below: its grid coordinates, its path and what backs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceChunk {
+    pub coords: Vec<u64>,
+    pub below: String,
+    pub node: Node,
 }
 
 /// A resolved path: what backs it, with the attributes the mount shows.
@@ -80,6 +96,16 @@ impl Node {
             }
             Backing::Unwrapped { encoded, .. } => {
                 encoded.content_version().map(|v| format!("unwrapped:{v}"))
+            }
+            Backing::Retiled { sources, .. } => {
+                let versions: Vec<String> = sources
+                    .iter()
+                    .map(|s| {
+                        format!("{}={}", s.below, s.node.content_version().unwrap_or_default())
+                    })
+                    .collect();
+                let all = versions.join("\0");
+                Some(format!("retiled-{:08x}-{}", crc32c::crc32c(all.as_bytes()), all.len()))
             }
         }
     }

@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::view::retile::Retiling;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::chunk_specs::ChunkSpecs;
 use crate::zarr::chunk_tree::ChunkTree;
-use crate::zarr::codecs::{BytesChain, ChunkSpec};
+use crate::zarr::codecs::BytesChain;
 
 /// The metadata documents of one directory, as the view below shows them.
 #[derive(Debug, Clone, Default)]
@@ -60,12 +62,46 @@ impl Files {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrayShow {
     pub files: Files,
+    pub chunks: ChunkShow,
+}
+
+/// Where an array's presented chunks come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChunkShow {
+    /// Each presented chunk is one stored chunk of the view below.
+    Stored(StoredChunks),
+    /// Each presented chunk (a tile) is assembled from the decoded stored chunks it overlaps.
+    Retiled(Arc<Retiling>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredChunks {
     pub keys: KeyMap,
-    /// Decode every chunk with this spec; `None` serves the stored bytes.
-    pub decode: Option<Arc<ChunkSpec>>,
+    /// Decode every chunk with its spec of these; `None` serves the stored bytes.
+    pub decode: Option<ChunkSpecs>,
     /// (Without `decode`.) Serve every stored chunk with this chain undone (e.g. a trailing
     /// crc32c checked and cut off).
     pub unwrap: Option<Arc<BytesChain>>,
+}
+
+impl ArrayShow {
+    /// An array whose presented chunks are its stored ones.
+    pub fn with_stored(
+        files: Files,
+        keys: KeyMap,
+        decode: Option<ChunkSpecs>,
+        unwrap: Option<Arc<BytesChain>>,
+    ) -> ArrayShow {
+        ArrayShow { files, chunks: ChunkShow::Stored(StoredChunks { keys, decode, unwrap }) }
+    }
+
+    /// The stored chunks it presents, unless it presents tiles.
+    pub fn stored(&self) -> Option<&StoredChunks> {
+        match &self.chunks {
+            ChunkShow::Stored(s) => Some(s),
+            ChunkShow::Retiled(_) => None,
+        }
+    }
 }
 
 /// How presented chunk keys relate to the keys of the view below: two chunk trees over the

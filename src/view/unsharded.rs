@@ -3,9 +3,14 @@
 //! inner-chunk keys/directories and the real shards (and index entries) behind
 //! them. No I/O: the caller fetches the shard indexes this module points it to.
 //!
+//! The shard grid may be rectilinear (shards of different lengths, each holding whole inner
+//! chunks): the inner chunks still form a regular grid, `ceil(shape / inner_chunk_shape)`,
+//! and a global inner coordinate is the shard's start / inner length + the local one.
+//!
 //! Also rewrites inline consolidated metadata so consolidated readers see the same
 //! unsharded arrays as readers of the individual `zarr.json` files.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use serde_json::{Map, Value};
@@ -14,16 +19,17 @@ use crate::python_json;
 use crate::zarr::chunk_tree::{grid, ChunkTree};
 pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
-use crate::zarr::sharding::{shard_layout, ConfigProblem, NotUnpackable, ShardLayout};
+use crate::zarr::sharding::{shard_grid, ConfigProblem, NotUnpackable, ShardGrid, ShardLayout};
 
 /// One sharded array seen as an unsharded array of its inner chunks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnshardedArray {
     pub meta: ArrayMetadata,
-    pub layout: ShardLayout,
+    /// Where the shards lie and how each is laid out.
+    pub sharding: ShardGrid,
     /// The chunk tree of the view: grid `ceil(shape / inner_chunk_shape)`.
     inner: ChunkTree,
-    /// The chunk tree of the real store: grid `ceil(shape / shard_shape)`.
+    /// The chunk tree of the real store: the shard grid.
     shards: ChunkTree,
     /// The sharding codec's inner chain exactly as written, so the rewrite keeps
     /// string shorthands and any extra codec keys.
@@ -76,8 +82,8 @@ impl DirPlan {
 
 impl UnshardedArray {
     pub fn new(meta: ArrayMetadata) -> Result<Self, NotUnpackable> {
-        let layout = shard_layout(&meta)?;
-        // shard_layout accepted it, so the sharding codec is the only codec.
+        let sharding = shard_grid(&meta)?;
+        // shard_grid accepted it, so the sharding codec is the only codec.
         let inner_codecs_json = meta
             .json
             .get("codecs")
@@ -87,9 +93,21 @@ impl UnshardedArray {
             .and_then(|c| c.get("codecs"))
             .cloned()
             .ok_or(NotUnpackable::BadConfig(ConfigProblem::InvalidCodecs))?;
-        let inner = ChunkTree::new(meta.key_encoding, grid(&meta.shape, &layout.inner_chunk_shape));
-        let shards = ChunkTree::new(meta.key_encoding, grid(&meta.shape, &layout.shard_shape));
-        Ok(UnshardedArray { meta, layout, inner, shards, inner_codecs_json })
+        let inner_shape = &sharding.largest.inner_chunk_shape;
+        let inner = ChunkTree::new(meta.key_encoding, grid(&meta.shape, inner_shape));
+        let shards = ChunkTree::new(meta.key_encoding, sharding.bounds.counts());
+        Ok(UnshardedArray { meta, sharding, inner, shards, inner_codecs_json })
+    }
+
+    /// The shape of every inner chunk.
+    pub fn inner_chunk_shape(&self) -> &[u64] {
+        &self.sharding.largest.inner_chunk_shape
+    }
+
+    /// The layout of the shard at `shard_coords` (shards of a rectilinear grid differ in
+    /// shape); `None` outside the shard grid.
+    pub fn layout_of(&self, shard_coords: &[u64]) -> Option<Cow<'_, ShardLayout>> {
+        self.sharding.layout_of(shard_coords)
     }
 
     pub fn ndim(&self) -> usize {
@@ -104,19 +122,24 @@ impl UnshardedArray {
         self.shards.grid()
     }
 
-    /// zarr.json as presented in the mount: the chunk grid becomes the inner chunk
-    /// shape and the codecs the inner chain; every other key is unchanged and in
+    /// zarr.json as presented in the mount: the chunk grid becomes the regular grid of
+    /// inner chunks and the codecs the inner chain; every other key is unchanged and in
     /// its original place (replacing a value in a `preserve_order` map keeps it).
     pub fn rewritten_metadata(&self) -> Map<String, Value> {
         let mut json = self.meta.json.clone();
-        let inner: Vec<Value> =
-            self.layout.inner_chunk_shape.iter().map(|&n| Value::from(n)).collect();
-        if let Some(cs) = json
+        let inner: Vec<Value> = self.inner_chunk_shape().iter().map(|&n| Value::from(n)).collect();
+        let regular_shape = json
             .get_mut("chunk_grid")
+            .filter(|g| g.get("name").and_then(Value::as_str) == Some("regular"))
             .and_then(|g| g.get_mut("configuration"))
-            .and_then(|c| c.get_mut("chunk_shape"))
-        {
-            *cs = Value::Array(inner);
+            .and_then(|c| c.get_mut("chunk_shape"));
+        match regular_shape {
+            Some(cs) => *cs = Value::Array(inner),
+            None => {
+                let regular = serde_json::json!({"name": "regular",
+                    "configuration": {"chunk_shape": inner}});
+                json.insert("chunk_grid".to_string(), regular);
+            }
         }
         json.insert("codecs".to_string(), self.inner_codecs_json.clone());
         json
@@ -142,32 +165,49 @@ impl UnshardedArray {
         self.shards.key(shard_coords)
     }
 
+    /// The shard holding inner chunk `c` along dimension `dim`, and the chunk's place in it.
+    fn shard_along(&self, dim: usize, c: u64) -> Option<(u64, u64)> {
+        let inner = self.inner_chunk_shape()[dim];
+        let edges = self.sharding.bounds.dim(dim);
+        let shard = edges.chunk_at(c.checked_mul(inner)?)?;
+        Some((shard, c - edges.start(shard) / inner))
+    }
+
     /// The shard and index entry holding an inner chunk; `None` if the
     /// coordinates are not in the inner grid.
     pub fn locate(&self, inner_coords: &[u64]) -> Option<InnerLocation> {
         if !self.inner.contains(inner_coords) {
             return None;
         }
-        let cps = &self.layout.chunks_per_shard;
-        let shard_coords: Vec<u64> = inner_coords.iter().zip(cps).map(|(&c, &p)| c / p).collect();
+        let along: Vec<(u64, u64)> = (0..self.ndim())
+            .map(|d| self.shard_along(d, inner_coords[d]))
+            .collect::<Option<_>>()?;
+        let shard_coords: Vec<u64> = along.iter().map(|&(s, _)| s).collect();
+        let layout = self.layout_of(&shard_coords)?;
         // Bounded by n_entries (capped), so this cannot overflow.
-        let local_index = inner_coords.iter().zip(cps).fold(0u64, |acc, (&c, &p)| acc * p + c % p);
+        let local_index = along
+            .iter()
+            .zip(&layout.chunks_per_shard)
+            .fold(0u64, |acc, (&(_, local), &per)| acc * per + local);
         Some(InnerLocation { shard_key: self.shard_key(&shard_coords), shard_coords, local_index })
     }
 
     /// Inner chunk coordinates of entry `local_index` of a shard; `None` if that
     /// chunk lies past the array edge (writers may store it; the view hides it).
     pub fn inner_coords(&self, shard_coords: &[u64], local_index: u64) -> Option<Vec<u64>> {
-        let cps = &self.layout.chunks_per_shard;
-        if shard_coords.len() != cps.len() || local_index >= self.layout.n_entries {
+        let layout = self.layout_of(shard_coords)?;
+        if local_index >= layout.n_entries {
             return None;
         }
+        let cps = &layout.chunks_per_shard;
         let mut coords = vec![0; cps.len()];
         let mut rest = local_index;
         for i in (0..cps.len()).rev() {
             let local = rest % cps[i];
             rest /= cps[i];
-            coords[i] = shard_coords[i].checked_mul(cps[i])?.checked_add(local)?;
+            let first =
+                self.sharding.bounds.dim(i).start(shard_coords[i]) / self.inner_chunk_shape()[i];
+            coords[i] = first.checked_add(local)?;
         }
         self.inner.contains(&coords).then_some(coords)
     }
@@ -235,13 +275,12 @@ impl UnshardedArray {
     /// The array directory always gets a plan, which lists only its chunk entries.
     pub fn dir_plan(&self, rel_dir: &str) -> Option<DirPlan> {
         let dir = self.inner.dir(rel_dir)?;
-        let cps = &self.layout.chunks_per_shard;
         let shards = (0..self.ndim())
             .map(|i| match dir.fixed.get(i) {
-                Some(&c) => c / cps[i]..c / cps[i] + 1,
-                None => 0..self.shards.grid()[i],
+                Some(&c) => self.shard_along(i, c).map(|(s, _)| s..s + 1),
+                None => Some(0..self.shards.grid()[i]),
             })
-            .collect();
+            .collect::<Option<_>>()?;
         Some(DirPlan { fixed: dir.fixed, shards, children: dir.children })
     }
 
@@ -371,6 +410,7 @@ pub fn rewrite_zmetadata_v2(doc: &mut Map<String, Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zarr::chunk_grid::tests::fixture_meta;
     use crate::zarr::metadata::parse_zarr_json;
     use crate::zarr::metadata::tests::{fixture, FIXTURE};
     use proptest::prelude::*;
@@ -401,10 +441,21 @@ mod tests {
 
     /// A sharded array with the given geometry and key encoding.
     fn array(shape: &[u64], shard: &[u64], inner: &[u64], cke: Value) -> UnshardedArray {
+        let grid = json!({"name": "regular", "configuration": {"chunk_shape": shard}});
+        array_with_grid(shape, grid, inner, cke)
+    }
+
+    /// A sharded array whose shards have these lengths per dimension.
+    fn rect_array(shape: &[u64], shards: &[Vec<u64>], inner: &[u64], cke: Value) -> UnshardedArray {
+        let grid = json!({"name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": shards}});
+        array_with_grid(shape, grid, inner, cke)
+    }
+
+    fn array_with_grid(shape: &[u64], grid: Value, inner: &[u64], cke: Value) -> UnshardedArray {
         let doc = json!({
             "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "uint8",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shard}},
-            "chunk_key_encoding": cke, "fill_value": 0,
+            "chunk_grid": grid, "chunk_key_encoding": cke, "fill_value": 0,
             "codecs": [{"name": "sharding_indexed", "configuration": {
                 "chunk_shape": inner, "codecs": ["bytes"], "index_codecs": ["bytes", "crc32c"]}}],
         });
@@ -412,6 +463,49 @@ mod tests {
             NodeMetadata::Array(m) => UnshardedArray::new(m).unwrap(),
             NodeMetadata::Group(_) => panic!(),
         }
+    }
+
+    /// zarr-python 3.4's rectilinear shards (tests/fixtures/rectilinear/store/shards2d): 95 x 70,
+    /// inner chunks 10 x 10 in shards of [40, 60] x [30, 40] rows and columns.
+    #[test]
+    fn rectilinear_shards_unpack_to_a_regular_inner_grid() {
+        let a = UnshardedArray::new(fixture_meta("shards2d")).unwrap();
+        assert_eq!(a.inner_grid_shape(), [10, 7]);
+        assert_eq!(a.shard_grid_shape(), [2, 2]);
+        // Inner chunk (5, 3) = rows 50..60, columns 30..40: shard (1, 1) starts at (40, 30),
+        // 6 x 4 inner chunks; local (1, 0) is entry 4.
+        let loc = a.locate(&[5, 3]).unwrap();
+        assert_eq!((loc.shard_key.as_str(), loc.local_index), ("c/1/1", 4));
+        assert_eq!(a.inner_coords(&[1, 1], 4), Some(vec![5, 3]));
+        // Shard (0, 0) is 4 x 3 inner chunks: entry 11 is inner chunk (3, 2).
+        assert_eq!(a.locate(&[3, 2]).unwrap().local_index, 11);
+        assert_eq!(a.layout_of(&[0, 0]).unwrap().n_entries, 12);
+        // The last shard row holds rows 40..100 of a 95-row array: its last inner row (90..100)
+        // overhangs the edge as the last inner row of the array.
+        assert_eq!(a.inner_coords(&[1, 0], 5 * 3), Some(vec![9, 0]));
+        assert_eq!(a.inner_coords(&[1, 0], 6 * 3), None);
+        assert_eq!(a.dir_plan("c/6").unwrap().shards, vec![1..2, 0..2]);
+        // The presented document is an ordinary unsharded array on a regular grid.
+        let doc = a.rewritten_metadata();
+        assert_eq!(
+            doc["chunk_grid"],
+            json!({"name": "regular", "configuration": {"chunk_shape": [10, 10]}})
+        );
+        assert_eq!(doc["codecs"][0]["name"], "bytes");
+        let keys: Vec<&String> = doc.keys().collect();
+        assert_eq!(keys[2], "chunk_grid", "in its place");
+        let again = parse_node(Value::Object(doc)).unwrap();
+        let NodeMetadata::Array(again) = again else { panic!() };
+        assert_eq!(again.chunk_shape(), Some(vec![10, 10]));
+    }
+
+    /// An inner chunk that does not divide a shard's length: not unpacked.
+    #[test]
+    fn rectilinear_shards_not_divided_pass_through() {
+        assert_eq!(
+            UnshardedArray::new(fixture_meta("shards_nodivide")).unwrap_err().to_string(),
+            "bad sharding configuration: inner chunk size 20 does not divide shard size 30 in dimension 1"
+        );
     }
 
     #[test]
@@ -429,8 +523,8 @@ mod tests {
         assert!(!pretty.ends_with('\n'));
         // The presented document is itself an unsharded array with the inner geometry.
         let NodeMetadata::Array(m) = parse_zarr_json(pretty.as_bytes()).unwrap() else { panic!() };
-        assert_eq!(m.chunk_shape, Some(vec![10, 10]));
-        assert_eq!(shard_layout(&m), Err(NotUnpackable::NotSharded));
+        assert_eq!(m.chunk_shape(), Some(vec![10, 10]));
+        assert_eq!(shard_grid(&m), Err(NotUnpackable::NotSharded));
     }
 
     /// Attributes with Python's bare NaN and Infinity are written back with the same tokens.
@@ -690,8 +784,11 @@ mod tests {
     }
 
     /// Random geometry: shape, inner chunk shape and chunks per shard per dimension.
-    fn geometry() -> impl Strategy<Value = Vec<(u64, u64, u64)>> {
-        proptest::collection::vec((0u64..13, 1u64..5, 1u64..4), 0..4)
+    /// Random geometry: per dimension the shape, the inner chunk length and the shard lengths
+    /// in inner chunks (repeated to cover the shape; several lengths make a rectilinear grid).
+    fn geometry() -> impl Strategy<Value = Vec<(u64, u64, Vec<u64>)>> {
+        let shards = proptest::collection::vec(1u64..4, 1..4);
+        proptest::collection::vec((0u64..13, 1u64..5, shards), 0..4)
     }
 
     fn encodings() -> impl Strategy<Value = Value> {
@@ -703,11 +800,29 @@ mod tests {
         ]
     }
 
-    fn build(geom: &[(u64, u64, u64)], cke: Value) -> UnshardedArray {
+    fn build(geom: &[(u64, u64, Vec<u64>)], cke: Value) -> UnshardedArray {
         let shape: Vec<u64> = geom.iter().map(|g| g.0).collect();
         let inner: Vec<u64> = geom.iter().map(|g| g.1).collect();
-        let shard: Vec<u64> = geom.iter().map(|g| g.1 * g.2).collect();
-        array(&shape, &shard, &inner, cke)
+        let lengths: Vec<Vec<u64>> = geom
+            .iter()
+            .map(|(extent, inner, per)| {
+                let mut lens: Vec<u64> = per.iter().map(|p| p * inner).collect();
+                while lens.iter().sum::<u64>() < *extent {
+                    lens.push(*lens.last().unwrap());
+                }
+                lens
+            })
+            .collect();
+        if lengths.iter().all(|l| l.iter().all(|&x| x == l[0])) {
+            let shard: Vec<u64> = lengths.iter().map(|l| l[0]).collect();
+            return array(&shape, &shard, &inner, cke);
+        }
+        rect_array(&shape, &lengths, &inner, cke)
+    }
+
+    /// The number of index entries of a shard.
+    fn entries_of(a: &UnshardedArray, shard: &[u64]) -> u64 {
+        a.layout_of(shard).unwrap().n_entries
     }
 
     fn inner_grid_coords(a: &UnshardedArray) -> GridBoxIter {
@@ -721,7 +836,7 @@ mod tests {
             let mut seen = BTreeSet::new();
             for c in inner_grid_coords(&a) {
                 let loc = a.locate(&c).unwrap();
-                prop_assert!(loc.local_index < a.layout.n_entries);
+                prop_assert!(loc.local_index < entries_of(&a, &loc.shard_coords));
                 prop_assert_eq!(a.inner_coords(&loc.shard_coords, loc.local_index), Some(c.clone()));
                 prop_assert_eq!(a.shard_coords_of_key(&loc.shard_key), Some(loc.shard_coords.clone()));
                 prop_assert_eq!(a.parse_inner_key(&a.inner_key(&c)), Some(c.clone()));
@@ -730,7 +845,7 @@ mod tests {
             // Every (shard, entry) maps into the grid and back, or is past the edge.
             let mut mapped = 0usize;
             for s in a.all_shard_coords() {
-                for local in 0..a.layout.n_entries {
+                for local in 0..entries_of(&a, &s) {
                     if let Some(c) = a.inner_coords(&s, local) {
                         mapped += 1;
                         let loc = a.locate(&c).unwrap();
@@ -775,7 +890,7 @@ mod tests {
                 let plan = a.dir_plan(dir).unwrap();
                 let mut got = BTreeSet::new();
                 for s in plan.shard_coords() {
-                    for local in 0..a.layout.n_entries {
+                    for local in 0..entries_of(&a, &s) {
                         if !present(&s, local) {
                             continue;
                         }

@@ -10,10 +10,15 @@ use serde_json::{json, Map, Value};
 
 use super::decoded::pretty;
 use super::ome::{group_attributes, OmeInV2};
-use super::present::{ArrayShow, DirDocs, DirShow, Files, KeyMap, Presenter};
+use super::present::{
+    ArrayShow, ChunkShow, DirDocs, DirShow, Files, KeyMap, Presenter, StoredChunks,
+};
+use super::retile::Retiling;
+use crate::zarr::chunk_grid::RectilinearGrid;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
+use crate::zarr::chunk_specs::ChunkSpecs;
 use crate::zarr::chunk_tree::grid;
-use crate::zarr::codecs::{BytesChain, ChunkSpec};
+use crate::zarr::codecs::BytesChain;
 use crate::zarr::metadata::{parse_node, parse_zarr_json, ArrayMetadata, NodeMetadata};
 use crate::zarr::v2::{v3_codecs_to_v2, v3_type_to_v2};
 
@@ -72,9 +77,7 @@ fn present(dir: &str, docs: &DirDocs, decoded: bool, ome: OmeInV2) -> DirShow {
                         ],
                         hidden: HIDDEN.to_vec(),
                     },
-                    keys: array.keys,
-                    decode: array.decode.map(Arc::new),
-                    unwrap: array.unwrap.map(Arc::new),
+                    chunks: array.chunks,
                 }))
             }
             Err(why) => {
@@ -95,16 +98,13 @@ fn present(dir: &str, docs: &DirDocs, decoded: bool, ome: OmeInV2) -> DirShow {
 pub struct V2Form {
     pub zarray: Map<String, Value>,
     pub zattrs: Map<String, Value>,
-    pub keys: KeyMap,
-    /// Set when chunks are served decoded (v2 cannot express the codecs, or the v2-decoded
-    /// view).
-    pub decode: Option<ChunkSpec>,
+    /// The stored chunks (decoded when v2 cannot express the codecs, or in the v2-decoded
+    /// view; unwrapped of a trailing crc32c, or in the v2-decoded view of everything after a
+    /// vlen codec), or tiles of a rectilinear array.
+    pub chunks: ChunkShow,
     /// The chain ends in `crc32c`, which the v2 form leaves out: chunks are served
     /// checked and without their 4 checksum bytes.
     pub strip_crc32c: bool,
-    /// Chunks are served with these bytes->bytes codecs undone (a trailing crc32c; in the
-    /// v2-decoded view, everything after a vlen codec).
-    pub unwrap: Option<BytesChain>,
     /// v2-decoded only: why this array is shown with its codecs after all.
     pub not_decoded: Option<String>,
 }
@@ -123,7 +123,7 @@ pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
 /// How a v3 array's chunks can be decoded for the v2-decoded view: its own chain, with a
 /// core stand-in for data types the decoder does not know (datetimes are int64; fixed-size
 /// strings get a trailing axis of their bytes or UTF-32 code units).
-fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
+fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpecs, String> {
     let stand_in = |ty: &str, extra: Option<u64>| {
         let mut m = meta.clone();
         m.data_type = json!(ty);
@@ -134,17 +134,18 @@ fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
             None => json!(0),
         };
         m.json.insert("fill_value".into(), fill);
-        if let Some(n) = extra {
+        if extra.is_some() {
             // The extra axis is only right where nothing reorders or regroups elements.
             if m.codecs.iter().any(|c| matches!(c.name.as_str(), "transpose" | "sharding_indexed"))
             {
                 return Err("fixed-size strings decode only without transpose or sharding".into());
             }
-            if let Some(shape) = &mut m.chunk_shape {
-                shape.push(n);
-            }
         }
-        ChunkSpec::from_v3(&m).map_err(|e| e.to_string())
+        let specs = ChunkSpecs::from_v3(&m).map_err(|e| e.to_string())?;
+        match extra {
+            Some(n) => specs.with_trailing_axis(n).map_err(|e| e.to_string()),
+            None => Ok(specs),
+        }
     };
     let name = match &meta.data_type {
         Value::String(s) => s.as_str(),
@@ -161,16 +162,65 @@ fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpec, String> {
             Some(n) if n > 0 => stand_in("uint8", Some(n)),
             _ => Err("bad length_bytes".into()),
         },
-        _ => ChunkSpec::from_v3(meta).map_err(|e| e.to_string()),
+        _ => ChunkSpecs::from_v3(meta).map_err(|e| e.to_string()),
     }
+}
+
+/// The parts of a `.zarray` that say how its chunks are encoded.
+struct V2Encoding {
+    dtype: String,
+    fill_value: Value,
+    compressor: Value,
+    filters: Value,
+    order: &'static str,
+}
+
+/// The `.zarray` of a v3 array with chunks of `chunks` encoded as `enc`.
+fn zarray_doc(meta: &ArrayMetadata, chunks: &[u64], enc: V2Encoding) -> Map<String, Value> {
+    let mut zarray = Map::new();
+    zarray.insert("zarr_format".into(), json!(2));
+    zarray.insert("shape".into(), json!(meta.shape));
+    zarray.insert("chunks".into(), json!(chunks));
+    zarray.insert("dtype".into(), Value::String(enc.dtype));
+    zarray.insert("compressor".into(), enc.compressor);
+    zarray.insert("fill_value".into(), enc.fill_value);
+    zarray.insert("order".into(), Value::String(enc.order.into()));
+    zarray.insert("filters".into(), enc.filters);
+    let separator = meta.key_encoding.separator().to_string();
+    zarray.insert("dimension_separator".into(), Value::String(separator));
+    zarray
+}
+
+/// The v2 form of an array on a truly rectilinear grid, in both v2 views: tiles of the
+/// regular grid of its longest chunks (see `view::retile`), each assembled decoded and stored
+/// uncompressed.
+fn retiled_v2_array(meta: &ArrayMetadata, source: &RectilinearGrid) -> Result<V2Form, String> {
+    let specs = decode_spec(meta).map_err(|e| {
+        format!("rectilinear chunks that cannot be decoded cannot be re-tiled: {e}")
+    })?;
+    let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
+    let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, false, None)?;
+    let shown = ChunkKeyEncoding::V2 { separator: meta.key_encoding.separator() };
+    let retiling = Retiling::new(&meta.shape, source, specs, meta.key_encoding, shown);
+    let enc =
+        V2Encoding { dtype, fill_value, compressor: Value::Null, filters: Value::Null, order: "C" };
+    Ok(V2Form {
+        zarray: zarray_doc(meta, &retiling.tile, enc),
+        zattrs: array_attributes(&meta.json),
+        chunks: ChunkShow::Retiled(Arc::new(retiling)),
+        strip_crc32c: false,
+        not_decoded: None,
+    })
 }
 
 /// The v2 form of a v3 array in the v2 view, or (`decoded`) in the v2-decoded view.
 pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String> {
+    if let Some(source) = meta.chunk_grid.truly_rectilinear() {
+        return retiled_v2_array(meta, source);
+    }
     let chunks = meta
-        .chunk_shape
-        .clone()
-        .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid_name))?;
+        .chunk_shape()
+        .ok_or_else(|| format!("chunk grid {} has no v2 form", meta.chunk_grid.name()))?;
     let fill = meta.json.get("fill_value").cloned().unwrap_or(Value::Null);
     let mut expressed = v3_codecs_to_v2(&meta.codecs, meta.shape.len(), &meta.data_type);
     let mut strip_crc32c = false;
@@ -209,23 +259,25 @@ pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String
             },
         }
     }
-    let (dtype, fill_value, compressor, filters, order, decode) = match (decode_all, expressed) {
+    let (enc, decode) = match (decode_all, expressed) {
         (None, Some(c)) => {
             let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, c.big_endian, c.vlen)?;
             let filters = if c.filters.is_empty() { Value::Null } else { Value::Array(c.filters) };
             let order = if c.order_f { "F" } else { "C" };
-            (dtype, fill_value, c.compressor.unwrap_or(Value::Null), filters, order, None)
+            let compressor = c.compressor.unwrap_or(Value::Null);
+            (V2Encoding { dtype, fill_value, compressor, filters, order }, None)
         }
         (spec, _) => {
             let spec = match spec {
                 Some(spec) => spec,
-                None => ChunkSpec::from_v3(meta)
+                None => ChunkSpecs::from_v3(meta)
                     .map_err(|e| format!("codecs neither v2-expressible nor decodable: {e}"))?,
             };
             unwrap = None;
             strip_crc32c = false;
             let (dtype, fill_value) = v3_type_to_v2(&meta.data_type, &fill, false, None)?;
-            (dtype, fill_value, Value::Null, Value::Null, "C", Some(spec))
+            let (compressor, filters) = (Value::Null, Value::Null);
+            (V2Encoding { dtype, fill_value, compressor, filters, order: "C" }, Some(spec))
         }
     };
     let separator = meta.key_encoding.separator();
@@ -236,18 +288,13 @@ pub fn v2_array_as(meta: &ArrayMetadata, decoded: bool) -> Result<V2Form, String
         }
         ChunkKeyEncoding::V2 { .. } => KeyMap::identity(meta.key_encoding, grid),
     };
-    let mut zarray = Map::new();
-    zarray.insert("zarr_format".into(), json!(2));
-    zarray.insert("shape".into(), json!(meta.shape));
-    zarray.insert("chunks".into(), json!(chunks));
-    zarray.insert("dtype".into(), Value::String(dtype));
-    zarray.insert("compressor".into(), compressor);
-    zarray.insert("fill_value".into(), fill_value);
-    zarray.insert("order".into(), Value::String(order.into()));
-    zarray.insert("filters".into(), filters);
-    zarray.insert("dimension_separator".into(), Value::String(separator.to_string()));
-    let zattrs = array_attributes(&meta.json);
-    Ok(V2Form { zarray, zattrs, keys, decode, strip_crc32c, unwrap, not_decoded })
+    Ok(V2Form {
+        zarray: zarray_doc(meta, &chunks, enc),
+        zattrs: array_attributes(&meta.json),
+        chunks: ChunkShow::Stored(StoredChunks { keys, decode, unwrap: unwrap.map(Arc::new) }),
+        strip_crc32c,
+        not_decoded,
+    })
 }
 
 fn crc32c_codec() -> crate::zarr::metadata::Codec {
@@ -344,6 +391,14 @@ mod tests {
     use crate::view::present::ArrayPath;
     use bytes::Bytes;
 
+    /// The stored chunks of a form that has them.
+    fn stored(form: &V2Form) -> &StoredChunks {
+        match &form.chunks {
+            ChunkShow::Stored(s) => s,
+            ChunkShow::Retiled(_) => panic!("re-tiled"),
+        }
+    }
+
     fn array(extra: Value) -> ArrayMetadata {
         let mut doc = json!({"zarr_format": 3, "node_type": "array", "shape": [5, 4], "data_type": "int16",
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4]}},
@@ -406,7 +461,7 @@ mod tests {
         let mut n = 0;
         for (name, meta, want) in v2form_cases() {
             let form = v2_array(&meta).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(form.decode.is_none(), "{name}: served decoded");
+            assert!(stored(&form).decode.is_none(), "{name}: served decoded");
             assert_eq!(form.strip_crc32c, name.contains("crc32c"), "{name}");
             let got = &form.zarray;
             for key in ["zarr_format", "shape", "chunks", "dtype", "fill_value", "order"] {
@@ -439,8 +494,8 @@ mod tests {
                 vlen += 1;
                 assert_eq!(z["filters"], json!([want["filters"][0]]), "{name}");
                 assert_eq!(z["compressor"], Value::Null, "{name}");
-                assert!(form.unwrap.is_some() && form.decode.is_none(), "{name}");
-            } else if let Some(spec) = &form.decode {
+                assert!(stored(&form).unwrap.is_some() && stored(&form).decode.is_none(), "{name}");
+            } else if let Some(spec) = &stored(&form).decode {
                 decoded += 1;
                 assert_eq!((&z["compressor"], &z["filters"]), (&Value::Null, &Value::Null));
                 assert_eq!(z["order"], "C");
@@ -452,7 +507,7 @@ mod tests {
                     "S" => dtype[2..].parse::<u64>().unwrap(),
                     _ => dtype[2..].split('[').next().unwrap().parse().unwrap(),
                 };
-                assert_eq!(spec.decoded_size().unwrap(), 3 * 2 * per_item, "{name}");
+                assert_eq!(spec.base().decoded_size().unwrap(), 3 * 2 * per_item, "{name}");
             } else {
                 assert!(form.not_decoded.is_some(), "{name}");
                 kept.push(name);
@@ -476,8 +531,8 @@ mod tests {
         let DirShow::Array(show) = V2DecodedPresenter::default().present("a", &docs) else {
             panic!()
         };
-        let spec = show.decode.as_ref().expect("decoded");
-        assert_eq!(spec.decoded_size().unwrap(), 10);
+        let spec = show.stored().unwrap().decode.as_ref().expect("decoded");
+        assert_eq!(spec.base().decoded_size().unwrap(), 10);
         let shown: Value = serde_json::from_slice(&show.files.generated[0].1).unwrap();
         assert_eq!((&shown["compressor"], &shown["filters"]), (&Value::Null, &Value::Null));
         // The v2 view keeps it as stored.
@@ -517,10 +572,10 @@ mod tests {
     fn checksums_inside_the_chain_are_decoded() {
         let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
         let form = v2_array(&array(json!({"codecs": [le, "crc32c", "zstd"]}))).unwrap();
-        assert!(form.decode.is_some() && !form.strip_crc32c);
+        assert!(stored(&form).decode.is_some() && !form.strip_crc32c);
         assert_eq!(form.zarray["compressor"], Value::Null);
         let form = v2_array(&array(json!({"codecs": [le, "zstd", "crc32c"]}))).unwrap();
-        assert!(form.decode.is_none() && form.strip_crc32c);
+        assert!(stored(&form).decode.is_none() && form.strip_crc32c);
         assert_eq!(form.zarray["compressor"]["id"], "zstd");
         assert_eq!(form.zarray["filters"], Value::Null);
         // numcodecs' crc32c with the checksum at the start cannot be cut off the end.
@@ -533,7 +588,7 @@ mod tests {
     #[test]
     fn expressible_chain_keeps_chunks() {
         let form = v2_array(&array(json!({}))).unwrap();
-        assert!(form.decode.is_none());
+        assert!(stored(&form).decode.is_none());
         let z = &form.zarray;
         assert_eq!(z["dtype"], ">i2");
         assert_eq!(z["compressor"]["id"], "blosc");
@@ -547,7 +602,7 @@ mod tests {
             form.zattrs,
             json!({"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}).as_object().unwrap().clone()
         );
-        assert_eq!(form.keys.resolve("2/0"), ArrayPath::Chunk("c/2/0".into()));
+        assert_eq!(stored(&form).keys.resolve("2/0"), ArrayPath::Chunk("c/2/0".into()));
     }
 
     #[test]
@@ -564,7 +619,7 @@ mod tests {
             {"name": "bytes", "configuration": {"endian": "little"}}], "shape": [5, 4, 3],
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4, 3]}}, "dimension_names": ["a", null, "c"]})))
         .unwrap();
-        assert!(form.decode.is_some());
+        assert!(stored(&form).decode.is_some());
         assert_eq!(form.zarray["dtype"], "<i2");
         assert_eq!(form.zarray["compressor"], Value::Null);
         assert!(!form.zattrs.contains_key("_ARRAY_DIMENSIONS")); // one name is null
@@ -577,7 +632,7 @@ mod tests {
             {"name": "bytes", "configuration": {"endian": "little"}}]})))
         .unwrap();
         assert_eq!(form.zarray["order"], "F");
-        assert!(form.decode.is_none());
+        assert!(stored(&form).decode.is_none());
     }
 
     #[test]
@@ -587,9 +642,9 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(dot.zarray["dimension_separator"], ".");
-        assert_eq!(dot.keys.resolve("1.0"), ArrayPath::Chunk("c.1.0".into()));
+        assert_eq!(stored(&dot).keys.resolve("1.0"), ArrayPath::Chunk("c.1.0".into()));
         let v2 = v2_array(&array(json!({"chunk_key_encoding": {"name": "v2"}}))).unwrap();
-        assert_eq!(v2.keys.resolve("1.0"), ArrayPath::Chunk("1.0".into()));
+        assert_eq!(stored(&v2).keys.resolve("1.0"), ArrayPath::Chunk("1.0".into()));
     }
 
     #[test]
@@ -601,9 +656,48 @@ mod tests {
         let mut doc = Value::Object(array(json!({})).json);
         doc["data_type"] = json!("string");
         assert_eq!(V2Presenter::default().present("a", &docs(doc.clone())), DirShow::Hidden);
+        // Rectilinear chunks are re-tiled only where they decode (strings do not).
+        doc["chunk_grid"] = json!({"name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": [[2, 3], 4]}});
+        assert_eq!(V2Presenter::default().present("a", &docs(doc.clone())), DirShow::Hidden);
         doc["data_type"] = json!("int16");
-        doc["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}});
-        assert_eq!(V2Presenter::default().present("a", &docs(doc)), DirShow::Hidden);
+        let DirShow::Array(show) = V2Presenter::default().present("a", &docs(doc)) else {
+            panic!()
+        };
+        assert!(matches!(&show.chunks, ChunkShow::Retiled(r) if r.tile == [3, 4]));
+    }
+
+    /// zarr-python 3.4's rectilinear arrays (tests/fixtures/rectilinear): tiles of the longest
+    /// chunks, decoded and uncompressed, in both v2 views; a rectilinear grid of one length per
+    /// dimension keeps its stored chunks.
+    #[test]
+    fn rectilinear_arrays_retiled() {
+        use crate::zarr::chunk_grid::tests::fixture_meta;
+        for decoded in [false, true] {
+            let form = v2_array_as(&fixture_meta("chunks2d"), decoded).unwrap();
+            let z = &form.zarray;
+            assert_eq!(z["chunks"], json!([60, 30]));
+            assert_eq!(
+                (&z["compressor"], &z["filters"], &z["order"]),
+                (&Value::Null, &Value::Null, &json!("C"))
+            );
+            assert_eq!((&z["dtype"], &z["fill_value"]), (&json!("<i4"), &json!(-1)));
+            assert_eq!(form.zattrs["_ARRAY_DIMENSIONS"], json!(["y", "x"]));
+            assert!(matches!(&form.chunks, ChunkShow::Retiled(r) if r.shown.grid() == [2, 3]));
+            // A big-endian chain: the tiles are decoded, so little-endian.
+            let form = v2_array_as(&fixture_meta("chunks1d_v2keys"), decoded).unwrap();
+            assert_eq!(
+                (&form.zarray["dtype"], &form.zarray["chunks"]),
+                (&json!("<u2"), &json!([70]))
+            );
+            assert_eq!(form.zarray["dimension_separator"], ".");
+            let uniform = v2_array_as(&fixture_meta("chunks_uniform"), decoded).unwrap();
+            assert_eq!(uniform.zarray["chunks"], json!([4, 5]));
+            assert!(matches!(uniform.chunks, ChunkShow::Stored(_)));
+            for left_out in ["strings", "shards_nodivide"] {
+                assert!(v2_array_as(&fixture_meta(left_out), decoded).is_err(), "{left_out}");
+            }
+        }
     }
 
     #[test]

@@ -61,15 +61,13 @@ impl ChunkTree {
     }
 
     /// The chunk tree of the array whose metadata document `name` (`zarr.json` or
-    /// `.zarray`) holds `bytes`; `None` for a group, a grid other than `regular`, or a
+    /// `.zarray`) holds `bytes`; `None` for a group, an unknown chunk grid, or a
     /// document that does not parse. Only the grid and the key encoding are read, so a v2
     /// array whose dtype the views cannot decode still has its tree.
     pub fn from_metadata(name: &str, bytes: &[u8]) -> Option<ChunkTree> {
         match name {
             "zarr.json" => match parse_zarr_json(bytes).ok()? {
-                NodeMetadata::Array(a) => {
-                    Some(ChunkTree::new(a.key_encoding, grid(&a.shape, a.chunk_shape.as_ref()?)))
-                }
+                NodeMetadata::Array(a) => Some(ChunkTree::new(a.key_encoding, a.chunk_counts()?)),
                 NodeMetadata::Group(_) => None,
             },
             ".zarray" => {
@@ -237,17 +235,17 @@ impl ChunkTree {
     }
 }
 
-/// An upper estimate of the bytes one stored chunk (one shard, when sharded) of the array
-/// whose metadata document `name` holds `bytes` takes: its elements at their item size, plus
-/// a shard index, plus slack for a compressor's worst case (blosc, zstd and gzip add well
-/// under 1/64 to incompressible data). `None` when the document says too little to tell
-/// (a variable-size or unknown data type, an irregular grid). A guess for deciding how to
+/// An upper estimate of the bytes one stored chunk (one shard, when sharded; the largest, on a
+/// rectilinear grid) of the array whose metadata document `name` holds `bytes` takes: its
+/// elements at their item size, plus a shard index, plus slack for a compressor's worst case
+/// (blosc, zstd and gzip add well under 1/64 to incompressible data). `None` when the document
+/// says too little to tell (a variable-size or unknown data type, an unknown grid). A guess for deciding how to
 /// fetch, never a limit on what is read.
 pub fn stored_chunk_bound(name: &str, bytes: &[u8]) -> Option<u64> {
     let (chunk_shape, itemsize, inner_chunks) = match name {
         "zarr.json" => match parse_zarr_json(bytes).ok()? {
             NodeMetadata::Array(a) => {
-                let chunk_shape = a.chunk_shape.clone()?;
+                let chunk_shape = a.chunk_grid.boundaries(&a.shape)?.largest_chunk();
                 let itemsize = DataType::from_json(&a.data_type).ok()?.itemsize as u64;
                 let inner = match a.codecs.iter().find(|c| c.name == "sharding_indexed") {
                     Some(c) => {

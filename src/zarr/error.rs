@@ -29,9 +29,26 @@ pub enum MetadataError {
     DataType(#[from] DataTypeError),
     #[error("invalid chunk key separator {0}")]
     InvalidSeparator(String),
+    #[error("rectilinear chunk grid: {0}")]
+    Rectilinear(#[from] GridError),
     /// Consolidated metadata (v3 inline or v2 `.zmetadata`) that does not describe a hierarchy.
     #[error("consolidated metadata: {0}")]
     Consolidated(String),
+}
+
+/// What is wrong with a `rectilinear` chunk grid's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GridError {
+    #[error("kind {0} is not \"inline\"")]
+    Kind(String),
+    #[error("{grid} dimensions in chunk_shapes, {shape} in the array's shape")]
+    Rank { grid: usize, shape: usize },
+    #[error("dimension {dim}: invalid chunk length {value} (expected a positive integer or a [length, count] pair of them)")]
+    BadLength { dim: usize, value: String },
+    #[error("dimension {dim}: no chunk lengths")]
+    NoLengths { dim: usize },
+    #[error("dimension {dim}: the chunk lengths sum to {sum}, short of the extent {extent}")]
+    Short { dim: usize, sum: u64, extent: u64 },
 }
 
 /// Why a data type or a fill value cannot be used. Every message is one line.

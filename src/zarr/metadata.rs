@@ -5,9 +5,10 @@
 use serde_json::{Map, Value};
 
 use crate::python_json;
+use crate::zarr::chunk_grid::ChunkGrid;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
-use crate::zarr::json::{name_and_config, u64_list, Named};
+use crate::zarr::json::{name_and_config, u64_list};
 
 /// A parsed v3 `zarr.json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,11 +24,8 @@ pub struct ArrayMetadata {
     /// what it must.
     pub json: Map<String, Value>,
     pub shape: Vec<u64>,
-    /// The chunk (= shard, when sharded) shape of a `regular` chunk grid; `None` for
-    /// any other grid (e.g. rectilinear), which we never unpack.
-    pub chunk_shape: Option<Vec<u64>>,
-    /// The name of the chunk grid (`"regular"` or an extension).
-    pub chunk_grid_name: String,
+    /// The grid of chunks (= shards, when sharded).
+    pub chunk_grid: ChunkGrid,
     pub key_encoding: ChunkKeyEncoding,
     pub codecs: Vec<Codec>,
     pub data_type: Value,
@@ -79,51 +77,28 @@ impl ArrayMetadata {
             u64_list(json.get("shape").ok_or(MetadataError::MissingField("shape"))?, "shape")?;
         let data_type =
             json.get("data_type").cloned().ok_or(MetadataError::MissingField("data_type"))?;
-        let (chunk_grid_name, chunk_shape) = parse_chunk_grid(
+        let chunk_grid = ChunkGrid::parse(
             json.get("chunk_grid").ok_or(MetadataError::MissingField("chunk_grid"))?,
+            &shape,
         )?;
-        if let Some(cs) = &chunk_shape {
-            if cs.len() != shape.len() {
-                return Err(MetadataError::RankMismatch {
-                    shape: shape.len(),
-                    chunk_shape: cs.len(),
-                });
-            }
-        }
         let key_encoding = ChunkKeyEncoding::from_json(json.get("chunk_key_encoding"))?;
         let codecs = parse_codecs(
             json.get("codecs").ok_or(MetadataError::MissingField("codecs"))?,
             "codecs",
         )?;
-        Ok(ArrayMetadata {
-            json,
-            shape,
-            chunk_shape,
-            chunk_grid_name,
-            key_encoding,
-            codecs,
-            data_type,
-        })
+        Ok(ArrayMetadata { json, shape, chunk_grid, key_encoding, codecs, data_type })
     }
-}
 
-/// Returns the grid name and, for a `regular` grid, its chunk shape.
-fn parse_chunk_grid(v: &Value) -> Result<(String, Option<Vec<u64>>), MetadataError> {
-    let Named { name, config } = name_and_config(v, "chunk_grid")?;
-    if name != "regular" {
-        return Ok((name, None));
+    /// The shape every chunk (shard) has, if they share one: a `regular` grid, or a
+    /// rectilinear one with a single length per dimension.
+    pub fn chunk_shape(&self) -> Option<Vec<u64>> {
+        self.chunk_grid.regular_shape()
     }
-    let cs = config
-        .and_then(|c| c.get("chunk_shape"))
-        .ok_or(MetadataError::MissingField("chunk_grid.configuration.chunk_shape"))?;
-    let cs = u64_list(cs, "chunk_grid.configuration.chunk_shape")?;
-    if cs.contains(&0) {
-        return Err(MetadataError::InvalidField {
-            field: "chunk_grid.configuration.chunk_shape",
-            expected: "positive integers",
-        });
+
+    /// Chunks (shards) per dimension; `None` for an unknown grid.
+    pub fn chunk_counts(&self) -> Option<Vec<u64>> {
+        self.chunk_grid.boundaries(&self.shape).map(|g| g.counts())
     }
-    Ok((name, Some(cs)))
 }
 
 /// Parse a codec chain; `field` names it in errors.
@@ -172,8 +147,8 @@ pub(crate) mod tests {
     fn parses_fixture() {
         let a = fixture();
         assert_eq!(a.shape, vec![100, 100]);
-        assert_eq!(a.chunk_shape, Some(vec![50, 50]));
-        assert_eq!(a.chunk_grid_name, "regular");
+        assert_eq!(a.chunk_shape(), Some(vec![50, 50]));
+        assert_eq!(a.chunk_grid.name(), "regular");
         assert_eq!(a.key_encoding, ChunkKeyEncoding::Default { separator: '/' });
         assert_eq!(a.data_type, json!("int32"));
         assert_eq!(a.codecs.len(), 1);
@@ -209,11 +184,12 @@ pub(crate) mod tests {
     #[test]
     fn irregular_grid_parses() {
         let doc = json!({"zarr_format":3,"node_type":"array","shape":[10],"data_type":"uint8",
-            "chunk_grid":{"name":"rectilinear","configuration":{"chunk_shapes":[[3,7]]}},
+            "chunk_grid":{"name":"rectilinear","configuration":{"kind":"inline","chunk_shapes":[[3,7]]}},
             "codecs":[{"name":"bytes"}],"fill_value":0});
         let NodeMetadata::Array(a) = parse_node(doc).unwrap() else { panic!() };
-        assert_eq!(a.chunk_shape, None);
-        assert_eq!(a.chunk_grid_name, "rectilinear");
+        assert_eq!(a.chunk_shape(), None);
+        assert_eq!(a.chunk_grid.name(), "rectilinear");
+        assert_eq!(a.chunk_grid.truly_rectilinear().unwrap().counts(), [2]);
         // Absent chunk_key_encoding defaults to `default` with '/'.
         assert_eq!(a.key_encoding, ChunkKeyEncoding::Default { separator: '/' });
     }
@@ -241,6 +217,10 @@ pub(crate) mod tests {
             with("shape", json!([100])), // rank mismatch with the grid
             with("chunk_grid", json!({"name":"regular","configuration":{"chunk_shape":[0,50]}})),
             with("chunk_grid", json!({"name":"regular"})),
+            with(
+                "chunk_grid",
+                json!({"name":"rectilinear","configuration":{"kind":"inline","chunk_shapes":[[50],[100]]}}),
+            ),
             with("chunk_key_encoding", json!({"name":"hashed"})),
             with("codecs", json!("bytes")),
             without("zarr_format"),

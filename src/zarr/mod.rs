@@ -3,10 +3,12 @@
 //! codec chains (`codecs/`) and the v2 translation. No I/O: every input is untrusted
 //! bytes or JSON handed in by the caller, and every failure is a typed error, never a
 //! panic. Modules import each other without cycles, each only from those before it:
-//! `error`, `json`, `data_type`, `chunk_key`, `chunk_tree`, `metadata`, `consolidated`, `sharding`,
-//! `codecs`, `v2`.
+//! `error`, `json`, `data_type`, `chunk_key`, `chunk_grid`, `chunk_tree`, `metadata`,
+//! `consolidated`, `sharding`, `codecs`, `chunk_specs`, `v2`.
 
+pub mod chunk_grid;
 pub mod chunk_key;
+pub mod chunk_specs;
 pub mod chunk_tree;
 pub mod codecs;
 pub mod consolidated;

@@ -711,7 +711,7 @@ mod tests {
         let doc = json!({
             "zarr_format": 2,
             "shape": meta.shape,
-            "chunks": meta.chunk_shape,
+            "chunks": meta.chunk_shape(),
             "dtype": v2_dtype(&dt, c.big_endian)?,
             "compressor": c.compressor,
             "fill_value": v3_fill_to_v2(&dt, &meta.json["fill_value"]).unwrap(),

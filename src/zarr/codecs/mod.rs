@@ -235,8 +235,8 @@ impl ChunkSpec {
     /// (an error for any other grid), fill value and codecs, checked.
     pub fn from_v3(meta: &ArrayMetadata) -> Result<ChunkSpec, CodecError> {
         let data_type = DataType::from_json(&meta.data_type)?;
-        let chunk_shape = meta.chunk_shape.clone().ok_or_else(|| {
-            CodecError::Unsupported(format!("chunk grid {}", meta.chunk_grid_name))
+        let chunk_shape = meta.chunk_shape().ok_or_else(|| {
+            CodecError::Unsupported(format!("chunk grid {}", meta.chunk_grid.name()))
         })?;
         let fill = meta.json.get("fill_value").ok_or_else(|| DataTypeError::InvalidFillValue {
             data_type: data_type.name.clone(),
@@ -967,8 +967,12 @@ pub(crate) mod tests {
         assert_eq!(nan.fill_value, f32::NAN.to_le_bytes());
 
         let mut irregular = meta.clone();
-        irregular.chunk_shape = None;
-        irregular.chunk_grid_name = "rectilinear".into();
+        irregular.chunk_grid = crate::zarr::chunk_grid::ChunkGrid::parse(
+            &json!({"name": "rectilinear", "configuration": {"kind": "inline",
+                "chunk_shapes": [[8, 4, 8], [6, 6, 3]]}}),
+            &irregular.shape,
+        )
+        .unwrap();
         assert!(matches!(
             ChunkSpec::from_v3(&irregular),
             Err(CodecError::Unsupported(n)) if n == "chunk grid rectilinear"

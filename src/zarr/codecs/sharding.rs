@@ -4,20 +4,17 @@
 //! through the inner chain (which may itself shard), places it into the shard's
 //! C-order output and leaves absent inner chunks at the fill value.
 //!
-//! The configuration is checked by [`crate::zarr::sharding::shard_layout`], the
+//! The configuration is checked by [`crate::zarr::sharding::layout_for_shape`], the
 //! same code that decides whether the unsharded view can unpack an array, so both
 //! accept exactly the same shards. This decoder stays among the codecs rather than in
 //! `zarr/sharding/`: it is one codec of the chain and decodes inner chunks through it,
 //! so moving it would make the two folders import each other.
 
-use serde_json::Map;
-
 use super::{decoded_size, ChunkSpec, CodecError, Plan};
-use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::data_type::DataType;
-use crate::zarr::metadata::{ArrayMetadata, Codec};
+use crate::zarr::metadata::Codec;
 use crate::zarr::sharding::index::ShardIndex;
-use crate::zarr::sharding::{shard_layout, ShardLayout, SHARDING_CODEC};
+use crate::zarr::sharding::{layout_for_shape, ShardLayout, SHARDING_CODEC};
 
 /// How deeply sharding may nest (a shard of shards of ...). JSON parsing already
 /// bounds the depth; this keeps a hand-built chain from recursing without limit.
@@ -108,19 +105,9 @@ impl ShardCodec {
     }
 }
 
-/// The layout of shards of `shard_shape` under `codec`, checked by
-/// [`shard_layout`] on a one-shard array of that shape holding just this codec.
+/// The layout of shards of `shard_shape` under `codec`, checked by [`layout_for_shape`].
 fn layout(codec: &Codec, shard_shape: &[u64]) -> Result<ShardLayout, CodecError> {
-    let one_shard = ArrayMetadata {
-        json: Map::new(),
-        shape: shard_shape.to_vec(),
-        chunk_shape: Some(shard_shape.to_vec()),
-        chunk_grid_name: "regular".into(),
-        key_encoding: ChunkKeyEncoding::Default { separator: '/' },
-        codecs: vec![codec.clone()],
-        data_type: serde_json::Value::Null,
-    };
-    shard_layout(&one_shard).map_err(|e| CodecError::InvalidConfiguration {
+    layout_for_shape(codec, shard_shape).map_err(|e| CodecError::InvalidConfiguration {
         codec: SHARDING_CODEC.into(),
         reason: e.to_string(),
     })

@@ -7,9 +7,12 @@
 pub mod build;
 pub mod index;
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::zarr::chunk_grid::{ChunkGrid, RectilinearGrid};
 use crate::zarr::json::u64_list;
 use crate::zarr::metadata::{parse_codecs, ArrayMetadata, Codec};
 
@@ -42,6 +45,13 @@ pub struct ShardLayout {
 }
 
 impl ShardLayout {
+    /// The same layout for shards of another shape; `None` if the inner chunk does not
+    /// divide it ([`shard_grid`] checked that it divides every shard of its grid).
+    fn with_shard_shape(&self, shard_shape: Vec<u64>) -> Option<ShardLayout> {
+        let (chunks_per_shard, n_entries) = entries(&shard_shape, &self.inner_chunk_shape).ok()?;
+        Some(ShardLayout { shard_shape, chunks_per_shard, n_entries, ..self.clone() })
+    }
+
     /// Bytes of the encoded index: 16 per entry, plus 4 for the checksum.
     /// Saturates (only reachable with a hand-built layout past the cap).
     pub fn index_size(&self) -> u64 {
@@ -84,8 +94,10 @@ pub enum NotUnpackable {
     ArrayToArrayBefore(String),
     #[error("codec `{0}` after sharding wraps whole shards")]
     BytesToBytesAfter(String),
-    #[error("chunk grid `{0}` is not regular")]
+    #[error("chunk grid `{0}` is unknown")]
     IrregularGrid(String),
+    #[error("shards differ in shape")]
+    VaryingShards,
     #[error("bad sharding configuration: {0}")]
     BadConfig(ConfigProblem),
     #[error("unsupported shard index codecs: {0}")]
@@ -94,17 +106,39 @@ pub enum NotUnpackable {
     TooManyEntries(u64),
 }
 
-/// Decide whether `meta` is a sharded array we can unpack, and describe its shards.
-pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> {
+/// A sharded array's shards: where they lie and how each is laid out. On a rectilinear shard
+/// grid shards differ in shape (and so in index size); every one holds whole inner chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardGrid {
+    /// The shard boundaries (a regular grid's too: one length per dimension).
+    pub bounds: RectilinearGrid,
+    /// The layout of the largest shard; [`layout_of`](Self::layout_of) gives each shard's.
+    pub largest: ShardLayout,
+}
+
+impl ShardGrid {
+    /// The layout of the shard at `shard_coords`; `None` outside the grid.
+    pub fn layout_of(&self, shard_coords: &[u64]) -> Option<Cow<'_, ShardLayout>> {
+        let shape = self.bounds.chunk_shape(shard_coords)?;
+        if shape == self.largest.shard_shape {
+            return Some(Cow::Borrowed(&self.largest));
+        }
+        self.largest.with_shard_shape(shape).map(Cow::Owned)
+    }
+}
+
+/// Decide whether `meta` is a sharded array we can unpack, and describe its shards. A
+/// regular shard grid, or a rectilinear one whose every shard length the inner chunk divides.
+pub fn shard_grid(meta: &ArrayMetadata) -> Result<ShardGrid, NotUnpackable> {
     let pos = meta
         .codecs
         .iter()
         .position(|c| c.name == SHARDING_CODEC)
         .ok_or(NotUnpackable::NotSharded)?;
-    let shard_shape = meta
-        .chunk_shape
-        .clone()
-        .ok_or_else(|| NotUnpackable::IrregularGrid(meta.chunk_grid_name.clone()))?;
+    let bounds = meta
+        .chunk_grid
+        .boundaries(&meta.shape)
+        .ok_or_else(|| NotUnpackable::IrregularGrid(meta.chunk_grid.name().to_string()))?;
     // Anything before would change the coordinates the index is addressed by;
     // anything after encodes whole shards, so inner chunks are not byte ranges.
     if let Some(c) = meta.codecs[..pos].first() {
@@ -113,20 +147,49 @@ pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> 
     if let Some(c) = meta.codecs.get(pos + 1) {
         return Err(NotUnpackable::BytesToBytesAfter(c.name.clone()));
     }
-    let bad = NotUnpackable::BadConfig;
     // Parsed documents guarantee this; re-checked because the fields are public and
     // every later division relies on it.
-    if shard_shape.len() != meta.shape.len() || shard_shape.contains(&0) {
-        return Err(bad(ConfigProblem::InvalidGrid {
-            shape: meta.shape.len(),
-            grid: shard_shape.len(),
-        }));
+    let (grid, has_zero) = match &meta.chunk_grid {
+        ChunkGrid::Regular(cs) => (cs.len(), cs.contains(&0)),
+        _ => (bounds.ndim(), false),
+    };
+    let shape = meta.shape.len();
+    if grid != shape || has_zero {
+        return Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid { shape, grid }));
     }
-    let config = &meta.codecs[pos].configuration;
+    let largest = layout_for_shape(&meta.codecs[pos], &bounds.largest_chunk())?;
+    // The largest shard's layout checked its lengths; every other length must hold whole
+    // inner chunks too.
+    for (dim, &inner) in largest.inner_chunk_shape.iter().enumerate() {
+        if let Some(shard) = bounds.dim(dim).lengths().into_iter().find(|l| l % inner != 0) {
+            return Err(NotUnpackable::BadConfig(ConfigProblem::NotDivisible {
+                dim,
+                shard,
+                inner,
+            }));
+        }
+    }
+    Ok(ShardGrid { bounds, largest })
+}
+
+/// The layout of a sharded array whose shards all have one shape (a regular grid, or a
+/// rectilinear one with one length per dimension).
+pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> {
+    let grid = shard_grid(meta)?;
+    match grid.bounds.uniform_shape() {
+        Some(_) => Ok(grid.largest),
+        None => Err(NotUnpackable::VaryingShards),
+    }
+}
+
+/// The layout of shards of `shard_shape` under `codec`, a `sharding_indexed` entry (its
+/// configuration checked).
+pub fn layout_for_shape(codec: &Codec, shard_shape: &[u64]) -> Result<ShardLayout, NotUnpackable> {
+    let bad = NotUnpackable::BadConfig;
+    let config = &codec.configuration;
     if config.is_empty() {
         return Err(bad(ConfigProblem::MissingConfiguration));
     }
-
     let inner_chunk_shape = config
         .get("chunk_shape")
         .and_then(|v| u64_list(v, "chunk_shape").ok())
@@ -138,20 +201,7 @@ pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> 
             inner: inner_chunk_shape.len(),
         }));
     }
-    let mut chunks_per_shard = Vec::with_capacity(shard_shape.len());
-    let mut n_entries: u64 = 1;
-    for (dim, (&shard, &inner)) in shard_shape.iter().zip(&inner_chunk_shape).enumerate() {
-        if shard % inner != 0 {
-            return Err(bad(ConfigProblem::NotDivisible { dim, shard, inner }));
-        }
-        let per = shard / inner;
-        chunks_per_shard.push(per);
-        // Saturate so an overflowing product is reported as "too many" too.
-        n_entries = n_entries.saturating_mul(per);
-    }
-    if n_entries > MAX_INDEX_ENTRIES {
-        return Err(NotUnpackable::TooManyEntries(n_entries));
-    }
+    let (chunks_per_shard, n_entries) = entries(shard_shape, &inner_chunk_shape)?;
 
     let inner_codecs = config
         .get("codecs")
@@ -174,7 +224,7 @@ pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> 
     };
 
     Ok(ShardLayout {
-        shard_shape,
+        shard_shape: shard_shape.to_vec(),
         inner_chunk_shape,
         chunks_per_shard,
         n_entries,
@@ -183,6 +233,29 @@ pub fn shard_layout(meta: &ArrayMetadata) -> Result<ShardLayout, NotUnpackable> 
         inner_codecs,
         index_codecs,
     })
+}
+
+/// Inner chunks per shard dimension, and their product (at most [`MAX_INDEX_ENTRIES`]).
+fn entries(shard_shape: &[u64], inner: &[u64]) -> Result<(Vec<u64>, u64), NotUnpackable> {
+    let mut chunks_per_shard = Vec::with_capacity(shard_shape.len());
+    let mut n_entries: u64 = 1;
+    for (dim, (&shard, &inner)) in shard_shape.iter().zip(inner).enumerate() {
+        if shard % inner != 0 {
+            return Err(NotUnpackable::BadConfig(ConfigProblem::NotDivisible {
+                dim,
+                shard,
+                inner,
+            }));
+        }
+        let per = shard / inner;
+        chunks_per_shard.push(per);
+        // Saturate so an overflowing product is reported as "too many" too.
+        n_entries = n_entries.saturating_mul(per);
+    }
+    if n_entries > MAX_INDEX_ENTRIES {
+        return Err(NotUnpackable::TooManyEntries(n_entries));
+    }
+    Ok((chunks_per_shard, n_entries))
 }
 
 /// We decode the index ourselves, so only `bytes` (little endian) optionally
@@ -287,8 +360,8 @@ pub(crate) mod tests {
         assert_eq!(reason(|v| v["codecs"] = json!(["bytes", "zstd"])), NotSharded);
         assert_eq!(reason(|v| v["codecs"] = json!([])), NotSharded);
         assert_eq!(
-            reason(|v| v["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}})),
-            IrregularGrid("rectilinear".into())
+            reason(|v| v["chunk_grid"] = json!({"name": "spiral", "configuration": {}})),
+            IrregularGrid("spiral".into())
         );
         assert_eq!(
             reason(|v| {
@@ -380,12 +453,12 @@ pub(crate) mod tests {
     #[test]
     fn hand_built_bad_grid_refused() {
         let mut m = fixture();
-        m.chunk_shape = Some(vec![0, 50]);
+        m.chunk_grid = ChunkGrid::Regular(vec![0, 50]);
         assert_eq!(
             shard_layout(&m),
             Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid { shape: 2, grid: 2 }))
         );
-        m.chunk_shape = Some(vec![50]);
+        m.chunk_grid = ChunkGrid::Regular(vec![50]);
         assert_eq!(
             shard_layout(&m),
             Err(NotUnpackable::BadConfig(ConfigProblem::InvalidGrid { shape: 2, grid: 1 }))
@@ -414,5 +487,43 @@ pub(crate) mod tests {
             sharding_config(v).insert("chunk_shape".into(), json!([1, 1]));
         });
         assert_eq!(shard_layout(&m).unwrap().n_entries, MAX_INDEX_ENTRIES);
+    }
+
+    /// A rectilinear shard grid (as zarr-python 3.4 writes it): every shard length holds
+    /// whole inner chunks, and each shard's index has its own number of entries.
+    #[test]
+    fn rectilinear_shard_grid() {
+        let rect = |shapes: Value| {
+            move |v: &mut Value| {
+                v["chunk_grid"] = json!({"name": "rectilinear",
+                    "configuration": {"kind": "inline", "chunk_shapes": shapes}});
+            }
+        };
+        let g = shard_grid(&meta_with(rect(json!([[40, 60], [30, 40, 30]])))).unwrap();
+        assert_eq!(g.bounds.counts(), [2, 3]);
+        assert_eq!(g.largest.shard_shape, [60, 40]);
+        assert_eq!(g.largest.n_entries, 24);
+        let small = g.layout_of(&[0, 0]).unwrap();
+        assert_eq!((small.shard_shape.as_slice(), small.n_entries), ([40, 30].as_slice(), 12));
+        assert_eq!(small.chunks_per_shard, [4, 3]);
+        assert_eq!(small.index_size(), 12 * 16 + 4);
+        assert!(matches!(g.layout_of(&[1, 1]).unwrap(), Cow::Borrowed(_)));
+        assert_eq!(g.layout_of(&[2, 0]), None);
+        // An inner chunk that does not divide some shard length: not unpacked.
+        assert_eq!(
+            reason(rect(json!([[40, 60], [30, 45, 25]]))),
+            NotUnpackable::BadConfig(ConfigProblem::NotDivisible { dim: 1, shard: 45, inner: 10 })
+        );
+        // The largest shard decides the index size cap.
+        let huge = reason(|v| {
+            rect(json!([[10, 8192], [16384]]))(v);
+            v["shape"] = json!([8202, 16384]);
+            sharding_config(v).insert("chunk_shape".into(), json!([1, 1]));
+        });
+        assert_eq!(huge, NotUnpackable::TooManyEntries(1 << 27));
+        // Regular grids are one length per dimension.
+        let g = shard_grid(&fixture()).unwrap();
+        assert_eq!(g.bounds.uniform_shape(), Some(vec![50, 50]));
+        assert!(matches!(g.layout_of(&[1, 1]).unwrap(), Cow::Borrowed(_)));
     }
 }
