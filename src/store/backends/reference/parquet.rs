@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(record_size, 4);
         let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
         names.sort();
-        assert_eq!(names, ["count", "lat", "lon", "sst", "time"]);
+        assert_eq!(names, ["count", "day", "lat", "lon", "sst", "time"]);
         let inline = |key: &str| match tree.files.get(key) {
             Some(Ref::Inline(b)) => String::from_utf8(b.to_vec()).unwrap(),
             _ => panic!("{key} is not inline"),
