@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SOURCE="${1:-examples/sample.zarr}"
 
-scripts/setup.sh >/dev/null
+ZM_SETUP_READERS=0 scripts/setup.sh >/dev/null  # the demo needs the suite venv only
 cargo build --release --quiet
 BIN="$ROOT/target/release/zarr-mount"
 
