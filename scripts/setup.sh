@@ -116,18 +116,26 @@ make_venv() {
     fi
     step "$name" "building with $("$py" --version 2>&1) from ${req#"$ROOT"/}"
     rm -rf "$dir"
-    local log
+    logged "$name" "the install" \
+        bash -c '"$1" -m venv "$2" && "$2/bin/python" -m pip install --disable-pip-version-check -r "$3"' \
+        _ "$py" "$dir" "$req" || return 1
+    echo "$key" >"$marker"
+    step "$name" "ready in $((SECONDS - t0)) s ($(installed_versions "$dir" "$req"))"
+}
+
+# logged NAME WHAT CMD...: run CMD with its output in a temp file; on failure say so for NAME and
+# show the last lines of WHAT's output.
+logged() {
+    local name="$1" what="$2" log
+    shift 2
     log="$(mktemp)"
-    if ! "$py" -m venv "$dir" >"$log" 2>&1 ||
-        ! "$dir/bin/python" -m pip install --disable-pip-version-check -r "$req" >>"$log" 2>&1; then
-        step "$name" "FAILED (last lines of the install below)"
+    if ! "$@" >"$log" 2>&1; then
+        step "$name" "FAILED (last lines of $what below)"
         tail -n 15 "$log" | sed "s/^/setup: $name: /"
         rm -f "$log"
         return 1
     fi
     rm -f "$log"
-    echo "$key" >"$marker"
-    step "$name" "ready in $((SECONDS - t0)) s ($(installed_versions "$dir" "$req"))"
 }
 
 # installed_versions DIR REQUIREMENTS_FILE: "Python X.Y.Z, name==version ..." for the packages
@@ -156,15 +164,7 @@ make_js() {
         return
     fi
     step "js readers" "installing ${dir#"$ROOT"/}/package-lock.json"
-    local log
-    log="$(mktemp)"
-    if ! (cd "$dir" && npm ci --no-audit --no-fund) >"$log" 2>&1; then
-        step "js readers" "FAILED (last lines of npm ci below)"
-        tail -n 15 "$log" | sed 's/^/setup: js readers: /'
-        rm -f "$log"
-        return 1
-    fi
-    rm -f "$log"
+    logged "js readers" "npm ci" bash -c 'cd "$1" && npm ci --no-audit --no-fund' _ "$dir" || return 1
     echo "$key" >"$marker"
     step "js readers" "ready in $((SECONDS - t0)) s (node $(node --version), $(js_versions "$dir"))"
 }

@@ -31,6 +31,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from zm_harness import (  # noqa: E402
+    run_generator,
     ACTIVE_MOUNTS,
     BIN,
     REPO,
@@ -99,12 +100,7 @@ def moto(tmp_path):
 @pytest.fixture(scope="session")
 def fixtures_dir(tmp_path_factory) -> Path:
     """Fixture store generated once per session by scripts/gen_fixtures.py."""
-    out = tmp_path_factory.mktemp("fixtures")
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_fixtures.py"), str(out)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"gen_fixtures.py failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return out
+    return run_generator("gen_fixtures.py", tmp_path_factory.mktemp("fixtures"))
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zm_harness import REPO, REQUIRE_BINARY, Mount
+from zm_harness import REPO, REQUIRE_BINARY, Mount, run_generator
 
 HERE = Path(__file__).resolve().parent
 READER_SCRIPT = HERE / "ome_readers.py"
@@ -102,12 +102,7 @@ def ome_store(tmp_path_factory) -> Path:
     """The writers' stores (scripts/gen_ome_fixtures.py run with the suite's interpreter)."""
     for writer in ("ngff-zarr", "ome-zarr"):
         require_package(writer)
-    out = tmp_path_factory.mktemp("ome")
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_ome_fixtures.py"), str(out)],
-                         capture_output=True, text=True, timeout=900)
-    if res.returncode != 0:
-        pytest.fail(f"gen_ome_fixtures.py failed ({res.returncode}):\n{res.stdout}\n{res.stderr[-5000:]}")
-    return out
+    return run_generator("gen_ome_fixtures.py", tmp_path_factory.mktemp("ome"), timeout=900)
 
 
 @pytest.fixture(scope="module")

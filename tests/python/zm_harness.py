@@ -11,8 +11,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -197,3 +200,13 @@ def fixture_array_paths() -> tuple[str, ...]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return tuple(path for path, *_ in mod.SPECS)
+
+
+def run_generator(script: str, out: Path, timeout: float | None = None) -> Path:
+    """Run scripts/<script> OUT with the suite's interpreter; the test fails with its output
+    if it does."""
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / script), str(out)],
+                         capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        pytest.fail(f"{script} failed ({res.returncode}):\n{res.stdout}\n{res.stderr[-5000:]}")
+    return out
