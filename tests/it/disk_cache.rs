@@ -337,6 +337,7 @@ fn a_zarr_directory_lookup_brings_its_metadata_documents() {
     moto.put_all(&[
         ("pre/data.zarr/zarr.json".to_string(), meta.clone()),
         ("pre/plain/x".to_string(), b"x".to_vec()),
+        ("pre/later.zarr/zarr.json".to_string(), meta.clone()),
     ]);
     let mnt = tmp.path().join("mnt");
     let from = moto.log().len();
@@ -352,8 +353,12 @@ fn a_zarr_directory_lookup_brings_its_metadata_documents() {
     assert_eq!((probes, lists, reqs.len()), (1, 1, 7), "the lookup and five GETs: {reqs:#?}");
     let from = moto.log().len();
     assert!(std::fs::metadata(m.path("plain")).unwrap().is_dir());
-    std::thread::sleep(Duration::from_millis(300));
-    let reqs = moto.requests_since(from);
+    // Documents fetched for `plain` would be asked for before those of `later.zarr`, looked
+    // up after it: once the latter are in, the former would be too.
+    assert!(std::fs::metadata(m.path("later.zarr")).unwrap().is_dir());
+    document_gets_since(&moto, from, "pre/later.zarr");
+    let reqs: Vec<String> =
+        moto.requests_since(from).into_iter().filter(|r| r.contains("pre/plain")).collect();
     assert_eq!(reqs.len(), 2, "a HEAD and a LIST, no document fetched: {reqs:#?}");
 }
 
