@@ -2,6 +2,7 @@
 """A TCP proxy on 127.0.0.1 that adds latency, for cloud-like benchmarks against local servers.
 
     latency_proxy.py --target PORT [--listen PORT] [--delay-ms 20] [--conn-mbps MB/s]
+                     [--spike-every S --spike-secs S --spike-ms MS] [--drop-every S]
 
 Bytes are forwarded both ways unchanged; the first bytes of each answer (the first data from the
 server after the client has sent something) are held back for --delay-ms, so every request on a
@@ -15,6 +16,10 @@ request went up and its answer came back (seconds since the proxy started; the s
 the first line), to see which requests
 wait on which.
 
+Chaos, for soak tests: --spike-every S adds --spike-ms to every answer's delay during the first
+--spike-secs of every S seconds (a latency spike); --drop-every S cuts every open connection
+(both sides, in the middle of whatever it carries) every S seconds, as a flaky network would.
+
 Every connection has two threads of its own (one per direction), and the bytes move with
 splice(2) through a pipe, never through Python: connections do not wait for each other (the
 delays of concurrent requests overlap, as they would on a network), and the proxy costs little
@@ -25,6 +30,7 @@ import argparse
 import os
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -35,15 +41,30 @@ PACED_CHUNK = 64 << 10
 START = time.time()
 
 
+class Spikes:
+    """Extra delay during the first `secs` of every `every` seconds (none when `every` is 0)."""
+
+    def __init__(self, every: float, secs: float, extra: float):
+        self.every, self.secs, self.extra = every, secs, extra
+
+    def now(self) -> float:
+        if not self.every:
+            return 0.0
+        return self.extra if (time.time() - START) % self.every < self.secs else 0.0
+
+
+NO_SPIKES = Spikes(0, 0, 0)
+
+
 class Link:
     """One client connection and its connection to the server."""
 
     def __init__(self, client: socket.socket, server: socket.socket, delay: float, rate: float, log=None,
-                 conn=0):
+                 conn=0, spikes: Spikes = NO_SPIKES):
         self.client, self.server = client, server
         self.log, self.conn = log, conn
         self.sent_at, self.request = 0.0, ""
-        self.delay, self.rate = delay, rate
+        self.delay, self.rate, self.spikes = delay, rate, spikes
         self.awaiting = False  # a request went up and its answer has not started
         self.lock = threading.Lock()
         self.left = 2  # directions still running
@@ -87,7 +108,7 @@ class Link:
                 else:
                     if self.awaiting:
                         self.awaiting = False
-                        time.sleep(self.delay)
+                        time.sleep(self.delay + self.spikes.now())
                         if self.log:
                             self._answer_started()
                     if self.rate:
@@ -110,6 +131,7 @@ class Link:
                 self.left -= 1
                 last = self.left == 0
             if last:
+                LINKS.discard(self)
                 self.client.close()
                 self.server.close()
             elif not upward:
@@ -120,7 +142,27 @@ class Link:
                     pass
 
 
-def serve(listener: socket.socket, target: int, delay: float, rate: float, log):
+    def reset(self):
+        """Cut both connections now; their final close is abortive (RST). Both pumps then end."""
+        for s in (self.client, self.server):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+LINKS: set = set()  # the open links, for --drop-every
+
+
+def drop_every(secs: float):
+    while True:
+        time.sleep(secs)
+        for link in list(LINKS):
+            link.reset()
+
+
+def serve(listener: socket.socket, target: int, delay: float, rate: float, log, spikes: Spikes):
     conns = 0
     while True:
         client, _ = listener.accept()
@@ -132,7 +174,8 @@ def serve(listener: socket.socket, target: int, delay: float, rate: float, log):
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conns += 1
-        link = Link(client, server, delay, rate, log, conns)
+        link = Link(client, server, delay, rate, log, conns, spikes)
+        LINKS.add(link)
         for fn in (link.requests, link.answers):
             threading.Thread(target=fn, daemon=True).start()
 
@@ -145,6 +188,11 @@ def main():
     ap.add_argument("--conn-mbps", type=float, default=0.0,
                     help="cap on each connection's answers in MB/s (0: none)")
     ap.add_argument("--log", help="write each request's timing here (see above)")
+    ap.add_argument("--spike-every", type=float, default=0.0, help="seconds between latency spikes")
+    ap.add_argument("--spike-secs", type=float, default=1.0, help="how long each spike lasts")
+    ap.add_argument("--spike-ms", type=float, default=500.0, help="delay a spike adds to each answer")
+    ap.add_argument("--drop-every", type=float, default=0.0,
+                    help="reset every open connection this often (seconds; 0: never)")
     args = ap.parse_args()
     log = None
     if args.log:
@@ -160,9 +208,13 @@ def main():
     # Threads are daemons: the process ends with the main thread, on a signal.
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: os._exit(0))
+    spikes = Spikes(args.spike_every, args.spike_secs, args.spike_ms / 1000.0)
     threading.Thread(
-        target=serve, args=(listener, args.target, args.delay_ms / 1000.0, args.conn_mbps * 1e6, log),
+        target=serve,
+        args=(listener, args.target, args.delay_ms / 1000.0, args.conn_mbps * 1e6, log, spikes),
         daemon=True).start()
+    if args.drop_every:
+        threading.Thread(target=drop_every, args=(args.drop_every,), daemon=True).start()
     while True:
         signal.pause()
 

@@ -1,15 +1,18 @@
 """scripts/latency_proxy.py, which the cloud benchmarks (scripts/bench_cloud.py) put between the
 mount and a local S3 server: bytes pass unchanged, every answer is held back by the delay,
 concurrent connections are delayed side by side (not one after another), and --conn-mbps caps
-each connection (not the sum). No binary needed."""
+each connection (not the sum); its chaos options add latency spikes and cut connections. No
+binary needed."""
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,9 +51,9 @@ def origin():
 def proxy(origin):
     procs = []
 
-    def start(delay_ms: float, mbps: float = 0.0) -> str:
+    def start(delay_ms: float, mbps: float = 0.0, *chaos: str) -> str:
         p = subprocess.Popen([sys.executable, str(PROXY), "--target", str(origin), "--delay-ms", str(delay_ms),
-                              "--conn-mbps", str(mbps)], stdout=subprocess.PIPE, text=True)
+                              "--conn-mbps", str(mbps), *chaos], stdout=subprocess.PIPE, text=True)
         procs.append(p)
         port = int(p.stdout.readline().split()[1])
         return f"http://127.0.0.1:{port}"
@@ -108,3 +111,18 @@ def test_the_cap_is_per_connection(proxy):
     four = time.monotonic() - t
     # Four connections carry four times as much in about the time of one (not four times it).
     assert four < 2.5 * one, (one, four)
+
+
+def test_a_spike_adds_its_delay(proxy):
+    # One spike as long as the test: every answer pays the spike's 300 ms on top of none.
+    url = proxy(0, 0, "--spike-every", "3600", "--spike-secs", "3600", "--spike-ms", "300")
+    body, took = get(url, 1000)
+    assert body == PAYLOAD[:1000]
+    assert took >= 0.3, took
+
+
+def test_drop_every_cuts_connections_in_the_middle(proxy):
+    # 4 MiB at 1 MB/s takes at least 4 s; the proxy cuts every connection each 0.2 s.
+    url = proxy(0, 1, "--drop-every", "0.2")
+    with pytest.raises((ConnectionError, http.client.IncompleteRead, urllib.error.URLError)):
+        get(url)
