@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""Chaos soak: two zarr-mount daemons on one S3 bucket, under writers, readers and outages.
+
+    soak.py [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
+
+Run through scripts/soak.sh (which picks the suite venv). The time is split between the
+servers, one after the other. In each phase:
+- a daemon with the unsharded view and one with the raw view mount the same bucket prefix,
+  both through scripts/latency_proxy.py (latency spikes, connections cut now and then), each
+  with its own small disk cache (--cache-max-size 2M, so blocks are evicted all the time);
+- writers rewrite the inner chunk files of a sharded array (through the unsharded view) and
+  plain files (through the raw view), one writer per file; readers read both kinds through
+  both daemons;
+- the S3 server goes away every few minutes (scaled to N) for a few seconds: s3s-fs is killed
+  (SIGKILL) and restarted on its data; moto keeps its objects only in memory, so for moto the
+  proxy in front of it is killed and restarted instead (the daemons see the same refused and
+  cut connections).
+Every file's bytes are derived from (path, version) and start with "path@version\\n", so any
+read is checked against the versions ever written to that path (zeros: a chunk never
+written). Checked all the time: a write acknowledged (its close returned 0) reads back
+exactly through its daemon, no read returns bytes that were never written, each daemon's RSS
+stays under --rss-limit-mb, no daemon dies. Errors (EIO during an outage is expected) are
+counted, by whether they fell within an outage (or the 30 s after it). Prints the figures at
+the end; exits 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "python"))
+os.environ.setdefault("ZM_DAEMON_ARGS", "")  # no -v: a long run's log stays small
+
+from zm_harness import Mount  # noqa: E402
+from zm_s3 import BUCKET, DAEMON_ENV, S3_SERVERS, free_port  # noqa: E402
+
+PROXY = REPO / "scripts" / "latency_proxy.py"
+PREFIX = "soak"
+INNER, SHARD, SIDE = 64, 256, 512  # uint8: 4 KiB inner chunks, 16 per shard, 4 shards
+GRID = SIDE // INNER
+CHUNK_BYTES = INNER * INNER
+RAW_FILES = 24
+RAW_MAX = 300_000
+OUTAGE_SECS = 5.0
+GRACE_SECS = 30.0  # the documented bound: an outage surfaces as EIO within 30 s
+STUCK_SECS = 120.0
+ARRAY_META = {
+    "zarr_format": 3, "node_type": "array", "shape": [SIDE, SIDE], "data_type": "uint8",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD, SHARD]}},
+    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+    "fill_value": 0,
+    "codecs": [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [INNER, INNER], "codecs": [{"name": "bytes"}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "end"}}],
+    "attributes": {},
+}
+CHUNK_PATHS = [f"u.zarr/c/{y}/{x}" for y in range(GRID) for x in range(GRID)]
+RAW_PATHS = [f"files/f{i:02d}" for i in range(RAW_FILES)]
+
+
+# ---------------------------------------------------------------- recognisable content
+
+def size_of(path: str, version: int) -> int:
+    if path.startswith("u.zarr/"):
+        return CHUNK_BYTES
+    h = hashlib.blake2b(f"{path}@{version}".encode(), digest_size=8).digest()
+    return 64 + int.from_bytes(h, "little") % RAW_MAX
+
+
+def content(path: str, version: int) -> bytes:
+    """The bytes of `path` at `version`: a header naming both, then a keyed stream."""
+    size = size_of(path, version)
+    head = f"{path}@{version}\n".encode()
+    out = bytearray(head)
+    seed = hashlib.blake2b(head, digest_size=32).digest()
+    i = 0
+    while len(out) < size:
+        out += hashlib.blake2b(i.to_bytes(8, "little"), key=seed, digest_size=64).digest()
+        i += 1
+    return bytes(out[:size])
+
+
+def version_in(path: str, data: bytes) -> int | None:
+    """The version `data` claims to be of `path` (0 for a never-written chunk), or None."""
+    if path.startswith("u.zarr/") and data == bytes(CHUNK_BYTES):
+        return 0
+    head = data.split(b"\n", 1)[0]
+    name, _, v = head.decode("latin-1").rpartition("@")
+    return int(v) if name == path and v.isdigit() else None
+
+
+# ---------------------------------------------------------------- bookkeeping
+
+class Ledger:
+    """Versions ever written (attempted) per path, the last acknowledged one, and counters."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.written: dict[str, set[int]] = {}
+        self.acked: dict[str, int] = {}
+        self.counts = Counter()
+        self.errors = Counter()
+        self.failures: list[str] = []
+        self.examples: list[str] = []  # the first few errors of each kind, with their path
+        self.outages: list[tuple[float, float]] = []  # (start, end); end inf while under way
+
+    def attempt(self, path: str, v: int):
+        with self.lock:
+            self.written.setdefault(path, set()).add(v)
+
+    def ack(self, path: str, v: int):
+        with self.lock:
+            self.acked[path] = v
+
+    def count(self, what: str, n: int = 1):
+        with self.lock:
+            self.counts[what] += n
+
+    def fail(self, msg: str):
+        with self.lock:
+            self.failures.append(msg)
+        print(f"soak: FAILED: {msg}", file=sys.stderr, flush=True)
+
+    def absent(self, path: str, where: str, e: OSError):
+        """ENOENT: right for a chunk never written (the unsharded view lists only stored
+        chunks), wrong once a version of `path` was acknowledged (also during an outage,
+        which must surface as EIO)."""
+        with self.lock:
+            acked = self.acked.get(path)
+        if acked is None:
+            self.count("reads of a chunk never written (ENOENT)")
+        else:
+            self.fail(f"{where}: {path}: ENOENT, after version {acked} was acknowledged")
+
+    def prefix_of_latest(self, path: str, data: bytes) -> bool:
+        with self.lock:
+            latest = max(self.written.get(path, {0}))
+        return content(path, latest).startswith(data)
+
+    def error(self, op: str, e: OSError, at: float):
+        near = any(s <= at <= e_ + GRACE_SECS for s, e_ in self.outages)
+        name = errno.errorcode.get(e.errno or 0, str(e.errno))
+        key = f"{op} {name} {'during an outage' if near else 'outside outages'}"
+        with self.lock:
+            self.errors[key] += 1
+            if self.errors[key] <= 3:
+                self.examples.append(f"{key}: {e.filename}")
+
+    def check(self, path: str, data: bytes, where: str, writing: bool = False) -> int | None:
+        """Whether `data` is a version ever written to `path`; records a failure if not.
+        `writing`: read through the mount that writes `path`, where POSIX lets a read between
+        a writer's open(O_TRUNC) and its last write see a prefix of the version written."""
+        v = version_in(path, data)
+        if writing and (v is None or data != content(path, v)) and self.prefix_of_latest(path, data):
+            self.count("reads of a write under way")
+            return v
+        fill = path.startswith("u.zarr/") and v == 0
+        with self.lock:
+            known = fill or v in self.written.get(path, ())
+        if v is None or not known or data != (bytes(CHUNK_BYTES) if fill else content(path, v)):
+            self.fail(f"{where}: {path}: {len(data)} bytes that were never written "
+                      f"(they claim version {v}; versions written: {len(self.written.get(path, ()))})")
+            return None
+        return v
+
+
+# ---------------------------------------------------------------- workers
+
+def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict):
+    version = {p: 0 for p in paths}
+    rng = random.Random(str(paths))
+    while not stop.is_set():
+        path = rng.choice(paths)
+        version[path] += 1
+        v = version[path]
+        data = content(path, v)
+        ledger.attempt(path, v)
+        busy[threading.get_ident()] = time.monotonic()
+        try:
+            with open(mnt / path, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            ledger.error("write", e, time.time())
+            continue
+        finally:
+            busy.pop(threading.get_ident(), None)
+        ledger.ack(path, v)
+        ledger.count("writes")
+        ledger.count("bytes written", len(data))
+        try:
+            back = (mnt / path).read_bytes()
+        except FileNotFoundError as e:
+            ledger.absent(path, f"read-back through {mnt.name}", e)
+            continue
+        except OSError as e:
+            ledger.error("read-back", e, time.time())
+            continue
+        if back != data:
+            ledger.fail(f"{mnt.name}: {path} version {v} was acknowledged but reads back as "
+                        f"version {version_in(path, back)} ({len(back)} bytes)")
+
+
+def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict,
+           writing: bool):
+    rng = random.Random(str(mnt) + str(paths[:1]))
+    while not stop.is_set():
+        path = rng.choice(paths)
+        busy[threading.get_ident()] = time.monotonic()
+        try:
+            data = (mnt / path).read_bytes()
+        except FileNotFoundError as e:
+            ledger.absent(path, f"read through {mnt.name}", e)
+            continue
+        except OSError as e:
+            ledger.error(f"read through {mnt.name}", e, time.time())
+            continue
+        finally:
+            busy.pop(threading.get_ident(), None)
+        ledger.count("reads")
+        ledger.count("bytes read", len(data))
+        ledger.check(path, data, f"read through {mnt.name}", writing)
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ---------------------------------------------------------------- one phase
+
+class Proxy:
+    """scripts/latency_proxy.py on a fixed port, with the soak's chaos options."""
+
+    def __init__(self, target: int, scale: float):
+        self.target, self.port = target, free_port()
+        self.args = ["--delay-ms", "5", "--spike-every", f"{20 * scale:.0f}", "--spike-secs", "2",
+                     "--spike-ms", "800", "--drop-every", f"{15 * scale:.0f}"]
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, str(PROXY), "--target", str(self.target),
+                                      "--listen", str(self.port), *self.args],
+                                     stdout=subprocess.PIPE, text=True)
+        self.proc.stdout.readline()  # "listening PORT": ready
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int) -> dict:
+    work.mkdir(parents=True)
+    server = S3_SERVERS[kind](work / "server").start()
+    client = server.client()
+    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/u.zarr/zarr.json", Body=json.dumps(ARRAY_META).encode())
+    for path in RAW_PATHS:
+        ledger.attempt(path, 0)
+        ledger.ack(path, 0)
+        client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}", Body=content(path, 0))
+    scale = max(0.25, min(1.0, secs / 900))  # chaos intervals shrink for short runs
+    proxy = Proxy(server.port, scale)
+    proxy.start()
+    restart_every = max(10.0, min(180.0, secs / 5))
+    common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", "2",
+              "--cache-max-size", "2M"]
+    mounts = {
+        view: Mount(server.url(PREFIX), work / f"mnt-{view}", view=view, env=DAEMON_ENV,
+                    extra_args=common + ["--cache-dir", str(work / f"cache-{view}")]).start()
+        for view in ("unsharded", "raw")
+    }
+    u, r = mounts["unsharded"].path, mounts["raw"].path
+    stop, busy = threading.Event(), {}
+    jobs = [
+        (writer, u, CHUNK_PATHS[0::2]), (writer, u, CHUNK_PATHS[1::2]),
+        (writer, r, RAW_PATHS[0::2]), (writer, r, RAW_PATHS[1::2]),
+        (reader, u, CHUNK_PATHS, True), (reader, u, RAW_PATHS, False),
+        (reader, r, RAW_PATHS, True), (reader, r, RAW_PATHS, True),
+    ]
+    threads = [threading.Thread(target=fn, args=(ledger, mnt, paths, stop, busy, *more), daemon=True)
+               for fn, mnt, paths, *more in jobs]
+    for t in threads:
+        t.start()
+    peak = {view: 0 for view in mounts}
+    dead, over, stuck = set(), set(), []  # each reported once
+    restarts, started = 0, time.monotonic()
+    next_outage = started + restart_every
+    print(f"soak: {kind}: {secs:.0f} s, an outage every {restart_every:.0f} s", flush=True)
+    while time.monotonic() - started < secs:
+        for view, m in mounts.items():
+            if not m.alive() and view not in dead:
+                dead.add(view)
+                ledger.fail(f"{kind}: the {view} daemon died (exit status {m.proc.poll()}):\n"
+                            f"{m.log_text(40)}")
+            kib = rss_kib(m.proc.pid)
+            peak[view] = max(peak[view], kib)
+            if kib > rss_limit_kib and view not in over:
+                over.add(view)
+                ledger.fail(f"{kind}: the {view} daemon's RSS is {kib >> 10} MiB, over the limit")
+        now = time.monotonic()
+        for since in list(busy.values()):
+            if now - since > STUCK_SECS and not stuck:
+                stuck.append(since)
+                ledger.fail(f"{kind}: an operation has not returned for {now - since:.0f} s")
+        if now >= next_outage and now - started + OUTAGE_SECS < secs:
+            outage(kind, server, proxy, ledger)
+            restarts += 1
+            next_outage = time.monotonic() + restart_every
+        time.sleep(1)  # the monitor's sampling interval
+    stop.set()
+    for t in threads:
+        t.join(STUCK_SECS)
+        if t.is_alive():
+            ledger.fail(f"{kind}: a worker did not finish within {STUCK_SECS:.0f} s of the end")
+    final_check(ledger, u, r)
+    for view, m in mounts.items():
+        problems = m.stop()
+        if problems:
+            ledger.fail(f"{kind}: the {view} daemon: {'; '.join(problems)}")
+    proxy.kill()
+    server.stop()
+    return {"restarts": restarts, "peak_rss_mib": {v: k >> 10 for v, k in peak.items()}}
+
+
+def outage(kind: str, server, proxy: Proxy, ledger: Ledger):
+    """The server (s3s-fs) or the way to it (moto: its data lives only in its memory) goes away
+    for OUTAGE_SECS and comes back."""
+    with ledger.lock:
+        ledger.outages.append((time.time(), float("inf")))
+    if kind == "moto":
+        proxy.kill()
+    else:
+        pid = int((server.dir / f"{kind}.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        server.stop()
+    time.sleep(OUTAGE_SECS)  # the outage itself
+    if kind == "moto":
+        proxy.start()
+    else:
+        server.start()
+    with ledger.lock:
+        ledger.outages[-1] = (ledger.outages[-1][0], time.time())
+
+
+def final_check(ledger: Ledger, u: Path, r: Path):
+    """Every path reads back, through its writer's daemon, as its last acknowledged version
+    or a later attempt (one whose close failed may still have been stored)."""
+    for path, acked in sorted(ledger.acked.items()):
+        mnt = u if path.startswith("u.zarr/") else r
+        try:
+            data = (mnt / path).read_bytes()
+        except OSError as e:
+            ledger.fail(f"final read of {path}: {e}")
+            continue
+        v = ledger.check(path, data, "final read")
+        if v is not None and v < acked:
+            ledger.fail(f"final read of {path}: version {v}, older than the acknowledged {acked}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--servers", default="moto,s3s-fs")
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--rss-limit-mb", type=int, default=1024)
+    args = ap.parse_args()
+    kinds = args.servers.split(",")
+    for k in kinds:
+        if k not in S3_SERVERS:
+            ap.error(f"unknown server {k!r} (known: {', '.join(S3_SERVERS)})")
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="zarr-mount-soak."))
+    results, t0 = {}, time.monotonic()
+    for kind in kinds:
+        ledger = Ledger()
+        try:
+            results[kind] = (ledger, phase(kind, args.minutes * 60 / len(kinds), work / kind, ledger,
+                                           args.rss_limit_mb << 10))
+        except Exception as e:  # noqa: BLE001 (a phase that cannot run is a failure to report)
+            ledger.fail(f"{kind}: {type(e).__name__}: {e}")
+            results[kind] = (ledger, {"restarts": 0, "peak_rss_mib": {}})
+    print(f"\nsoak: {time.monotonic() - t0:.0f} s in all; work files in {work}")
+    failed = False
+    for kind, (ledger, figures) in results.items():
+        c = ledger.counts
+        print(f"{kind}: {c['writes']} writes acknowledged ({c['bytes written'] / 1e6:.1f} MB), "
+              f"{c['reads']} reads checked ({c['bytes read'] / 1e6:.1f} MB; "
+              f"{c['reads of a write under way']} of them of a write under way), "
+              f"{c['reads of a chunk never written (ENOENT)']} ENOENT of a chunk never written, "
+              f"{figures['restarts']} outages survived, largest RSS "
+              + ", ".join(f"{v} {mib} MiB" for v, mib in figures["peak_rss_mib"].items()))
+        for what, n in sorted(ledger.errors.items()):
+            print(f"  errors: {what}: {n}")
+        for ex in ledger.examples:
+            print(f"  e.g. {ex}")
+        print(f"  checks failed (wrong bytes, lost writes, daemon deaths, RSS): {len(ledger.failures)}")
+        for f in ledger.failures[:20]:
+            print(f"  FAILED: {f}")
+        if len(ledger.failures) > 20:
+            print(f"  ... and {len(ledger.failures) - 20} more")
+        failed |= bool(ledger.failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
