@@ -27,6 +27,7 @@ the end; exits 1 if any check failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import json
@@ -132,6 +133,7 @@ class Ledger:
             self.counts[what] += n
 
     def fail(self, msg: str):
+        msg = f"{time.strftime('%H:%M:%S', time.gmtime())} {msg}"  # to find it in the daemon logs
         with self.lock:
             self.failures.append(msg)
         print(f"soak: FAILED: {msg}", file=sys.stderr, flush=True)
@@ -271,24 +273,44 @@ class Proxy:
 
 def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int) -> dict:
     work.mkdir(parents=True)
-    server = S3_SERVERS[kind](work / "server").start()
-    client = server.client()
-    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/u.zarr/zarr.json", Body=json.dumps(ARRAY_META).encode())
-    for path in RAW_PATHS:
-        ledger.attempt(path, 0)
-        ledger.ack(path, 0)
-        client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}", Body=content(path, 0))
-    scale = max(0.25, min(1.0, secs / 900))  # chaos intervals shrink for short runs
-    proxy = Proxy(server.port, scale)
-    proxy.start()
+    with contextlib.ExitStack() as cleanup:  # also on Ctrl-C / SIGTERM: nothing left behind
+        # moto serves one request at a time, so that its conditional PUTs are atomic as S3's
+        # are (threaded moto checks If-Match, then writes: the shard rewrites' compare-and-swap
+        # would lose chunks through the server's fault). s3s-fs has no such mode.
+        server = S3_SERVERS[kind](work / "server", **({"atomic_conditions": True} if kind == "moto" else {}))
+        cleanup.callback(server.stop)
+        server.start()
+        client = server.client()
+        client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/u.zarr/zarr.json",
+                          Body=json.dumps(ARRAY_META).encode())
+        for path in RAW_PATHS:
+            ledger.attempt(path, 0)
+            ledger.ack(path, 0)
+            client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}", Body=content(path, 0))
+        scale = max(0.25, min(1.0, secs / 900))  # chaos intervals shrink for short runs
+        proxy = Proxy(server.port, scale)
+        cleanup.callback(proxy.kill)
+        proxy.start()
+        common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", "2",
+                  "--cache-max-size", "2M"]
+        mounts = {}
+        for view in ("unsharded", "raw"):
+            m = Mount(server.url(PREFIX), work / f"mnt-{view}", view=view, env=DAEMON_ENV,
+                      extra_args=common + ["--cache-dir", str(work / f"cache-{view}")])
+            cleanup.callback(m.stop)
+            mounts[view] = m.start()
+        figures = soak(kind, secs, mounts, server, proxy, ledger, rss_limit_kib)
+        for view, m in mounts.items():
+            problems = m.stop()
+            if problems:
+                ledger.fail(f"{kind}: the {view} daemon: {'; '.join(problems)}")
+    return figures
+
+
+def soak(kind: str, secs: float, mounts: dict, server, proxy: "Proxy", ledger: Ledger,
+         rss_limit_kib: int) -> dict:
+    """The workload and the chaos for `secs`, watching the daemons; then the final check."""
     restart_every = max(10.0, min(180.0, secs / 5))
-    common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", "2",
-              "--cache-max-size", "2M"]
-    mounts = {
-        view: Mount(server.url(PREFIX), work / f"mnt-{view}", view=view, env=DAEMON_ENV,
-                    extra_args=common + ["--cache-dir", str(work / f"cache-{view}")]).start()
-        for view in ("unsharded", "raw")
-    }
     u, r = mounts["unsharded"].path, mounts["raw"].path
     stop, busy = threading.Event(), {}
     jobs = [
@@ -301,6 +323,22 @@ def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int
                for fn, mnt, paths, *more in jobs]
     for t in threads:
         t.start()
+    try:
+        figures = watch(kind, secs, restart_every, mounts, server, proxy, ledger, rss_limit_kib, busy)
+    finally:
+        stop.set()
+    for t in threads:
+        t.join(STUCK_SECS)
+        if t.is_alive():
+            ledger.fail(f"{kind}: a worker did not finish within {STUCK_SECS:.0f} s of the end")
+    final_check(ledger, u, r)
+    return figures
+
+
+def watch(kind: str, secs: float, restart_every: float, mounts: dict, server, proxy: "Proxy",
+          ledger: Ledger, rss_limit_kib: int, busy: dict) -> dict:
+    """Sample the daemons (alive, RSS) and the operations under way (`busy`: thread -> since
+    when) every second; an outage every `restart_every` seconds."""
     peak = {view: 0 for view in mounts}
     dead, over, stuck = set(), set(), []  # each reported once
     restarts, started = 0, time.monotonic()
@@ -327,18 +365,6 @@ def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int
             restarts += 1
             next_outage = time.monotonic() + restart_every
         time.sleep(1)  # the monitor's sampling interval
-    stop.set()
-    for t in threads:
-        t.join(STUCK_SECS)
-        if t.is_alive():
-            ledger.fail(f"{kind}: a worker did not finish within {STUCK_SECS:.0f} s of the end")
-    final_check(ledger, u, r)
-    for view, m in mounts.items():
-        problems = m.stop()
-        if problems:
-            ledger.fail(f"{kind}: the {view} daemon: {'; '.join(problems)}")
-    proxy.kill()
-    server.stop()
     return {"restarts": restarts, "peak_rss_mib": {v: k >> 10 for v, k in peak.items()}}
 
 
@@ -377,7 +403,14 @@ def final_check(ledger: Ledger, u: Path, r: Path):
             ledger.fail(f"final read of {path}: version {v}, older than the acknowledged {acked}")
 
 
+def interrupted(*_):
+    raise KeyboardInterrupt  # unwinds through the phase's cleanup
+
+
 def main() -> int:
+    # Also when started in the background, where a shell leaves SIGINT ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupted)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--servers", default="moto,s3s-fs")

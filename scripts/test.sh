@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command (see README): setup, build, rustfmt and clippy checks, Rust tests,
 # the Python interop suite,
-# pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt), and a short
-# run of the fuzz targets (scripts/fuzz.sh).
+# pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt), a one-minute
+# chaos soak (scripts/soak.sh) and a short run of the fuzz targets (scripts/fuzz.sh).
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh -k corrupt      extra arguments go to pytest
 #
 # Environment: ZM_SKIP_SETUP=1 skips scripts/setup.sh; ZM_FUZZ_SECS sets the seconds per
-# fuzz target; CARGO_TARGET_DIR is honoured.
+# fuzz target; ZM_SOAK_MINUTES the soak's minutes (default 1); CARGO_TARGET_DIR is honoured.
 # Leaves no mounts or daemons behind: everything the suite mounts lives under one temp dir,
 # which the exit trap unmounts and removes.
 set -euo pipefail
@@ -127,6 +127,14 @@ if ((build_ok)); then
     begin_stage "pjdfstest"
     if ! TMPDIR="$TMPBASE" scripts/pjdfstest.sh; then
         failed+=("pjdfstest")
+    fi
+    end_stage
+
+    # A one-minute chaos soak (scripts/soak.sh): two daemons on one bucket, moto then s3s-fs,
+    # under writers, readers, server restarts, latency spikes and cut connections.
+    begin_stage "soak"
+    if ! scripts/soak.sh --minutes "${ZM_SOAK_MINUTES:-1}" --workdir "$TMPBASE/soak"; then
+        failed+=("soak")
     fi
     end_stage
 
