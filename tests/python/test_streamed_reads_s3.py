@@ -1,5 +1,5 @@
 """A chunk file that the mount fetches whole (a shard of up to 8 MiB) is readable as its bytes
-arrive: on a slow connection (moto behind scripts/latency_proxy.py, capped at 4 MB/s per
+arrive: on a slow connection (moto behind scripts/latency_proxy.py, capped at 1 MB/s per
 connection), the first 64 KiB of a 2 MiB shard come back long before the whole transfer, and
 every byte read while the rest is still on the wire is the stored byte."""
 
@@ -16,7 +16,7 @@ import zarr
 from zm_s3 import DAEMON_ENV  # `moto`: conftest.py
 
 PROXY = Path(__file__).resolve().parents[2] / "scripts" / "latency_proxy.py"
-MBPS = 4.0  # a 2 MiB shard takes about half a second to arrive
+MBPS = 1.0  # a 2 MiB shard takes about 2 s to arrive
 
 
 def test_the_first_bytes_of_a_shard_are_read_before_the_rest_arrives(moto, mount_factory, tmp_path):
@@ -44,8 +44,11 @@ def test_the_first_bytes_of_a_shard_are_read_before_the_rest_arrives(moto, mount
         assert head + rest == stored
         transfer = len(stored) / (MBPS * 1e6)
         assert t_all >= 0.8 * transfer, (t_all, transfer)
-        # Before streamed fetches the first READ waited for the whole shard (t_head ~ t_all).
-        assert t_head < 0.4 * t_all, f"first 64 KiB after {t_head:.3f} s of {t_all:.3f} s"
+        # The proxy's pacing makes the whole shard take at least 0.8 * transfer (2.1 s) to
+        # arrive, however fast the machine: a first READ that waited for all of it (as before
+        # streamed fetches) cannot return sooner, while a streamed one returns in a fraction of
+        # that, also on a loaded machine.
+        assert t_head < 0.8 * transfer, f"first 64 KiB after {t_head:.3f} s of {t_all:.3f} s"
         # Through zarr-python, exact.
         np.testing.assert_array_equal(zarr.open_array(str(m.path), mode="r")[:], expected)
         assert m.stop() == []
