@@ -2,12 +2,14 @@
 """Chaos soak: two zarr-mount daemons on one S3 bucket, under writers, readers and outages.
 
     soak.py [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
+            [--cut-connections auto|always|never]
 
 Run through scripts/soak.sh (which picks the suite venv). The time is split between the
 servers, one after the other. In each phase:
 - a daemon with the unsharded view and one with the raw view mount the same bucket prefix,
-  both through scripts/latency_proxy.py (latency spikes, connections cut now and then), each
-  with its own small disk cache (--cache-max-size 2M, so blocks are evicted all the time);
+  both through scripts/latency_proxy.py (latency spikes; connections cut now and then in
+  front of servers with atomic conditional PUTs, see ATOMIC_CAS), each with its own small disk
+  cache (--cache-max-size 2M, so blocks are evicted all the time);
 - writers rewrite the inner chunk files of a sharded array (through the unsharded view) and
   plain files (through the raw view), one writer per file; readers read both kinds through
   both daemons;
@@ -59,6 +61,12 @@ RAW_MAX = 300_000
 OUTAGE_SECS = 5.0
 GRACE_SECS = 30.0  # the documented bound: an outage surfaces as EIO within 30 s
 STUCK_SECS = 120.0
+# Servers whose conditional PUTs are atomic (moto as the soak runs it, serially). A connection
+# cut under a PUT can leave that PUT running at the server while the client's retry succeeds
+# and the daemon moves on; on s3s-fs, whose If-Match is checked before the write without a
+# lock, that PUT then lands over the next rewrite of the shard (seen: an acknowledged chunk
+# read back as its previous version). So connections are cut only in front of these.
+ATOMIC_CAS = {"moto"}
 ARRAY_META = {
     "zarr_format": 3, "node_type": "array", "shape": [SIDE, SIDE], "data_type": "uint8",
     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD, SHARD]}},
@@ -183,7 +191,7 @@ class Ledger:
 
 # ---------------------------------------------------------------- workers
 
-def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict):
+def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict, client):
     version = {p: 0 for p in paths}
     rng = random.Random(str(paths))
     while not stop.is_set():
@@ -214,7 +222,29 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
             continue
         if back != data:
             ledger.fail(f"{mnt.name}: {path} version {v} was acknowledged but reads back as "
-                        f"version {version_in(path, back)} ({len(back)} bytes)")
+                        f"version {version_in(path, back)} ({len(back)} bytes); the server "
+                        f"holds {stored_version(client, path)}")
+
+
+def stored_version(client, path: str) -> str:
+    """What the server itself holds for `path` (read around the mount, for failure messages:
+    a lost write or a stale read in the daemon)."""
+    try:
+        if not path.startswith("u.zarr/"):
+            data = client.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}")["Body"].read()
+            return f"version {version_in(path, data)}"
+        y, x = map(int, path.split("/")[-2:])
+        per = SHARD // INNER
+        key = f"{PREFIX}/u.zarr/c/{y // per}/{x // per}"
+        shard = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        # The index at the end: (offset, nbytes) little-endian u64 per inner chunk, then crc32c.
+        at = len(shard) - 4 - 16 * per * per + 16 * ((y % per) * per + x % per)
+        offset, nbytes = (int.from_bytes(shard[at + i:at + i + 8], "little") for i in (0, 8))
+        if offset == nbytes == (1 << 64) - 1:
+            return "no such chunk"
+        return f"version {version_in(path, shard[offset:offset + nbytes])}"
+    except Exception as e:  # noqa: BLE001 (only for the message)
+        return f"unknown ({type(e).__name__})"
 
 
 def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict,
@@ -253,10 +283,12 @@ def rss_kib(pid: int) -> int:
 class Proxy:
     """scripts/latency_proxy.py on a fixed port, with the soak's chaos options."""
 
-    def __init__(self, target: int, scale: float):
+    def __init__(self, target: int, scale: float, cuts: bool):
         self.target, self.port = target, free_port()
         self.args = ["--delay-ms", "5", "--spike-every", f"{20 * scale:.0f}", "--spike-secs", "2",
-                     "--spike-ms", "800", "--drop-every", f"{15 * scale:.0f}"]
+                     "--spike-ms", "800"]
+        if cuts:
+            self.args += ["--drop-every", f"{15 * scale:.0f}"]
         self.proc = None
 
     def start(self):
@@ -271,7 +303,7 @@ class Proxy:
             self.proc.wait()
 
 
-def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int) -> dict:
+def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int, cuts: bool) -> dict:
     work.mkdir(parents=True)
     with contextlib.ExitStack() as cleanup:  # also on Ctrl-C / SIGTERM: nothing left behind
         # moto serves one request at a time, so that its conditional PUTs are atomic as S3's
@@ -288,7 +320,7 @@ def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int
             ledger.ack(path, 0)
             client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}", Body=content(path, 0))
         scale = max(0.25, min(1.0, secs / 900))  # chaos intervals shrink for short runs
-        proxy = Proxy(server.port, scale)
+        proxy = Proxy(server.port, scale, cuts)
         cleanup.callback(proxy.kill)
         proxy.start()
         common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", "2",
@@ -311,11 +343,12 @@ def soak(kind: str, secs: float, mounts: dict, server, proxy: "Proxy", ledger: L
          rss_limit_kib: int) -> dict:
     """The workload and the chaos for `secs`, watching the daemons; then the final check."""
     restart_every = max(10.0, min(180.0, secs / 5))
+    client = server.client()  # straight to the server, for failure messages
     u, r = mounts["unsharded"].path, mounts["raw"].path
     stop, busy = threading.Event(), {}
     jobs = [
-        (writer, u, CHUNK_PATHS[0::2]), (writer, u, CHUNK_PATHS[1::2]),
-        (writer, r, RAW_PATHS[0::2]), (writer, r, RAW_PATHS[1::2]),
+        (writer, u, CHUNK_PATHS[0::2], client), (writer, u, CHUNK_PATHS[1::2], client),
+        (writer, r, RAW_PATHS[0::2], client), (writer, r, RAW_PATHS[1::2], client),
         (reader, u, CHUNK_PATHS, True), (reader, u, RAW_PATHS, False),
         (reader, r, RAW_PATHS, True), (reader, r, RAW_PATHS, True),
     ]
@@ -416,6 +449,8 @@ def main() -> int:
     ap.add_argument("--servers", default="moto,s3s-fs")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--rss-limit-mb", type=int, default=1024)
+    ap.add_argument("--cut-connections", choices=["auto", "always", "never"], default="auto",
+                    help="auto: only in front of servers whose conditional PUTs are atomic")
     args = ap.parse_args()
     kinds = args.servers.split(",")
     for k in kinds:
@@ -426,8 +461,9 @@ def main() -> int:
     for kind in kinds:
         ledger = Ledger()
         try:
+            cuts = {"always": True, "never": False}.get(args.cut_connections, kind in ATOMIC_CAS)
             results[kind] = (ledger, phase(kind, args.minutes * 60 / len(kinds), work / kind, ledger,
-                                           args.rss_limit_mb << 10))
+                                           args.rss_limit_mb << 10, cuts))
         except Exception as e:  # noqa: BLE001 (a phase that cannot run is a failure to report)
             ledger.fail(f"{kind}: {type(e).__name__}: {e}")
             results[kind] = (ledger, {"restarts": 0, "peak_rss_mib": {}})

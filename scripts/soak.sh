@@ -5,6 +5,7 @@
 # says what is checked.
 #
 #   scripts/soak.sh [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
+#                   [--cut-connections auto|always|never]
 #
 # Needs root (FUSE mounts) and the suite venv (scripts/setup.sh). Environment: ZARR_MOUNT_BIN
 # (default: the debug binary, built when missing), CARGO_TARGET_DIR.
@@ -13,7 +14,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 case "${1:-}" in
     -h | --help)
-        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
 esac
