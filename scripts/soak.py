@@ -68,8 +68,7 @@ STUCK_SECS = 120.0
 # read back as its previous version). So connections are cut only in front of these.
 ATOMIC_CAS = {"moto"}
 # Servers whose GET answers with the version of the bytes it sends (s3s-fs does not: see
-# Ledger.torn_ok). Elsewhere a torn read through the daemon that does not write the file is
-# counted, not failed, as long as it starts with a version of that file.
+# Ledger.inconsistent_gets, for what is counted instead of failed on the others).
 CONSISTENT_GETS = {"moto"}
 ARRAY_META = {
     "zarr_format": 3, "node_type": "array", "shape": [SIDE, SIDE], "data_type": "uint8",
@@ -131,9 +130,11 @@ class Ledger:
         self.failures: list[str] = []
         self.examples: list[str] = []  # the first few errors of each kind, with their path
         self.outages: list[tuple[float, float]] = []  # (start, end); end inf while under way
-        # A server whose GET overlapping a PUT can carry the new bytes with the old version
-        # (s3s-fs; docs/SEMANTICS.md): the other daemon's rewrite can be read torn there.
-        self.torn_ok = False
+        # A server whose GET overlapping a PUT can pair bytes with another version (s3s-fs;
+        # docs/SEMANTICS.md): the other daemon's rewrite can be read torn there, and a daemon
+        # can read its own acknowledged write stale. Both are counted, not failed; a write the
+        # server no longer holds still fails.
+        self.inconsistent_gets = False
 
     def attempt(self, path: str, v: int):
         with self.lock:
@@ -153,7 +154,7 @@ class Ledger:
             self.failures.append(msg)
         print(f"soak: FAILED: {msg}", file=sys.stderr, flush=True)
 
-    def absent(self, path: str, where: str, e: OSError):
+    def absent(self, path: str, where: str, client):
         """ENOENT: right for a chunk never written (the unsharded view lists only stored
         chunks), wrong once a version of `path` was acknowledged (also during an outage,
         which must surface as EIO)."""
@@ -162,7 +163,19 @@ class Ledger:
         if acked is None:
             self.count("reads of a chunk never written (ENOENT)")
         else:
-            self.fail(f"{where}: {path}: ENOENT, after version {acked} was acknowledged")
+            self.stale_or_lost(path, f"{where}: {path}: ENOENT, after version {acked} was "
+                               "acknowledged", acked, client)
+
+    def stale_or_lost(self, path: str, what: str, acked: int, client):
+        """A read that missed the acknowledged version `acked`: a failure, unless the server
+        holds that version or a later one and is one whose GETs may pair bytes with another
+        version (then a stale read in the daemon, counted: see `inconsistent_gets`)."""
+        held = stored_version(client, path)
+        if self.inconsistent_gets and held is not None and held >= acked:
+            self.count("stale reads")
+            return
+        self.fail(f"{what}; the server holds "
+                  + {None: "(could not ask)", -1: "no such chunk"}.get(held, f"version {held}"))
 
     def prefix_of_written(self, path: str, data: bytes) -> bool:
         """Whether `data` is empty or the start of the version its header names (written)."""
@@ -194,7 +207,7 @@ class Ledger:
         with self.lock:
             known = fill or v in self.written.get(path, ())
         whole = known and data == (bytes(CHUNK_BYTES) if fill else content(path, v))
-        if not whole and known and not writing and self.torn_ok:
+        if not whole and known and not writing and self.inconsistent_gets:
             self.count("torn reads")
             return None
         if not whole:
@@ -230,24 +243,24 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
         try:
             back = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read-back through {mnt.name}", e)
+            ledger.absent(path, f"read-back through {mnt.name}", client)
             continue
         except OSError as e:
             ledger.error("read-back", e, time.time())
             continue
         if back != data:
-            ledger.fail(f"{mnt.name}: {path} version {v} was acknowledged but reads back as "
-                        f"version {version_in(path, back)} ({len(back)} bytes); the server "
-                        f"holds {stored_version(client, path)}")
+            ledger.stale_or_lost(path, f"{mnt.name}: {path} version {v} was acknowledged but "
+                                 f"reads back as version {version_in(path, back)} "
+                                 f"({len(back)} bytes)", v, client)
 
 
-def stored_version(client, path: str) -> str:
-    """What the server itself holds for `path` (read around the mount, for failure messages:
-    a lost write or a stale read in the daemon)."""
+def stored_version(client, path: str) -> int | None:
+    """The version the server itself holds for `path`, read around the mount (-1: none; None:
+    the server could not be asked), to tell a write lost at the server from a stale read."""
     try:
         if not path.startswith("u.zarr/"):
             data = client.get_object(Bucket=BUCKET, Key=f"{PREFIX}/{path}")["Body"].read()
-            return f"version {version_in(path, data)}"
+            return version_in(path, data)
         y, x = map(int, path.split("/")[-2:])
         per = SHARD // INNER
         key = f"{PREFIX}/u.zarr/c/{y // per}/{x // per}"
@@ -256,14 +269,14 @@ def stored_version(client, path: str) -> str:
         at = len(shard) - 4 - 16 * per * per + 16 * ((y % per) * per + x % per)
         offset, nbytes = (int.from_bytes(shard[at + i:at + i + 8], "little") for i in (0, 8))
         if offset == nbytes == (1 << 64) - 1:
-            return "no such chunk"
-        return f"version {version_in(path, shard[offset:offset + nbytes])}"
-    except Exception as e:  # noqa: BLE001 (only for the message)
-        return f"unknown ({type(e).__name__})"
+            return -1
+        return version_in(path, shard[offset:offset + nbytes])
+    except Exception:  # noqa: BLE001 (down, or gone: only for classifying a failure)
+        return None
 
 
 def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, busy: dict,
-           writing: bool):
+           writing: bool, client):
     rng = random.Random(str(mnt) + str(paths[:1]))
     while not stop.is_set():
         path = rng.choice(paths)
@@ -271,7 +284,7 @@ def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
         try:
             data = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read through {mnt.name}", e)
+            ledger.absent(path, f"read through {mnt.name}", client)
             continue
         except OSError as e:
             ledger.error(f"read through {mnt.name}", e, time.time())
@@ -364,8 +377,8 @@ def soak(kind: str, secs: float, mounts: dict, server, proxy: "Proxy", ledger: L
     jobs = [
         (writer, u, CHUNK_PATHS[0::2], client), (writer, u, CHUNK_PATHS[1::2], client),
         (writer, r, RAW_PATHS[0::2], client), (writer, r, RAW_PATHS[1::2], client),
-        (reader, u, CHUNK_PATHS, True), (reader, u, RAW_PATHS, False),
-        (reader, r, RAW_PATHS, True), (reader, r, RAW_PATHS, True),
+        (reader, u, CHUNK_PATHS, True, client), (reader, u, RAW_PATHS, False, client),
+        (reader, r, RAW_PATHS, True, client), (reader, r, RAW_PATHS, True, client),
     ]
     threads = [threading.Thread(target=fn, args=(ledger, mnt, paths, stop, busy, *more), daemon=True)
                for fn, mnt, paths, *more in jobs]
@@ -379,7 +392,7 @@ def soak(kind: str, secs: float, mounts: dict, server, proxy: "Proxy", ledger: L
         t.join(STUCK_SECS)
         if t.is_alive():
             ledger.fail(f"{kind}: a worker did not finish within {STUCK_SECS:.0f} s of the end")
-    final_check(ledger, u, r)
+    final_check(ledger, u, r, client)
     return figures
 
 
@@ -436,7 +449,7 @@ def outage(kind: str, server, proxy: Proxy, ledger: Ledger):
         ledger.outages[-1] = (ledger.outages[-1][0], time.time())
 
 
-def final_check(ledger: Ledger, u: Path, r: Path):
+def final_check(ledger: Ledger, u: Path, r: Path, client):
     """Every path reads back, through its writer's daemon, as its last acknowledged version
     or a later attempt (one whose close failed may still have been stored)."""
     for path, acked in sorted(ledger.acked.items()):
@@ -448,7 +461,8 @@ def final_check(ledger: Ledger, u: Path, r: Path):
             continue
         v = ledger.check(path, data, "final read")
         if v is not None and v < acked:
-            ledger.fail(f"final read of {path}: version {v}, older than the acknowledged {acked}")
+            ledger.stale_or_lost(path, f"final read of {path}: version {v}, older than the "
+                                 f"acknowledged {acked}", acked, client)
 
 
 def interrupted(*_):
@@ -475,7 +489,7 @@ def main() -> int:
     results, t0 = {}, time.monotonic()
     for kind in kinds:
         ledger = Ledger()
-        ledger.torn_ok = kind not in CONSISTENT_GETS
+        ledger.inconsistent_gets = kind not in CONSISTENT_GETS
         try:
             cuts = {"always": True, "never": False}.get(args.cut_connections, kind in ATOMIC_CAS)
             results[kind] = (ledger, phase(kind, args.minutes * 60 / len(kinds), work / kind, ledger,
@@ -490,7 +504,8 @@ def main() -> int:
         print(f"{kind}: {c['writes']} writes acknowledged ({c['bytes written'] / 1e6:.1f} MB), "
               f"{c['reads']} reads checked ({c['bytes read'] / 1e6:.1f} MB; "
               f"{c['reads of a write under way']} of them of a write under way, "
-              f"{c['torn reads']} torn by the other daemon's rewrite), "
+              f"{c['torn reads']} torn by the other daemon's rewrite, "
+              f"{c['stale reads']} stale after the daemon's own acknowledged write), "
               f"{c['reads of a chunk never written (ENOENT)']} ENOENT of a chunk never written, "
               f"{figures['restarts']} outages survived, largest RSS "
               + ", ".join(f"{v} {mib} MiB" for v, mib in figures["peak_rss_mib"].items()))
