@@ -199,9 +199,10 @@ fi
 # timing-dependent. It is reported as FLAKY, loudly, and does not fail the run; one that fails
 # again is a regression. The one case seen so far, ftruncate::extend_file_shrink_sparse (about 1
 # CI run in 6: after ftruncate(fd1, 1234567), open(O_WRONLY) as fd2 and ftruncate(fd2, 567),
-# lstat showed 1234567), has not recurred since in 36 full runs, 30 runs of the ftruncate,
-# truncate and open groups and 80 runs of the case alone (20 with --metadata-ttl 0, so that
-# every lstat and path walk asks the daemon). Both handles share the path's one write buffer
+# lstat showed 1234567), has not recurred since in 11 full runs (5 of them beside
+# `stress-ng --cpu 2` and a `cargo test` on both cores), 30 runs of the ftruncate, truncate and
+# open groups and 120 runs of the case alone (20 with --metadata-ttl 0, so that every lstat and
+# path walk asks the daemon). Both handles share the path's one write buffer
 # (files.rs `open`/`join_buf`), SETATTR answers from that buffer (`setattr` -> `getattr` ->
 # `resolve` -> `pending_node`), and GETATTR or LOOKUP never answers from the metadata cache
 # while a buffer is open (`cached_node`): no daemon path that shows the old size was found.
