@@ -65,8 +65,8 @@ STUCK_SECS = 120.0
 # Servers whose conditional PUTs are atomic (moto as the soak runs it, serially). A connection
 # cut under a PUT can leave that PUT running at the server while the client's retry succeeds
 # and the daemon moves on; on s3s-fs, whose If-Match is checked before the write without a
-# lock, that PUT then lands over the next rewrite of the shard (seen: an acknowledged chunk
-# read back as its previous version). So connections are cut only in front of these.
+# lock, that PUT could then land over the next rewrite of the shard: a loss the server causes,
+# which a client cannot prevent. So connections are cut only in front of these.
 ATOMIC_CAS = {"moto"}
 # Servers whose GET answers with the version of the bytes it sends (s3s-fs does not: see
 # Ledger.inconsistent_gets, for what is counted instead of failed on the others).
