@@ -305,27 +305,6 @@ fn cache_flags_are_checked_before_anything_is_mounted() {
     assert!(!common::is_mounted(&mnt.canonicalize().unwrap()));
 }
 
-/// The requests since `from`, once a GET of each Zarr metadata name in `dir` is among them
-/// (they are fetched in the background: at mount start, beside a `*.zarr` lookup), and
-/// checked to be one GET each.
-fn document_gets_since(moto: &S3, from: usize, dir: &str) -> Vec<String> {
-    let names = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
-    let gets_of = |reqs: &[String], name: &str| {
-        let path = format!("/{dir}/{name} ");
-        reqs.iter().filter(|r| r.starts_with("GET ") && r.contains(&path)).count()
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut reqs = moto.requests_since(from);
-    while names.iter().any(|n| gets_of(&reqs, n) == 0) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        reqs = moto.requests_since(from);
-    }
-    for name in names {
-        assert_eq!(gets_of(&reqs, name), 1, "{dir}/{name}: {reqs:#?}");
-    }
-    reqs
-}
-
 /// Opening `data.zarr` in a mounted folder: its lookup brings its metadata documents, so
 /// zarr-python's three reads of them send nothing more; another folder's lookup sends only
 /// its own requests.
@@ -342,12 +321,12 @@ fn a_zarr_directory_lookup_brings_its_metadata_documents() {
     let mnt = tmp.path().join("mnt");
     let from = moto.log().len();
     let m = mount(&moto, &mnt, &["--view", "raw"]);
-    document_gets_since(&moto, from, "pre");
+    moto.document_gets_since(from, "pre");
     let from = moto.log().len();
     assert!(std::fs::metadata(m.path("data.zarr")).unwrap().is_dir());
     assert_eq!(std::fs::read(m.path("data.zarr/zarr.json")).unwrap(), meta);
     assert!(!m.path("data.zarr/.zarray").exists() && !m.path("data.zarr/.zattrs").exists());
-    let reqs = document_gets_since(&moto, from, "pre/data.zarr");
+    let reqs = moto.document_gets_since(from, "pre/data.zarr");
     let probes = reqs.iter().filter(|r| r.starts_with("HEAD /bkt/pre/data.zarr ")).count();
     let lists = reqs.iter().filter(|r| r.contains("prefix=pre/data.zarr/")).count();
     assert_eq!((probes, lists, reqs.len()), (1, 1, 7), "the lookup and five GETs: {reqs:#?}");
@@ -356,7 +335,7 @@ fn a_zarr_directory_lookup_brings_its_metadata_documents() {
     // Documents fetched for `plain` would be asked for before those of `later.zarr`, looked
     // up after it: once the latter are in, the former would be too.
     assert!(std::fs::metadata(m.path("later.zarr")).unwrap().is_dir());
-    document_gets_since(&moto, from, "pre/later.zarr");
+    moto.document_gets_since(from, "pre/later.zarr");
     let reqs: Vec<String> =
         moto.requests_since(from).into_iter().filter(|r| r.contains("pre/plain")).collect();
     assert_eq!(reqs.len(), 2, "a HEAD and a LIST, no document fetched: {reqs:#?}");
@@ -407,7 +386,7 @@ fn lookups_inside_a_known_chunk_tree_and_a_warm_remount_of_an_array() {
     // The mount's start sends its check (one LIST) and a GET of each metadata name at the
     // root, present or not, which the lookups and the read above then use: no HEAD, no other
     // request. The GETs may still be on their way when the reads are done: wait for all.
-    let reqs = document_gets_since(&moto, from, "pre");
+    let reqs = moto.document_gets_since(from, "pre");
     let lists = reqs.iter().filter(|r| r.contains("list-type")).count();
     assert_eq!((lists, reqs.len()), (1, 6), "the check and a GET per metadata name: {reqs:#?}");
     let from = moto.log().len();

@@ -190,6 +190,28 @@ impl S3 {
         }
     }
 
+    /// The requests since `from`, once a GET of each Zarr metadata name in `dir` is among them
+    /// (they are fetched in the background: at mount start, beside a `*.zarr` lookup), and
+    /// checked to be one GET each.
+    pub fn document_gets_since(&self, from: usize, dir: &str) -> Vec<String> {
+        use std::time::{Duration, Instant};
+        let names = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
+        let gets_of = |reqs: &[String], name: &str| {
+            let path = format!("/{dir}/{name} ");
+            reqs.iter().filter(|r| r.starts_with("GET ") && r.contains(&path)).count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut reqs = self.requests_since(from);
+        while names.iter().any(|n| gets_of(&reqs, n) == 0) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            reqs = self.requests_since(from);
+        }
+        for name in names {
+            assert_eq!(gets_of(&reqs, name), 1, "{dir}/{name}: {reqs:#?}");
+        }
+        reqs
+    }
+
     /// An object_store client on `BUCKET`, for putting test data in and checking what the
     /// mount wrote.
     pub fn client(&self) -> Arc<dyn ObjectStore> {
