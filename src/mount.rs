@@ -106,7 +106,7 @@ async fn open_directory(
     // (a remount with a warm cache sends no request before the first read it cannot serve).
     let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {
         let identity = crate::store::StoreHints::describe(&*backend);
-        crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
+        crate::store::layers::disk_cache::vouches_for(d, &identity, d.trust(cfg.metadata_ttl))
     });
     // The layers (a --cache-dir among them) open before the check, for the fetch below; a
     // wrong source is still the error reported first.
@@ -240,7 +240,7 @@ fn open_disk_cache(
         max_bytes: disk.max_bytes,
         block_size: BLOCK_SIZE,
         copy_max: COPY_MAX,
-        ttl: cfg.metadata_ttl,
+        ttl: disk.trust(cfg.metadata_ttl),
     };
     let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
         .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?;

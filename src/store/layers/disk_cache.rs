@@ -56,8 +56,10 @@ use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
 use super::disk_meta::MetaJournal;
+use crate::metrics::Revalidation;
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    same_version, ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Revalidated, Store,
+    StoreError, StoreResult,
 };
 
 /// Bytes per block.
@@ -140,11 +142,29 @@ pub fn vouches_for(opts: &DiskCacheOptions, identity: &str, ttl: Duration) -> bo
     MetaJournal::root_answered_within(opts.lock.dir(), identity, ttl)
 }
 
-/// `--cache-dir` and `--cache-max-size`, checked (the directory is locked already).
+/// `--cache-dir`, `--cache-max-size` and `--immutable`, checked (the directory is locked
+/// already).
 #[derive(Debug, Clone)]
 pub struct DiskCacheOptions {
     pub lock: Arc<DirLock>,
     pub max_bytes: u64,
+    /// The data does not change: what the cache learned is trusted for ever.
+    pub immutable: bool,
+}
+
+/// How long an answer of the store is trusted under `--immutable`: for ever, in effect (a
+/// century keeps every clock sum far from overflowing).
+pub const IMMUTABLE_TRUST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl DiskCacheOptions {
+    /// How long the cache trusts what the store said, given `--metadata-ttl`.
+    pub fn trust(&self, metadata_ttl: Duration) -> Duration {
+        if self.immutable {
+            IMMUTABLE_TRUST
+        } else {
+            metadata_ttl
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -182,7 +202,7 @@ struct CopyFile {
     checked: bool,
 }
 
-/// Counters, for tests and the log.
+/// Counters of this cache, for tests (the process-wide ones are in `metrics::DiskCacheMetrics`).
 #[derive(Debug, Default)]
 pub struct DiskCacheStats {
     pub hits: AtomicU64,
@@ -190,6 +210,35 @@ pub struct DiskCacheStats {
     pub written: AtomicU64,
     pub corrupt: AtomicU64,
     pub evicted: AtomicU64,
+    /// Revalidations that found the cached version still there, and another one (or none).
+    pub unchanged: AtomicU64,
+    pub changed: AtomicU64,
+}
+
+impl DiskCacheStats {
+    fn hit(&self, blocks: u64, bytes: u64) {
+        self.hits.fetch_add(blocks, Ordering::Relaxed);
+        let m = &crate::metrics::global().disk_cache;
+        m.hits.inc_by(blocks);
+        m.read_bytes.inc_by(bytes);
+    }
+    fn miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.misses.inc();
+    }
+    fn corrupt(&self) {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.corrupt.inc();
+    }
+    fn evicted(&self, files: u64) {
+        self.evicted.fetch_add(files, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.evictions.inc_by(files);
+    }
+    fn revalidated(&self, found: Revalidation) {
+        let mine = if found == Revalidation::Unchanged { &self.unchanged } else { &self.changed };
+        mine.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.revalidations(found).inc();
+    }
 }
 
 pub struct DiskCacheStore {
@@ -391,15 +440,47 @@ impl DiskCacheStore {
         }
     }
 
-    fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
-        let mut st = self.state();
-        match meta {
-            Some(m) => {
-                st.known.put(key.to_string(), (m.clone(), crate::clock::system_now()));
+    /// Metadata of `key` known, however old: a version whose cached bytes a revalidation
+    /// may confirm.
+    fn known_meta(&self, key: &str) -> Option<ObjectMeta> {
+        self.state().known.peek(key).map(|(m, _)| m.clone())
+    }
+
+    /// What the store said of `key` now, trusted for the TTL from now on. An answer naming
+    /// another version than the one known (or none) drops the known version's files: they can
+    /// never be read again. With `confirms` (an answer to a lookup, HEAD or listing), one that
+    /// meets a known version past the TTL counts as its revalidation.
+    fn observe(&self, key: &str, meta: Option<&ObjectMeta>, confirms: bool) {
+        let now = crate::clock::system_now();
+        let before = {
+            let mut st = self.state();
+            let before = st.known.peek(key).cloned();
+            match meta {
+                Some(m) => {
+                    let m = match &before {
+                        Some((old, _)) if listed_without_tag(m, old) => old.clone(),
+                        _ => m.clone(),
+                    };
+                    st.known.put(key.to_string(), (m, now));
+                }
+                None => {
+                    st.known.pop(key);
+                }
             }
-            None => {
-                st.known.pop(key);
-            }
+            before
+        };
+        let Some((old, at)) = before else { return };
+        let same = meta.is_some_and(|m| same_version(m, &old) || listed_without_tag(m, &old));
+        if !same {
+            self.drop_version(key, &old);
+        }
+        let stale = now.duration_since(at).map_or(true, |age| age >= self.cfg.ttl);
+        if confirms && stale {
+            self.stats.revalidated(match (same, meta) {
+                (true, _) => Revalidation::Unchanged,
+                (false, Some(_)) => Revalidation::Changed,
+                (false, None) => Revalidation::Deleted,
+            });
         }
     }
 
@@ -407,9 +488,39 @@ impl DiskCacheStore {
     /// `Record::Object`), so that it can serve the blocks of objects that nothing looks up or
     /// lists (shards behind the unsharded view, metadata documents) without asking again.
     fn observe_read(&self, key: &str, meta: Option<&ObjectMeta>) {
-        self.observe(key, meta);
+        self.observe(key, meta, false);
+        self.record_version(key, meta);
+    }
+
+    fn record_version(&self, key: &str, meta: Option<&ObjectMeta>) {
         if let Some(m) = meta {
             self.journal.record_object(key, m);
+        }
+    }
+
+    /// Forget the files of `key` at `old`, a version the store no longer has: each block the
+    /// object's size allows, and its copy. Deleted off the async runtime.
+    fn drop_version(&self, key: &str, old: &ObjectMeta) {
+        let object = self.object_id(key, old);
+        let blocks = old.size.div_ceil(self.cfg.block_size);
+        let paths: Vec<PathBuf> = {
+            let mut st = self.state();
+            std::iter::once(COPY)
+                .chain(0..blocks)
+                .filter_map(|index| self.unindex(&mut st, &BlockId { object: object.clone(), index }))
+                .collect()
+        };
+        if paths.is_empty() {
+            return;
+        }
+        let remove = move || {
+            for p in paths {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(remove)),
+            Err(_) => remove(),
         }
     }
 
@@ -447,7 +558,7 @@ impl DiskCacheStore {
         for path in victims {
             let _ = std::fs::remove_file(path);
         }
-        self.stats.evicted.fetch_add(victims.len() as u64, Ordering::Relaxed);
+        self.stats.evicted(victims.len() as u64);
     }
 
     /// The expected payload length of block `index` of an object of `size` bytes.
@@ -512,7 +623,7 @@ impl DiskCacheStore {
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         if !read_block_into(&file, len, &before, out) {
             tracing::warn!(path = %path.display(), "disk cache block failed its check; fetching it again");
-            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.stats.corrupt();
             self.drop_block(id, true);
             return false;
         }
@@ -568,7 +679,7 @@ impl DiskCacheStore {
         let good = len == Some(size) && (copy.checked || crc_of(&file) == Some(copy.crc));
         if !good {
             tracing::warn!(path = %path.display(), "disk cache copy failed its check; fetching it again");
-            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.stats.corrupt();
             self.drop_block(&id, true);
             return None;
         }
@@ -598,7 +709,9 @@ impl DiskCacheStore {
     /// by this daemon. Blocks on file I/O: call it off the async runtime.
     pub fn local_copy(&self, key: &str, version: &str) -> Option<File> {
         let meta = self.fresh_meta(key).filter(|m| m.version == version)?;
-        self.open_copy(&self.object_id(key, &meta), meta.size)
+        let file = self.open_copy(&self.object_id(key, &meta), meta.size)?;
+        self.stats.hit(1, meta.size);
+        Some(file)
     }
 
     /// Whether a copy of `key`'s version known fresh is kept (see `StoreHints::keeps_local_copy`).
@@ -748,6 +861,49 @@ impl DiskCacheStore {
         }
     }
 
+    /// Is anything of `range` of `key` at `meta` on disk (its copy, or a block of the range)?
+    /// Then a revalidation is worth sending rather than a plain GET.
+    fn holds_any(&self, key: &str, meta: &ObjectMeta, range: &ByteRange) -> bool {
+        let want = range.clip(meta.size);
+        let object = self.object_id(key, meta);
+        let st = self.state();
+        if st.copies.contains_key(&object) {
+            return true;
+        }
+        if want.is_empty() {
+            return false;
+        }
+        let bs = self.cfg.block_size;
+        (want.start / bs..=(want.end - 1) / bs)
+            .any(|index| st.blocks.contains(&BlockId { object: object.clone(), index }))
+    }
+
+    /// Confirm `known`, a version of `key` past the TTL whose bytes are on disk, with the
+    /// cheapest request the store has (a conditional GET of `fetch`: a 304 carries no body):
+    /// `Ok(known)` when unchanged (trusted for the TTL again), else the store's answer to a
+    /// read of `fetch` now (`None`: deleted).
+    async fn revalidate(
+        &self,
+        key: &str,
+        fetch: &ByteRange,
+        known: ObjectMeta,
+    ) -> StoreResult<Result<ObjectMeta, Option<(Bytes, ObjectMeta)>>> {
+        match self.inner.get_if_changed(key, fetch.clone(), &known).await? {
+            Revalidated::Unchanged => {
+                self.stats.revalidated(Revalidation::Unchanged);
+                self.observe_read(key, Some(&known));
+                Ok(Ok(known))
+            }
+            Revalidated::Changed(now) => {
+                self.stats.revalidated(match &now {
+                    Some(_) => Revalidation::Changed,
+                    None => Revalidation::Deleted,
+                });
+                Ok(Err(now))
+            }
+        }
+    }
+
     /// Bytes `want` of an object whose metadata is `meta` (fresh): blocks from disk, the
     /// missing runs from the store (concurrently), the new blocks kept. `None`: the object
     /// changed under us (the caller falls back to a plain read).
@@ -771,7 +927,7 @@ impl DiskCacheStore {
                     message: e.to_string(),
                 })?;
             if let Some(data) = data {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                self.stats.hit(1, data.len() as u64);
                 return Ok(Some(data));
             }
             // It failed its check and is dropped: blocks, or the store, below.
@@ -793,7 +949,7 @@ impl DiskCacheStore {
                         message: e.to_string(),
                     })?;
             if let Some(span) = span {
-                self.stats.hits.fetch_add(last - first + 1, Ordering::Relaxed);
+                self.stats.hit(last - first + 1, want.end - want.start);
                 let from = (want.start - first * bs) as usize;
                 return Ok(Some(
                     Bytes::from(span).slice(from..from + (want.end - want.start) as usize),
@@ -819,11 +975,11 @@ impl DiskCacheStore {
         let mut runs: Vec<Range<u64>> = Vec::new();
         for (i, b) in loaded.iter().enumerate() {
             let index = first + i as u64;
-            if b.is_some() {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            if let Some(b) = b {
+                self.stats.hit(1, b.len() as u64);
                 continue;
             }
-            self.stats.misses.fetch_add(1, Ordering::Relaxed);
+            self.stats.miss();
             match runs.last_mut() {
                 Some(r) if r.end == index => r.end = index + 1,
                 _ => runs.push(index..index + 1),
@@ -843,7 +999,7 @@ impl DiskCacheStore {
                     fetched.insert(start, f.data);
                 }
                 other => {
-                    self.observe(key, other.as_ref().map(|(_, m)| m));
+                    self.observe(key, other.as_ref().map(|(_, m)| m), false);
                     return Ok(None);
                 }
             }
@@ -883,14 +1039,16 @@ impl DiskCacheStore {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let (fetch, asked) = widened(&range, self.cfg.block_size);
         let mut meta = self.fresh_meta(key);
-        if meta.is_none() && self.state().known.contains(key) {
-            // Known but past the TTL: one HEAD confirms it (cheaper than a GET of the blocks).
-            let now = self.inner.head(key).await?;
-            self.observe_read(key, now.as_ref());
-            match now {
-                Some(m) => meta = Some(m),
-                None => return Ok(None),
+        // What the store answered a revalidation of a changed (or deleted) object with.
+        let mut answered = None;
+        if meta.is_none() {
+            if let Some(known) = self.known_meta(key).filter(|m| self.holds_any(key, m, &range)) {
+                match self.revalidate(key, &fetch, known).await? {
+                    Ok(known) => meta = Some(known),
+                    Err(now) => answered = Some(now),
+                }
             }
         }
         if let Some(meta) = meta {
@@ -902,16 +1060,12 @@ impl DiskCacheStore {
                 return Ok(Some((data, meta)));
             }
         }
-        // Unknown version: one GET, widened to whole blocks so that what comes back is kept.
-        let bs = self.cfg.block_size;
-        let (fetch, asked) = match &range {
-            ByteRange::Range(r) if r.end > r.start => {
-                let end = if r.end == u64::MAX { u64::MAX } else { r.end.div_ceil(bs) * bs };
-                (ByteRange::Range(r.start / bs * bs..end), Some(r.clone()))
-            }
-            other => (other.clone(), None),
+        // Unknown version (or a new one): one GET, widened to whole blocks so that what comes
+        // back is kept.
+        let r = match answered {
+            Some(r) => r,
+            None => self.inner.get_ranged(key, fetch.clone()).await?,
         };
-        let r = self.inner.get_ranged(key, fetch.clone()).await?;
         self.observe_read(key, r.as_ref().map(|(_, m)| m));
         let Some((data, meta)) = r else { return Ok(None) };
         let start = match &fetch {
@@ -930,6 +1084,30 @@ impl DiskCacheStore {
         blocks_written(written).await;
         Ok(Some((data, meta)))
     }
+}
+
+/// The GET for a read of `range`: widened to whole blocks, so that what comes back is kept,
+/// and the part asked for (`None`: all of it).
+fn widened(range: &ByteRange, bs: u64) -> (ByteRange, Option<Range<u64>>) {
+    match range {
+        ByteRange::Range(r) if r.end > r.start => {
+            let end = if r.end == u64::MAX { u64::MAX } else { r.end.div_ceil(bs) * bs };
+            (ByteRange::Range(r.start / bs * bs..end), Some(r.clone()))
+        }
+        other => (other.clone(), None),
+    }
+}
+
+/// Does `listed`, a listing's entry without a version tag (s3s-fs lists no ETags), name the
+/// tagged version `known` (from a HEAD or GET)? Same size, modified in the same second (HTTP
+/// dates have whole seconds). Then the listing confirms the cached version.
+fn listed_without_tag(listed: &ObjectMeta, known: &ObjectMeta) -> bool {
+    use crate::store::backends::object::is_untagged;
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    is_untagged(listed)
+        && !is_untagged(known)
+        && listed.size == known.size
+        && secs(listed.modified) == secs(known.modified)
 }
 
 /// Wait until the blocks `store_blocks` queued are written (or given up): see the module
@@ -1104,7 +1282,8 @@ impl crate::store::layers::Layer for DiskCache {
             return Ok(Some(m));
         }
         let m = self.0.inner.head(key).await?;
-        self.0.observe_read(key, m.as_ref());
+        self.0.observe(key, m.as_ref(), true);
+        self.0.record_version(key, m.as_ref());
         Ok(m)
     }
 
@@ -1152,7 +1331,7 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
-            self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+            self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
         }
         self.0.journal.record_list(prefix, &listing);
         Ok(listing)
@@ -1173,7 +1352,7 @@ impl crate::store::layers::Layer for DiskCache {
             match page {
                 Ok(l) => {
                     for (name, meta) in &l.files {
-                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
                     }
                     if let Some(w) = whole.as_mut() {
                         w.files.extend(l.files.iter().cloned());
@@ -1203,7 +1382,7 @@ impl crate::store::layers::Layer for DiskCache {
         let l = self.0.inner.lookup(key).await?;
         // Not kept when a write went through meanwhile: the answer may predate it.
         if self.0.journal.record_lookup(since, key, &l) && !key.is_empty() {
-            self.0.observe(key, l.file.as_ref());
+            self.0.observe(key, l.file.as_ref(), true);
         }
         Ok(l)
     }
@@ -1215,6 +1394,31 @@ impl crate::store::layers::Layer for DiskCache {
             return Ok((l, None));
         }
         let since = self.0.journal.forgets();
+        // A document whose copy is on disk from an earlier daemon: confirmed rather than read
+        // again (a lookup of a document's name never answers a directory, see `Store`).
+        if let Some(known) = self.0.known_meta(key).filter(|m| m.size <= limit) {
+            let whole = ByteRange::Range(0..u64::MAX);
+            if self.0.fresh_meta(key).is_none() && self.0.holds_any(key, &known, &whole) {
+                match self.0.revalidate(key, &whole, known).await? {
+                    Ok(known) => {
+                        let l = Lookup { file: Some(known), dir: false };
+                        self.0.journal.record_lookup(since, key, &l);
+                        let data = self.0.read(key, whole).await?.map(|(d, _)| d);
+                        return Ok((l, data));
+                    }
+                    Err(Some((data, meta))) => {
+                        let l = Lookup { file: Some(meta.clone()), dir: false };
+                        self.0.journal.record_lookup(since, key, &l);
+                        self.0.observe_read(key, Some(&meta));
+                        let fetched = Fetched { start: 0, data: data.clone() };
+                        blocks_written(self.0.store_blocks(key, &meta, &fetched)).await;
+                        return Ok((l, Some(data)));
+                    }
+                    // Deleted: a directory of that name may still be there.
+                    Err(None) => self.0.observe(key, None, false),
+                }
+            }
+        }
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
         // (Not kept when a write went through meanwhile: see `lookup`.)
         if key.is_empty() || !self.0.journal.record_lookup(since, key, &l) {
@@ -1222,11 +1426,12 @@ impl crate::store::layers::Layer for DiskCache {
         }
         match (&l.file, &data) {
             (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
-                self.0.observe_read(key, Some(meta));
+                self.0.observe(key, Some(meta), true);
+                self.0.record_version(key, Some(meta));
                 let fetched = Fetched { start: 0, data: bytes.clone() };
                 blocks_written(self.0.store_blocks(key, meta, &fetched)).await;
             }
-            (file, _) => self.0.observe(key, file.as_ref()),
+            (file, _) => self.0.observe(key, file.as_ref(), true),
         }
         Ok((l, data))
     }
@@ -1369,19 +1574,30 @@ mod tests {
         let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
         let (one, two) = (data(2500, 1), data(2500, 2));
         rec.put("k", one.clone()).await.unwrap();
-        // TTL 0: every read confirms the version with a HEAD.
+        // TTL 0: every read confirms the version (a conditional GET, a HEAD here).
         let c = open(&rec, tmp.path(), 1 << 20, Duration::ZERO);
         let store = DiskCache(c.clone());
         assert_eq!(store.get("k").await.unwrap(), one);
         c.settle().await;
         rec.take();
+        let before = rec.bytes_read();
         assert_eq!(store.get("k").await.unwrap(), one);
-        assert_eq!(rec.take(), vec!["head k"], "a HEAD, then the blocks from disk");
+        let whole = format!("get_if_changed k {:?}", ByteRange::Range(0..u64::MAX));
+        assert_eq!(rec.take(), vec![whole], "a revalidation, then the blocks from disk");
+        assert_eq!(rec.bytes_read(), before, "no object bytes");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 1);
         rec.put("k", two.clone()).await.unwrap(); // behind the cache's back
         rec.take();
         assert_eq!(store.get("k").await.unwrap(), two);
         assert_eq!(rec.count(&READS), 1, "the new version is fetched");
+        assert_eq!(c.stats.changed.load(Ordering::Relaxed), 1);
         assert_eq!(store.get_range("k", 100..200).await.unwrap(), two.slice(100..200));
+        c.settle().await;
+        assert_eq!(c.block_count(), 3, "the old version's blocks are dropped");
+        rec.delete("k").await.unwrap();
+        assert!(matches!(store.get("k").await, Err(StoreError::NotFound(_))));
+        assert_eq!(c.block_count(), 0, "a deleted object's blocks are dropped");
+        rec.put("k", two.clone()).await.unwrap();
 
         // With a TTL, fresh metadata seen by a lookup or listing decides.
         let tmp2 = tempfile::tempdir().unwrap();

@@ -190,13 +190,7 @@ impl MetaJournal {
             for rec in parse(&raw) {
                 j.apply(&mut st, rec);
             }
-            let fresh_lists: HashMap<_, _> =
-                st.lists.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
-            let fresh_lookups: HashMap<_, _> =
-                st.lookups.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
-            st.lists = fresh_lists;
-            st.lookups = fresh_lookups;
-            st.objects.retain(|_, (at, _)| j.fresh(*at));
+            j.keep_stale_versions_only(&mut st);
             j.rewrite(&mut st)?;
         }
         Ok(j)
@@ -265,6 +259,41 @@ impl MetaJournal {
         }
     }
 
+    /// Listings and lookups past the TTL are not served again, but the versions they name
+    /// are kept, as `Object` records with their times, so that cached blocks of those versions
+    /// can be confirmed (revalidated) rather than fetched again.
+    fn keep_stale_versions_only(&self, st: &mut State) {
+        let stale_lists: Vec<String> =
+            st.lists.iter().filter(|(_, (at, _))| !self.fresh(*at)).map(|(p, _)| p.clone()).collect();
+        let stale_lookups: Vec<String> =
+            st.lookups.iter().filter(|(_, (at, _))| !self.fresh(*at)).map(|(k, _)| k.clone()).collect();
+        let mut versions: Vec<(String, u64, ObjectMeta)> = Vec::new();
+        for prefix in stale_lists {
+            let (at, listing) = st.lists.remove(&prefix).expect("listed above");
+            for (name, meta) in listing.files {
+                versions.push((crate::store::join_key(&prefix, &name), at, meta));
+            }
+            if let Some((_, e)) = st.live.pop(&Subject::List(prefix)) {
+                st.live_bytes -= e.len() as u64;
+            }
+        }
+        for key in stale_lookups {
+            let (at, lookup) = st.lookups.remove(&key).expect("listed above");
+            versions.extend(lookup.file.map(|meta| (key.clone(), at, meta)));
+            if let Some((_, e)) = st.live.pop(&Subject::Lookup(key)) {
+                st.live_bytes -= e.len() as u64;
+            }
+        }
+        for (key, at, meta) in versions {
+            if st.objects.get(&key).is_some_and(|(t, _)| *t >= at) {
+                continue;
+            }
+            let rec = Record::Object { key: key.clone(), at, meta: (&meta).into() };
+            self.keep(st, Subject::Object(key.clone()), at, frame(&rec));
+            st.objects.insert(key, (at, meta));
+        }
+    }
+
     fn keep(&self, st: &mut State, subject: Subject, at: u64, encoded: Vec<u8>) {
         let len = encoded.len() as u64;
         if let Some((_, old)) = st.live.put(subject, (at, Arc::new(encoded))) {
@@ -315,15 +344,14 @@ impl MetaJournal {
         }
     }
 
-    /// Write the live, fresh records to a new journal and switch to it.
+    /// Write the live records to a new journal and switch to it (stale ones too: the versions
+    /// they name are revalidated, see `keep_stale_versions_only`).
     fn rewrite(&self, st: &mut State) -> std::io::Result<()> {
         let tmp = self.path.with_extension("journal.tmp");
         let mut out = Vec::with_capacity(st.live_bytes as usize);
         // Oldest first, so that a replay keeps the same LRU order.
-        for (_, (at, e)) in st.live.iter().rev() {
-            if self.fresh(*at) {
-                out.extend_from_slice(e);
-            }
+        for (_, (_, e)) in st.live.iter().rev() {
+            out.extend_from_slice(e);
         }
         std::fs::write(&tmp, &out)?;
         std::fs::rename(&tmp, &self.path)?;
