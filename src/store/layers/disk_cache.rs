@@ -507,7 +507,9 @@ impl DiskCacheStore {
             let mut st = self.state();
             std::iter::once(COPY)
                 .chain(0..blocks)
-                .filter_map(|index| self.unindex(&mut st, &BlockId { object: object.clone(), index }))
+                .filter_map(|index| {
+                    self.unindex(&mut st, &BlockId { object: object.clone(), index })
+                })
                 .collect()
         };
         if paths.is_empty() {
@@ -1738,6 +1740,83 @@ mod tests {
         rec.take();
         assert_eq!(store.get_range("a/shard", 0..4500).await.unwrap(), shard);
         assert!(!rec.take().is_empty(), "past the TTL the store is asked");
+    }
+
+    /// A daemon started past the TTL confirms what its cache holds instead of fetching it:
+    /// one revalidation per object and no object bytes; a changed object is fetched again, a
+    /// deleted one is gone; a listing confirms every cached object in it at once.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_ttl_cached_objects_are_revalidated_not_fetched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let (shard, doc, gone) = (data(4500, 1), data(300, 2), data(2000, 3));
+        rec.put("a/shard", shard.clone()).await.unwrap();
+        rec.put("a/doc", doc.clone()).await.unwrap();
+        rec.put("a/gone", gone.clone()).await.unwrap();
+        let ttl = Duration::from_secs(60);
+        let c = open(&rec, tmp.path(), 1 << 20, ttl);
+        let store = DiskCache(c.clone());
+        for (k, v) in [("a/shard", &shard), ("a/doc", &doc), ("a/gone", &gone)] {
+            assert_eq!(store.get(k).await.unwrap(), v);
+        }
+        c.settle().await;
+        drop(store);
+        drop(c);
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+
+        let c = open(&rec, tmp.path(), 1 << 20, ttl);
+        let store = DiskCache(c.clone());
+        let doc2 = data(300, 9);
+        rec.put("a/doc", doc2.clone()).await.unwrap(); // behind the cache's back
+        rec.delete("a/gone").await.unwrap();
+        rec.take();
+        let before = rec.bytes_read();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        let whole = ByteRange::Range(0..u64::MAX);
+        assert_eq!(rec.take(), vec![format!("get_if_changed a/shard {whole:?}")]);
+        assert_eq!(rec.bytes_read(), before, "an unchanged object costs no object bytes");
+        assert_eq!(store.get_range("a/shard", 100..200).await.unwrap(), shard.slice(100..200));
+        assert!(rec.take().is_empty(), "confirmed for the TTL");
+        assert_eq!(store.get("a/doc").await.unwrap(), doc2, "a changed object is read new");
+        assert_eq!(rec.bytes_read(), before + 300);
+        assert!(matches!(store.get("a/gone").await, Err(StoreError::NotFound(_))));
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 1);
+        assert_eq!(c.stats.changed.load(Ordering::Relaxed), 2);
+
+        // Past the TTL again: one listing confirms every cached object of the prefix.
+        c.settle().await;
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+        rec.take();
+        store.list("a").await.unwrap();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        assert_eq!(store.get("a/doc").await.unwrap(), doc2);
+        assert_eq!(rec.take(), vec!["list a"], "no request per object");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 3);
+    }
+
+    /// `--immutable`: what the cache learned is trusted for ever, so a restart long after
+    /// serves it with no request at all.
+    #[tokio::test(start_paused = true)]
+    async fn an_immutable_cache_sends_no_request_after_any_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let obj = data(4500, 4);
+        rec.put("a/x", obj.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, IMMUTABLE_TRUST);
+        let store = DiskCache(c.clone());
+        store.list("a").await.unwrap();
+        assert_eq!(store.get("a/x").await.unwrap(), obj);
+        c.settle().await;
+        drop(store);
+        drop(c);
+        tokio::time::advance(Duration::from_secs(365 * 24 * 3600)).await;
+        let c = open(&rec, tmp.path(), 1 << 20, IMMUTABLE_TRUST);
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.list("a").await.unwrap().files.len(), 1);
+        assert!(store.lookup("a/x").await.unwrap().file.is_some());
+        assert_eq!(store.get("a/x").await.unwrap(), obj);
+        assert!(rec.take().is_empty(), "no request");
     }
 
     /// Concurrent reads of one object not yet known (the parts of a large read-ahead) and

@@ -263,10 +263,18 @@ impl MetaJournal {
     /// are kept, as `Object` records with their times, so that cached blocks of those versions
     /// can be confirmed (revalidated) rather than fetched again.
     fn keep_stale_versions_only(&self, st: &mut State) {
-        let stale_lists: Vec<String> =
-            st.lists.iter().filter(|(_, (at, _))| !self.fresh(*at)).map(|(p, _)| p.clone()).collect();
-        let stale_lookups: Vec<String> =
-            st.lookups.iter().filter(|(_, (at, _))| !self.fresh(*at)).map(|(k, _)| k.clone()).collect();
+        let stale_lists: Vec<String> = st
+            .lists
+            .iter()
+            .filter(|(_, (at, _))| !self.fresh(*at))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let stale_lookups: Vec<String> = st
+            .lookups
+            .iter()
+            .filter(|(_, (at, _))| !self.fresh(*at))
+            .map(|(k, _)| k.clone())
+            .collect();
         let mut versions: Vec<(String, u64, ObjectMeta)> = Vec::new();
         for prefix in stale_lists {
             let (at, listing) = st.lists.remove(&prefix).expect("listed above");
