@@ -251,6 +251,7 @@ fn methods(k: Kind) -> &'static [&'static str] {
         Kind::Get => &["get"],
         Kind::Range => &["get_range", "get_ranged"],
         Kind::Head => &["head"],
+        Kind::Revalidate => &["get_if_changed"],
         Kind::Lookup => &["lookup"],
         Kind::List => &["list"],
         Kind::Put => &["put"],

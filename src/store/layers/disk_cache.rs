@@ -55,11 +55,11 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
-use super::disk_meta::MetaJournal;
+use super::disk_meta::{one_version, to_keep, MetaJournal};
 use crate::metrics::Revalidation;
 use crate::store::{
-    same_version, ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Revalidated, Store,
-    StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Revalidated, Store, StoreError,
+    StoreResult,
 };
 
 /// Bytes per block.
@@ -349,6 +349,10 @@ impl DiskCacheStore {
         let journal = MetaJournal::open(&root, &inner.describe(), cfg.ttl)?;
         let mut known = LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
         for (key, meta, at) in journal.replayed_objects() {
+            let meta = match known.peek(&key) {
+                Some((before, _)) => to_keep(before, &meta).clone(),
+                None => meta,
+            };
             known.put(key, (meta, at));
         }
         let store = DiskCacheStore {
@@ -458,8 +462,8 @@ impl DiskCacheStore {
             match meta {
                 Some(m) => {
                     let m = match &before {
-                        Some((old, _)) if listed_without_tag(m, old) => old.clone(),
-                        _ => m.clone(),
+                        Some((old, _)) => to_keep(old, m).clone(),
+                        None => m.clone(),
                     };
                     st.known.put(key.to_string(), (m, now));
                 }
@@ -470,17 +474,19 @@ impl DiskCacheStore {
             before
         };
         let Some((old, at)) = before else { return };
-        let same = meta.is_some_and(|m| same_version(m, &old) || listed_without_tag(m, &old));
+        let same = meta.is_some_and(|m| one_version(m, &old));
         if !same {
             self.drop_version(key, &old);
         }
         let stale = now.duration_since(at).map_or(true, |age| age >= self.cfg.ttl);
         if confirms && stale {
-            self.stats.revalidated(match (same, meta) {
+            let found = match (same, meta) {
                 (true, _) => Revalidation::Unchanged,
                 (false, Some(_)) => Revalidation::Changed,
                 (false, None) => Revalidation::Deleted,
-            });
+            };
+            tracing::debug!(key, found = found.name(), known = ?old, now = ?meta, "disk cache: a cached version confirmed");
+            self.stats.revalidated(found);
         }
     }
 
@@ -897,10 +903,13 @@ impl DiskCacheStore {
                 Ok(Ok(known))
             }
             Revalidated::Changed(now) => {
-                self.stats.revalidated(match &now {
+                let found = match &now {
                     Some(_) => Revalidation::Changed,
                     None => Revalidation::Deleted,
-                });
+                };
+                let now_meta = now.as_ref().map(|(_, m)| m);
+                tracing::debug!(key, found = found.name(), ?known, now = ?now_meta, "disk cache: a cached version confirmed");
+                self.stats.revalidated(found);
                 Ok(Err(now))
             }
         }
@@ -1058,8 +1067,12 @@ impl DiskCacheStore {
             if want.is_empty() {
                 return Ok(Some((Bytes::new(), meta)));
             }
-            if let Some(data) = self.read_blocks(key, &meta, want).await? {
-                return Ok(Some((data, meta)));
+            // Nothing on disk: the plain GET below, which takes the version it finds (a
+            // listing's version may lack the tag that a GET's has, see `one_version`).
+            if self.holds_any(key, &meta, &range) {
+                if let Some(data) = self.read_blocks(key, &meta, want).await? {
+                    return Ok(Some((data, meta)));
+                }
             }
         }
         // Unknown version (or a new one): one GET, widened to whole blocks so that what comes
@@ -1098,18 +1111,6 @@ fn widened(range: &ByteRange, bs: u64) -> (ByteRange, Option<Range<u64>>) {
         }
         other => (other.clone(), None),
     }
-}
-
-/// Does `listed`, a listing's entry without a version tag (s3s-fs lists no ETags), name the
-/// tagged version `known` (from a HEAD or GET)? Same size, modified in the same second (HTTP
-/// dates have whole seconds). Then the listing confirms the cached version.
-fn listed_without_tag(listed: &ObjectMeta, known: &ObjectMeta) -> bool {
-    use crate::store::backends::object::is_untagged;
-    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    is_untagged(listed)
-        && !is_untagged(known)
-        && listed.size == known.size
-        && secs(listed.modified) == secs(known.modified)
 }
 
 /// Wait until the blocks `store_blocks` queued are written (or given up): see the module

@@ -161,6 +161,29 @@ fn affected(subject: &str, key: &str, subtree: bool) -> bool {
     is_ancestor_or_self(subject, key) || (subtree && is_below(subject, key))
 }
 
+/// Do `a` and `b` name one version of an object? The same version, or the same size and
+/// modification second where one of them has no tag: s3s-fs lists objects without ETags,
+/// which its HEADs and GETs give (HTTP dates have whole seconds).
+pub fn one_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    use crate::store::backends::object::is_untagged;
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    crate::store::same_version(a, b)
+        || (is_untagged(a) != is_untagged(b)
+            && a.size == b.size
+            && secs(a.modified) == secs(b.modified))
+}
+
+/// Which of `before` and `now`, two answers about one key, to remember: `now`, unless it is
+/// `before`'s version without its tag (the tag names the cached blocks).
+pub fn to_keep<'a>(before: &'a ObjectMeta, now: &'a ObjectMeta) -> &'a ObjectMeta {
+    let untagged = crate::store::backends::object::is_untagged;
+    if untagged(now) && !untagged(before) && one_version(before, now) {
+        before
+    } else {
+        now
+    }
+}
+
 impl MetaJournal {
     /// Open (or create) the journal in `dir`: replay it, keep what is younger than `ttl`,
     /// and rewrite it with only that.
@@ -293,9 +316,11 @@ impl MetaJournal {
             }
         }
         for (key, at, meta) in versions {
-            if st.objects.get(&key).is_some_and(|(t, _)| *t >= at) {
-                continue;
-            }
+            let meta = match st.objects.get(&key) {
+                Some((t, _)) if *t >= at => continue,
+                Some((_, before)) => to_keep(before, &meta).clone(),
+                None => meta,
+            };
             let rec = Record::Object { key: key.clone(), at, meta: (&meta).into() };
             self.keep(st, Subject::Object(key.clone()), at, frame(&rec));
             st.objects.insert(key, (at, meta));
