@@ -248,7 +248,15 @@ fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
         std::fs::write(b, &raw[..raw.len() - 1000]).unwrap();
     }
 
-    let m = mount(&moto, &mnt, &["--view", "raw", "--cache-dir", cache_arg]);
+    // Restarted past the TTL (its clock ahead): what the killed daemon kept is revalidated
+    // and served from disk, except what fails its check.
+    let port = common::s3::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let endpoint = moto.endpoint();
+    let args = ["--endpoint-url", endpoint.as_str(), "--view", "raw", "--cache-dir", cache_arg];
+    let args = [&args[..], &["--metadata-ttl", "1", "--metrics-addr", &addr]].concat();
+    let later = [ENV, &[("ZM_TEST_CLOCK_OFFSET", "10")]].concat();
+    let m = Mount::start_with(&format!("s3://{BUCKET}/pre"), &mnt, &args, &later);
     for (k, v) in &objects {
         let got = std::fs::read(m.path(k.strip_prefix("pre/").unwrap())).unwrap();
         assert!(got == *v, "{k}: wrong bytes after the restart");
@@ -258,6 +266,8 @@ fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
         "the torn block was detected:\n{}",
         m.log_text()
     );
+    let corrupt = metric(port, "zarr_mount_disk_cache_corrupt_total").unwrap_or(0);
+    assert!(corrupt >= 1 || blocks.is_empty(), "counted: {corrupt}");
     assert!(!cache.join("tmp").read_dir().unwrap().any(|e| {
         // Leftover temp files of the killed daemon were removed at start (new ones may exist).
         e.unwrap().file_name().to_string_lossy().starts_with(&format!("{}.", child.id()))

@@ -11,10 +11,18 @@
 //!
 //! Freshness: reads need the object's version without asking the network. It comes from the
 //! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
-//! the metadata TTL; after that one HEAD confirms it. So once the mount has looked a file up
-//! (which it does before any open), reading cached blocks of it costs no request at all.
-//! Listings and lookups are kept too (disk_meta.rs), so that a restarted daemon has those
-//! versions, and its listings, for the rest of the TTL without asking the store.
+//! the metadata TTL. So once the mount has looked a file up (which it does before any open),
+//! reading cached blocks of it costs no request at all. Listings and lookups are kept too
+//! (disk_meta.rs), so that a restarted daemon has those versions, and its listings, for the
+//! rest of the TTL without asking the store.
+//!
+//! Revalidation: past the TTL a known version whose bytes are on disk is confirmed, not fetched
+//! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
+//! at once); a read sends one conditional GET (`Store::get_if_changed`): unchanged, the blocks
+//! are served; changed, the answer carries the new bytes; deleted, the read finds nothing. Any
+//! answer naming another version drops the old version's files (`drop_version`). The journal
+//! keeps versions past the TTL for this (never served as answers). `--immutable` sets the
+//! TTL to a century (`IMMUTABLE_TRUST`): nothing is ever revalidated.
 //!
 //! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
 //! a hit refreshes the file's mtime). Space is reserved before a block is written and the least

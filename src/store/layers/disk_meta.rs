@@ -7,8 +7,10 @@
 //! A restarted daemon serves listings and lookups recorded by an earlier one while they are
 //! younger than its own `--metadata-ttl`; after that it asks the store again, and a changed
 //! object shows with its new version (its old blocks are never used: blocks are keyed by
-//! version). Answers recorded during this run are only written down for the next one: within
-//! a run the file system's own metadata cache decides, as without `--cache-dir`.
+//! version). Listings and lookups past the TTL are reduced at start to the versions they name
+//! (`Object` records), which the block layer revalidates rather than trusts. Answers recorded
+//! during this run are only written down for the next one: within a run the file system's own
+//! metadata cache decides, as without `--cache-dir`.
 //!
 //! Writes through the mount record an invalidation of the key, its ancestors' listings and
 //! lookups (and, for a directory rename, the whole subtree) before they reach the store, so a
@@ -17,7 +19,7 @@
 //! File: `DIR/meta-<hash of the store>.journal` (one per store, as a cache directory may serve
 //! different stores at different times), a sequence of frames `len (u32 LE) | CRC-32C (u32 LE) | JSON`.
 //! Replay stops at the first frame that fails its check (a torn tail after a crash); the file
-//! is then rewritten with only the fresh records (temp file, rename), and again whenever it
+//! is then rewritten with only the live records (temp file, rename), and again whenever it
 //! has grown to twice what is live. No fsync: a power loss can lose the newest records (the
 //! next daemon then asks the store), never make a damaged frame count.
 
