@@ -721,6 +721,8 @@ fn past_the_ttl_a_remount_revalidates_and_downloads_nothing(kind: S3Server) {
     assert_eq!(gone.kind(), std::io::ErrorKind::NotFound, "the deleted object");
     assert_eq!(object_bytes_received(port), changed.len() as u64, "only the changed object");
     assert_eq!(revalidations(port, "changed"), 1);
+    let (_, _, scraped) = crate::metrics::scrape(port);
+    crate::metrics::promtool_check(&scraped).expect("promtool accepts the disk cache's series");
     m.stop();
     drop(m);
 
