@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::decoded_cache::DecodedCache;
 use super::error::{FsError, FsResult};
+use super::flat_read::FlatReader;
 use super::namespace::{slice_for_read, Namespace};
 use super::presented::read_doc;
 use super::regions::ChunkSource;
@@ -26,6 +27,8 @@ use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::v2::V2Array;
 
 const KIND_CACHE: usize = 65_536;
+/// Chunk lookups kept (a few hundred bytes each).
+const CHUNK_CACHE: usize = 65_536;
 /// Child directories classified at once when listing.
 const CHECK_CONCURRENCY: usize = 16;
 const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
@@ -50,6 +53,8 @@ pub struct FlatNamespace {
     below: Arc<dyn Namespace>,
     kinds: TtlCache<Kind>,
     decoded: DecodedCache,
+    /// Chunks looked up (see `FlatReader::found`).
+    chunks: TtlCache<Option<Node>>,
 }
 
 #[async_trait]
@@ -127,11 +132,13 @@ impl FlatNamespace {
             below,
             kinds: TtlCache::new(KIND_CACHE, ttl),
             decoded: DecodedCache::new(cache_bytes),
+            chunks: TtlCache::new(CHUNK_CACHE, ttl),
         }
     }
 
-    fn source(&self) -> ChunkSource<'_> {
-        ChunkSource { below: self.below.as_ref(), cache: &self.decoded }
+    fn reader(&self) -> FlatReader<'_> {
+        let source = ChunkSource { below: self.below.as_ref(), cache: &self.decoded };
+        FlatReader { source, found: &self.chunks }
     }
 
     /// The files of the group formats of group `dir` (named `name`) with attributes `group`.
@@ -283,7 +290,7 @@ impl Namespace for FlatNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         match &node.backing {
-            Backing::Flat(file) => self.source().read_flat(path, file, offset, size).await,
+            Backing::Flat(file) => self.reader().read_flat(path, file, offset, size).await,
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
             _ => self.below.read(path, node, offset, size).await,
         }
