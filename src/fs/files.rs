@@ -269,19 +269,17 @@ impl ZarrFs {
             let r = ra.read(offset, size, node.size, &fetch).await;
             return self.note_stale(ino, path, r);
         }
+        // A flat file's read costs the chunks under it: a window past it would fetch chunks
+        // the reader may never ask for (two adjacent pages of a memmap window look
+        // sequential); the kernel's own read-ahead serves sequential readers.
+        if matches!(node.backing, Backing::Flat(_)) {
+            return self.read_node(ino, path, node, offset, size).await;
+        }
         if let Some(data) = ra.take(offset, size, node.size) {
             return Ok(data);
         }
         let (from, len) = ra.plan(offset, size, node.size);
-        let window = len.max(size as u64);
-        let fetched = match self.read_node(ino, path, node, from, window as u32).await {
-            // Bytes past the read that cannot be read (a corrupt chunk under a flat file's
-            // window) must not fail the read itself: it is asked alone.
-            Err(FsError::Corrupt(_)) if window > size as u64 => {
-                self.read_node(ino, path, node, offset, size).await?
-            }
-            r => r?,
-        };
+        let fetched = self.read_node(ino, path, node, from, len.max(size as u64) as u32).await?;
         Ok(ra.fill(offset, size, fetched))
     }
 

@@ -290,7 +290,10 @@ impl Namespace for FlatNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         match &node.backing {
-            Backing::Flat(file) => self.reader().read_flat(path, file, offset, size).await,
+            Backing::Flat(file) => {
+                tracing::trace!(path, offset, size, "flat file read");
+                self.reader().read_flat(path, file, offset, size).await
+            }
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
             _ => self.below.read(path, node, offset, size).await,
         }
