@@ -3,6 +3,7 @@
 
 pub mod chunk_lookup;
 pub mod decoded;
+pub mod flat;
 pub mod node;
 pub mod ome;
 pub mod present;

@@ -1,0 +1,4 @@
+//! The flat view's file formats.
+
+pub mod tiff;
+pub mod tiff_ifd;
