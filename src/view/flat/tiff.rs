@@ -384,7 +384,7 @@ mod tests {
         let sub_ifds = entries + 12 * 12;
         assert_eq!(&h[sub_ifds..sub_ifds + 8], &[0x4a, 0x01, 13, 0, 1, 0, 0, 0]);
         let sub = u32_at(h, sub_ifds + 8) as usize;
-        assert_eq!(u32_at(h, sub + 2 + 12 + 8), 1, "NewSubfileType says reduced");
+        assert_eq!(u32_at(h, sub + 2 + 8), 1, "NewSubfileType says reduced");
         assert_eq!(
             l.parts[2],
             Part::Elements { source: 1, region: vec![0..1, 0..8, 0..8], padded: vec![1, 16, 16] }
