@@ -126,7 +126,11 @@ pub enum Part {
     Bytes(Vec<u8>),
     /// The elements of `region` of array `source` in C order, little-endian, padded (with
     /// zeros, at the end of each dimension) to the box `padded`.
-    Elements { source: usize, region: Region, padded: Vec<u64> },
+    Elements {
+        source: usize,
+        region: Region,
+        padded: Vec<u64>,
+    },
 }
 
 /// A file as its parts; `size` is the sum of their lengths.
@@ -314,7 +318,11 @@ mod tests {
     fn two_tiled_pages_then_their_tiles() {
         let tiles = Blocks::Tiles { length: 16, width: 16 };
         let pages = (0..2)
-            .map(|z| Page { plane: plane(vec![z], 20, 16, tiles), description: None, reduced: vec![] })
+            .map(|z| Page {
+                plane: plane(vec![z], 20, 16, tiles),
+                description: None,
+                reduced: vec![],
+            })
             .collect();
         let l = layout(&TiffSpec { sample: u16_sample(), pages }, CLASSIC_LIMIT);
         assert_eq!(l.flavor, Flavor::Classic);
@@ -331,7 +339,11 @@ mod tests {
         assert_eq!(l.parts.len(), 1 + 4);
         assert_eq!(
             l.parts[2],
-            Part::Elements { source: 0, region: vec![0..1, 16..20, 0..16], padded: vec![1, 16, 16] }
+            Part::Elements {
+                source: 0,
+                region: vec![0..1, 16..20, 0..16],
+                padded: vec![1, 16, 16]
+            }
         );
         assert_eq!(l.size, h.len() as u64 + 4 * 16 * 16 * 2);
     }
@@ -390,4 +402,38 @@ mod tests {
             Part::Elements { source: 1, region: vec![0..1, 0..8, 0..8], padded: vec![1, 16, 16] }
         );
     }
+}
+
+/// Test support: the bytes of a layout whose sources are C-order little-endian arrays.
+#[cfg(test)]
+pub(crate) fn materialize(layout: &TiffLayout, sources: &[(&[u8], &[u64])], item: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(layout.size as usize);
+    for part in &layout.parts {
+        match part {
+            Part::Bytes(b) => out.extend(b),
+            Part::Elements { source, region, padded } => {
+                let (data, shape) = sources[*source];
+                let total: u64 = padded.iter().product();
+                for i in 0..total {
+                    let mut rest = i;
+                    let mut at = 0u64;
+                    let mut inside = true;
+                    for d in (0..padded.len()).rev() {
+                        let k = rest % padded[d];
+                        rest /= padded[d];
+                        let pos = region[d].start + k;
+                        inside &= pos < region[d].end;
+                        let stride: u64 = shape[d + 1..].iter().product();
+                        at += pos * stride;
+                    }
+                    if inside {
+                        out.extend(&data[(at * item) as usize..((at + 1) * item) as usize]);
+                    } else {
+                        out.extend(std::iter::repeat_n(0, item as usize));
+                    }
+                }
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,121 @@
+//! What `NAME.tif` holds for one array: one page per plane of its last two dimensions, cut
+//! into one tile per chunk (or strips), in the page order of [`super::imagej`].
+
+use crate::zarr::data_type::DataType;
+
+use super::imagej::page_order;
+use super::tiff::{Blocks, Page, Plane, Sample, TiffSpec};
+
+/// The TIFF of an array of `shape` stored in (inner) chunks of `chunk_shape`, or why the array
+/// has none (for one log line).
+pub fn array_tif(
+    shape: &[u64],
+    chunk_shape: &[u64],
+    data_type: &DataType,
+    names: Option<&[String]>,
+) -> Result<TiffSpec, String> {
+    let n = shape.len();
+    if n < 2 {
+        return Err(format!("a TIFF needs 2 or more dimensions, the array has {n}"));
+    }
+    if chunk_shape.len() != n {
+        return Err(format!("chunks of {} dimensions in an array of {n}", chunk_shape.len()));
+    }
+    let sample =
+        Sample::of(data_type).ok_or_else(|| format!("TIFF holds no {} samples", data_type.name))?;
+    let order = page_order(shape, names, data_type);
+    let blocks = Blocks::for_chunk(chunk_shape[n - 2], chunk_shape[n - 1]);
+    let mut description = order.description;
+    let pages = order
+        .pages
+        .into_iter()
+        .map(|index| Page {
+            plane: Plane { source: 0, index, height: shape[n - 2], width: shape[n - 1], blocks },
+            description: description.take(),
+            reduced: vec![],
+        })
+        .collect();
+    Ok(TiffSpec { sample, pages })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_page_per_plane_tiled_by_chunk() {
+        let u8 = DataType::from_name("uint8").unwrap();
+        let spec = array_tif(&[3, 40, 50], &[2, 16, 32], &u8, None).unwrap();
+        assert_eq!(spec.sample, Sample { bits: 8, format: 1 });
+        assert_eq!(spec.pages.len(), 3);
+        assert_eq!(spec.pages[2].plane.index, vec![2]);
+        assert_eq!(spec.pages[0].plane.blocks, Blocks::Tiles { length: 16, width: 32 });
+        assert_eq!((spec.pages[0].plane.height, spec.pages[0].plane.width), (40, 50));
+    }
+
+    #[test]
+    fn only_the_first_page_has_the_description() {
+        let f32 = DataType::from_name("float32").unwrap();
+        let names: Vec<String> = ["z", "y", "x"].map(String::from).to_vec();
+        let spec = array_tif(&[3, 40, 50], &[1, 10, 10], &f32, Some(&names)).unwrap();
+        assert!(spec.pages[0].description.as_deref().unwrap().contains("slices=3"));
+        assert_eq!(spec.pages[1].description, None);
+        assert_eq!(spec.pages[0].plane.blocks, Blocks::Strips { rows: 10 });
+    }
+
+    #[test]
+    fn arrays_a_tiff_cannot_hold() {
+        let of = |n: &str| DataType::from_name(n).unwrap();
+        assert!(array_tif(&[10], &[5], &of("uint8"), None).unwrap_err().contains("dimensions"));
+        assert!(array_tif(&[4, 4], &[2, 2], &of("bool"), None).unwrap_err().contains("bool"));
+        assert!(array_tif(&[4, 4], &[2], &of("uint8"), None).is_err());
+    }
+}
+
+/// Writes sample TIFFs to `$ZM_TIFF_OUT` for checking with other readers by hand:
+/// `ZM_TIFF_OUT=/tmp/t cargo test --lib write_samples -- --ignored`.
+#[cfg(test)]
+mod samples {
+    use super::*;
+    use crate::view::flat::tiff::{layout, materialize, CLASSIC_LIMIT};
+
+    #[test]
+    #[ignore]
+    fn write_samples() {
+        let dir = std::env::var("ZM_TIFF_OUT").unwrap();
+        let cases: [(&str, &str, &[u64], &[u64], Option<&str>, u64); 5] = [
+            ("tiled_u16", "uint16", &[3, 50, 70], &[2, 16, 32], None, CLASSIC_LIMIT),
+            ("strips_u8", "uint8", &[45, 37], &[10, 10], None, CLASSIC_LIMIT),
+            ("big_f64", "float64", &[2, 33, 20], &[1, 16, 16], None, 0),
+            (
+                "hyper_u16",
+                "uint16",
+                &[2, 3, 4, 32, 48],
+                &[1, 1, 2, 16, 16],
+                Some("tczyx"),
+                CLASSIC_LIMIT,
+            ),
+            ("i32", "int32", &[20, 30], &[7, 7], None, CLASSIC_LIMIT),
+        ];
+        for (name, t, shape, chunks, names, limit) in cases {
+            let dt = DataType::from_name(t).unwrap();
+            let names: Option<Vec<String>> = names.map(|n| n.chars().map(String::from).collect());
+            let spec = array_tif(shape, chunks, &dt, names.as_deref()).unwrap();
+            let count: u64 = shape.iter().product();
+            let item = dt.itemsize as u64;
+            // Element i holds i (as bytes of its type) so every pixel is recognisable.
+            let data: Vec<u8> = (0..count)
+                .flat_map(|i| match t {
+                    "uint16" => (i as u16).to_le_bytes().to_vec(),
+                    "uint8" => vec![i as u8],
+                    "float64" => (i as f64).to_le_bytes().to_vec(),
+                    _ => (i as i32 - 300).to_le_bytes().to_vec(),
+                })
+                .collect();
+            let l = layout(&spec, limit);
+            let bytes = materialize(&l, &[(&data, shape)], item);
+            assert_eq!(bytes.len() as u64, l.size);
+            std::fs::write(format!("{dir}/{name}.tif"), bytes).unwrap();
+        }
+    }
+}
