@@ -50,7 +50,7 @@ impl Blocks {
     /// One tile per chunk when the chunk's sides are multiples of 16, else strips one chunk
     /// high.
     pub fn for_chunk(chunk_length: u64, chunk_width: u64) -> Blocks {
-        let fits = |n: u64| n > 0 && n % TILE_MULTIPLE == 0;
+        let fits = |n: u64| n > 0 && n.is_multiple_of(TILE_MULTIPLE);
         if fits(chunk_length) && fits(chunk_width) {
             Blocks::Tiles { length: chunk_length, width: chunk_width }
         } else {
