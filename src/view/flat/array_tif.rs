@@ -79,11 +79,14 @@ mod samples {
     use super::*;
     use crate::view::flat::tiff::{layout, materialize, CLASSIC_LIMIT};
 
+    /// Name, data type, shape, chunk shape, dimension names, classic TIFF limit.
+    type Case<'a> = (&'a str, &'a str, &'a [u64], &'a [u64], Option<&'a str>, u64);
+
     #[test]
     #[ignore]
     fn write_samples() {
         let dir = std::env::var("ZM_TIFF_OUT").unwrap();
-        let cases: [(&str, &str, &[u64], &[u64], Option<&str>, u64); 5] = [
+        let cases: [Case; 5] = [
             ("tiled_u16", "uint16", &[3, 50, 70], &[2, 16, 32], None, CLASSIC_LIMIT),
             ("strips_u8", "uint8", &[45, 37], &[10, 10], None, CLASSIC_LIMIT),
             ("big_f64", "float64", &[2, 33, 20], &[1, 16, 16], None, 0),

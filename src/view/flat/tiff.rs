@@ -273,6 +273,40 @@ fn ifd_entries(
     entries
 }
 
+/// Test support: the bytes of a layout whose sources are C-order little-endian arrays.
+#[cfg(test)]
+pub(crate) fn materialize(layout: &TiffLayout, sources: &[(&[u8], &[u64])], item: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(layout.size as usize);
+    for part in &layout.parts {
+        match part {
+            Part::Bytes(b) => out.extend(b),
+            Part::Elements { source, region, padded } => {
+                let (data, shape) = sources[*source];
+                let total: u64 = padded.iter().product();
+                for i in 0..total {
+                    let mut rest = i;
+                    let mut at = 0u64;
+                    let mut inside = true;
+                    for d in (0..padded.len()).rev() {
+                        let k = rest % padded[d];
+                        rest /= padded[d];
+                        let pos = region[d].start + k;
+                        inside &= pos < region[d].end;
+                        let stride: u64 = shape[d + 1..].iter().product();
+                        at += pos * stride;
+                    }
+                    if inside {
+                        out.extend(&data[(at * item) as usize..((at + 1) * item) as usize]);
+                    } else {
+                        out.extend(std::iter::repeat_n(0, item as usize));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,38 +436,4 @@ mod tests {
             Part::Elements { source: 1, region: vec![0..1, 0..8, 0..8], padded: vec![1, 16, 16] }
         );
     }
-}
-
-/// Test support: the bytes of a layout whose sources are C-order little-endian arrays.
-#[cfg(test)]
-pub(crate) fn materialize(layout: &TiffLayout, sources: &[(&[u8], &[u64])], item: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(layout.size as usize);
-    for part in &layout.parts {
-        match part {
-            Part::Bytes(b) => out.extend(b),
-            Part::Elements { source, region, padded } => {
-                let (data, shape) = sources[*source];
-                let total: u64 = padded.iter().product();
-                for i in 0..total {
-                    let mut rest = i;
-                    let mut at = 0u64;
-                    let mut inside = true;
-                    for d in (0..padded.len()).rev() {
-                        let k = rest % padded[d];
-                        rest /= padded[d];
-                        let pos = region[d].start + k;
-                        inside &= pos < region[d].end;
-                        let stride: u64 = shape[d + 1..].iter().product();
-                        at += pos * stride;
-                    }
-                    if inside {
-                        out.extend(&data[(at * item) as usize..((at + 1) * item) as usize]);
-                    } else {
-                        out.extend(std::iter::repeat_n(0, item as usize));
-                    }
-                }
-            }
-        }
-    }
-    out
 }
