@@ -298,16 +298,18 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         .with_chunk_trees(ttl)
         .with_array_prefetch(cfg.array_prefetch)
         .with_document_fetch(fetch);
-    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        let unsharded = Arc::new(UnshardedNamespace::new(
+    let unsharded = || {
+        Arc::new(UnshardedNamespace::new(
             RawNamespace::new(raw.store().clone())
                 .with_chunk_trees(ttl)
                 .with_array_prefetch(cfg.array_prefetch)
                 .with_document_fetch(fetch),
             ttl,
-        ));
-        let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
-        Arc::new(PresentedNamespace::new(unsharded, presenter, ttl, cache))
+        ))
+    };
+    let decoded_cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
+    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
+        Arc::new(PresentedNamespace::new(unsharded(), presenter, ttl, decoded_cache))
     };
     match cfg.view {
         ViewKind::Raw => Arc::new(raw),
@@ -316,6 +318,9 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
         ViewKind::V2Decoded => {
             presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
+        }
+        ViewKind::Flat => {
+            Arc::new(crate::fs::flat::FlatNamespace::new(unsharded(), ttl, decoded_cache))
         }
     }
 }

@@ -8,13 +8,14 @@
 //! the pages are written in ImageJ's order, whatever the array's order (OME-Zarr's is t, c,
 //! z); otherwise one page per index of the leading dimensions in C order, and no description.
 
-use crate::zarr::data_type::DataType;
+use super::tiff::Sample;
 
 /// The ImageJ version tifffile writes; ImageJ reads any.
 const IMAGEJ_VERSION: &str = "1.11a";
 
-/// The data types ImageJ holds as hyperstacks.
-const IMAGEJ_TYPES: [&str; 3] = ["uint8", "uint16", "float32"];
+/// The samples ImageJ holds as hyperstacks: 8-bit, 16-bit unsigned, float32.
+const IMAGEJ_SAMPLES: [Sample; 3] =
+    [Sample { bits: 8, format: 1 }, Sample { bits: 16, format: 1 }, Sample { bits: 32, format: 3 }];
 
 /// ImageJ's hyperstack axes, slowest first.
 const IMAGEJ_AXES: [char; 3] = ['t', 'z', 'c'];
@@ -29,9 +30,9 @@ pub struct PageOrder {
 
 /// The page order of an array of `shape` (at least 2 dimensions) whose dimensions are named
 /// `names` (if it says).
-pub fn page_order(shape: &[u64], names: Option<&[String]>, data_type: &DataType) -> PageOrder {
+pub fn page_order(shape: &[u64], names: Option<&[String]>, sample: Sample) -> PageOrder {
     let leading = &shape[..shape.len().saturating_sub(2)];
-    match names.and_then(|n| hyperstack_axes(n, data_type)) {
+    match names.and_then(|n| hyperstack_axes(n, sample)) {
         Some(axes) if !leading.is_empty() => imagej_order(leading, &axes),
         _ => PageOrder { pages: c_order(leading), description: None },
     }
@@ -39,8 +40,8 @@ pub fn page_order(shape: &[u64], names: Option<&[String]>, data_type: &DataType)
 
 /// For each of ImageJ's axes t, z, c, the leading dimension that holds it, if the names make
 /// the array an ImageJ hyperstack.
-fn hyperstack_axes(names: &[String], data_type: &DataType) -> Option<[Option<usize>; 3]> {
-    if !IMAGEJ_TYPES.contains(&data_type.name.as_str()) || names.len() < 2 {
+fn hyperstack_axes(names: &[String], sample: Sample) -> Option<[Option<usize>; 3]> {
+    if !IMAGEJ_SAMPLES.contains(&sample) || names.len() < 2 {
         return None;
     }
     let lower: Vec<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
@@ -112,13 +113,13 @@ mod tests {
         s.chars().map(String::from).collect()
     }
 
-    fn u16() -> DataType {
-        DataType::from_name("uint16").unwrap()
+    fn u16() -> Sample {
+        Sample::of('u', 2).unwrap()
     }
 
     #[test]
     fn ome_order_is_written_in_imagej_order() {
-        let order = page_order(&[2, 3, 4, 8, 8], Some(&names("tczyx")), &u16());
+        let order = page_order(&[2, 3, 4, 8, 8], Some(&names("tczyx")), u16());
         assert_eq!(
             order.description.as_deref(),
             Some(
@@ -134,7 +135,7 @@ mod tests {
 
     #[test]
     fn a_z_stack_has_slices_only() {
-        let order = page_order(&[5, 8, 8], Some(&names("ZYX")), &u16());
+        let order = page_order(&[5, 8, 8], Some(&names("ZYX")), u16());
         assert_eq!(
             order.description.as_deref(),
             Some("ImageJ=1.11a\nimages=5\nslices=5\nhyperstack=true\nmode=grayscale\n")
@@ -146,16 +147,17 @@ mod tests {
     fn other_arrays_are_in_c_order_without_a_description() {
         let c_order_only = |shape: &[u64], n: Option<&str>, t: &str| {
             let n = n.map(names);
-            let order = page_order(shape, n.as_deref(), &DataType::from_name(t).unwrap());
+            let sample = Sample::of(t.chars().next().unwrap(), t[1..].parse().unwrap()).unwrap();
+            let order = page_order(shape, n.as_deref(), sample);
             assert_eq!(order.description, None, "{n:?} {t}");
             assert_eq!(order.pages, c_order(&shape[..shape.len() - 2]));
         };
-        c_order_only(&[2, 3, 8, 8], None, "uint16");
-        c_order_only(&[2, 3, 8, 8], Some("abyx"), "uint16");
-        c_order_only(&[2, 3, 8, 8], Some("zzyx"), "uint16");
-        c_order_only(&[2, 3, 8, 8], Some("tcxy"), "uint16");
-        c_order_only(&[2, 3, 8, 8], Some("tcyx"), "int32");
-        c_order_only(&[8, 8], Some("yx"), "uint8");
+        c_order_only(&[2, 3, 8, 8], None, "u2");
+        c_order_only(&[2, 3, 8, 8], Some("abyx"), "u2");
+        c_order_only(&[2, 3, 8, 8], Some("zzyx"), "u2");
+        c_order_only(&[2, 3, 8, 8], Some("tcxy"), "u2");
+        c_order_only(&[2, 3, 8, 8], Some("tcyx"), "i4");
+        c_order_only(&[8, 8], Some("yx"), "u1");
         assert_eq!(c_order(&[2, 2]), [vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
         assert_eq!(c_order(&[]), [Vec::<u64>::new()]);
     }

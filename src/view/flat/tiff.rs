@@ -5,9 +5,9 @@
 //! or strip is a C-order slice of the array that the filesystem fills from decoded chunks.
 
 use crate::view::regions::Region;
-use crate::zarr::data_type::DataType;
 
 use super::tiff_ifd::{ifd_bytes, ifd_len, tag, Flavor, Value};
+use super::{ByteOrder, ElementBox, Layout, LayoutBuilder};
 
 /// Files above this size are BigTIFF (classic TIFF offsets are 32-bit).
 pub const CLASSIC_LIMIT: u64 = u32::MAX as u64;
@@ -23,19 +23,20 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The TIFF sample of an image data type: 8- to 64-bit integers, float32, float64.
-    pub fn of(data_type: &DataType) -> Option<Sample> {
-        let format = match (data_type.numpy_kind()?, data_type.itemsize) {
+    /// The TIFF sample of an image data type (numpy kind and bytes per element): 8- to 64-bit
+    /// integers, float32, float64.
+    pub fn of(kind: char, item: usize) -> Option<Sample> {
+        let format = match (kind, item) {
             ('u', 1 | 2 | 4 | 8) => 1,
             ('i', 1 | 2 | 4 | 8) => 2,
             ('f', 4 | 8) => 3,
             _ => return None,
         };
-        Some(Sample { bits: data_type.itemsize as u16 * 8, format })
+        Some(Sample { bits: item as u16 * 8, format })
     }
 
-    fn bytes(self) -> u64 {
-        u64::from(self.bits / 8)
+    pub fn bytes(self) -> usize {
+        usize::from(self.bits / 8)
     }
 }
 
@@ -71,21 +72,17 @@ pub struct Plane {
 }
 
 impl Plane {
-    /// The plane's blocks in file order: each one's box of elements and the shape it is
-    /// padded to (edge tiles are whole tiles; the last strip is as short as the image).
-    fn blocks(&self) -> impl Iterator<Item = (Region, Vec<u64>)> + '_ {
+    /// The plane's blocks in file order, each a box of elements: edge tiles are whole tiles
+    /// overhanging the array; the last strip is as short as the image.
+    fn blocks(&self) -> impl Iterator<Item = Region> + '_ {
         let (step_y, step_x, rows, cols) = self.grid();
+        let tiled = matches!(self.blocks, Blocks::Tiles { .. });
         (0..rows * cols).map(move |i| {
             let (y, x) = (i / cols * step_y, i % cols * step_x);
-            let (y_end, x_end) = ((y + step_y).min(self.height), (x + step_x).min(self.width));
+            let y_end = if tiled { y + step_y } else { (y + step_y).min(self.height) };
             let mut region: Region = self.index.iter().map(|&i| i..i + 1).collect();
-            region.extend([y..y_end, x..x_end]);
-            let mut padded = vec![1; self.index.len()];
-            match self.blocks {
-                Blocks::Tiles { .. } => padded.extend([step_y, step_x]),
-                Blocks::Strips { .. } => padded.extend([y_end - y, x_end - x]),
-            }
-            (region, padded)
+            region.extend([y..y_end, x..x + step_x]);
+            region
         })
     }
 
@@ -120,27 +117,6 @@ pub struct TiffSpec {
     pub pages: Vec<Page>,
 }
 
-/// One part of the file, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    Bytes(Vec<u8>),
-    /// The elements of `region` of array `source` in C order, little-endian, padded (with
-    /// zeros, at the end of each dimension) to the box `padded`.
-    Elements {
-        source: usize,
-        region: Region,
-        padded: Vec<u64>,
-    },
-}
-
-/// A file as its parts; `size` is the sum of their lengths.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TiffLayout {
-    pub flavor: Flavor,
-    pub size: u64,
-    pub parts: Vec<Part>,
-}
-
 /// One IFD to write: its plane, whether it is a reduced-resolution image, its description
 /// and the IFDs of its SubIFDs (indices into the IFD list).
 struct Ifd<'a> {
@@ -152,7 +128,7 @@ struct Ifd<'a> {
 
 /// The layout of `spec`: classic TIFF when the file fits in `classic_limit` bytes (at most
 /// [`CLASSIC_LIMIT`]; a parameter so tests can force BigTIFF), else BigTIFF.
-pub fn layout(spec: &TiffSpec, classic_limit: u64) -> TiffLayout {
+pub fn layout(spec: &TiffSpec, classic_limit: u64) -> Layout {
     let ifds = ifd_list(spec);
     let classic = layout_as(spec, &ifds, Flavor::Classic);
     if classic.size <= classic_limit.min(CLASSIC_LIMIT) {
@@ -186,32 +162,28 @@ fn ifd_list(spec: &TiffSpec) -> Vec<Ifd<'_>> {
     main.chain(reduced).collect()
 }
 
-fn layout_as(spec: &TiffSpec, ifds: &[Ifd], flavor: Flavor) -> TiffLayout {
+fn layout_as(spec: &TiffSpec, ifds: &[Ifd], flavor: Flavor) -> Layout {
+    let item = spec.sample.bytes();
     let zeros = |n: usize| vec![0; n];
-    let lens: Vec<u64> = ifds
-        .iter()
-        .map(|ifd| {
-            let blocks = ifd.plane.block_count();
-            let entries = ifd_entries(spec.sample, ifd, zeros(blocks), zeros(ifd.sub_ifds.len()));
-            ifd_len(flavor, &entries)
-        })
-        .collect();
     let mut at = Vec::with_capacity(ifds.len());
     let mut end = flavor.header_len();
-    for len in &lens {
+    for ifd in ifds {
+        let blocks = ifd.plane.block_count();
+        let entries = ifd_entries(spec.sample, ifd, zeros(blocks), zeros(ifd.sub_ifds.len()));
         at.push(end);
-        end += len;
+        end += ifd_len(flavor, &entries);
     }
     let data_start = end.div_ceil(16) * 16;
-    let mut parts = Vec::new();
+    let mut boxes = Vec::new();
     let mut offsets = Vec::with_capacity(ifds.len());
     let mut pos = data_start;
     for ifd in ifds {
         let mut mine = Vec::with_capacity(ifd.plane.block_count());
-        for (region, padded) in ifd.plane.blocks() {
+        for region in ifd.plane.blocks() {
+            let b = ElementBox { source: ifd.plane.source, region, item, swap: item };
             mine.push(pos);
-            pos += padded.iter().product::<u64>() * spec.sample.bytes();
-            parts.push(Part::Elements { source: ifd.plane.source, region, padded });
+            pos += b.bytes();
+            boxes.push(b);
         }
         offsets.push(mine);
     }
@@ -224,8 +196,12 @@ fn layout_as(spec: &TiffSpec, ifds: &[Ifd], flavor: Flavor) -> TiffLayout {
         head.extend(ifd_bytes(flavor, at[i], &entries, next));
     }
     head.resize(data_start as usize, 0);
-    parts.insert(0, Part::Bytes(head));
-    TiffLayout { flavor, size: pos, parts }
+    let mut b = LayoutBuilder::new(ByteOrder::Little);
+    b.bytes(head);
+    for e in boxes {
+        b.elements(e);
+    }
+    b.build()
 }
 
 /// The entries of one IFD whose blocks start at `block_offsets` and whose SubIFDs are at
@@ -238,8 +214,9 @@ fn ifd_entries(
 ) -> Vec<(u16, Value)> {
     let plane = ifd.plane;
     let long = |n: u64| Value::Long(vec![u32::try_from(n).unwrap_or(u32::MAX)]);
+    let item = sample.bytes() as u64;
     let byte_counts: Vec<u64> =
-        plane.blocks().map(|(_, padded)| padded.iter().product::<u64>() * sample.bytes()).collect();
+        plane.blocks().map(|r| r.iter().map(|d| d.end - d.start).product::<u64>() * item).collect();
     let mut entries = vec![
         (tag::NEW_SUBFILE_TYPE, Value::Long(vec![u32::from(ifd.reduced)])),
         (tag::IMAGE_WIDTH, long(plane.width)),
@@ -273,32 +250,24 @@ fn ifd_entries(
     entries
 }
 
-/// Test support: the bytes of a layout whose sources are C-order little-endian arrays.
+/// Test support: the bytes of a layout whose sources are C-order little-endian arrays (the
+/// overhang of a box reads as zeros).
 #[cfg(test)]
-pub(crate) fn materialize(layout: &TiffLayout, sources: &[(&[u8], &[u64])], item: u64) -> Vec<u8> {
+pub(crate) fn materialize(layout: &Layout, sources: &[(&[u8], &[u64])]) -> Vec<u8> {
+    use super::Content;
     let mut out = Vec::with_capacity(layout.size as usize);
-    for part in &layout.parts {
-        match part {
-            Part::Bytes(b) => out.extend(b),
-            Part::Elements { source, region, padded } => {
-                let (data, shape) = sources[*source];
-                let total: u64 = padded.iter().product();
-                for i in 0..total {
-                    let mut rest = i;
-                    let mut at = 0u64;
-                    let mut inside = true;
-                    for d in (0..padded.len()).rev() {
-                        let k = rest % padded[d];
-                        rest /= padded[d];
-                        let pos = region[d].start + k;
-                        inside &= pos < region[d].end;
-                        let stride: u64 = shape[d + 1..].iter().product();
-                        at += pos * stride;
-                    }
-                    if inside {
-                        out.extend(&data[(at * item) as usize..((at + 1) * item) as usize]);
+    for part in layout.parts() {
+        match &part.content {
+            Content::Bytes(b) => out.extend(b.iter()),
+            Content::Elements(e) => {
+                let (data, shape) = sources[e.source];
+                let item = e.item;
+                for at in crate::view::unsharded::GridBoxIter::new(e.region.clone()) {
+                    if at.iter().zip(shape).all(|(a, n)| a < n) {
+                        let i = at.iter().zip(shape).fold(0, |acc, (a, n)| acc * n + a) as usize;
+                        out.extend(&data[i * item..(i + 1) * item]);
                     } else {
-                        out.extend(std::iter::repeat_n(0, item as usize));
+                        out.extend(std::iter::repeat_n(0, item));
                     }
                 }
             }
@@ -310,35 +279,43 @@ pub(crate) fn materialize(layout: &TiffLayout, sources: &[(&[u8], &[u64])], item
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::flat::Content;
 
     fn plane(index: Vec<u64>, height: u64, width: u64, blocks: Blocks) -> Plane {
         Plane { source: 0, index, height, width, blocks }
     }
 
     fn u16_sample() -> Sample {
-        Sample::of(&DataType::from_name("uint16").unwrap()).unwrap()
+        Sample::of('u', 2).unwrap()
     }
 
     fn u32_at(b: &[u8], at: usize) -> u32 {
         u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
     }
 
-    fn head(l: &TiffLayout) -> &[u8] {
-        match &l.parts[0] {
-            Part::Bytes(b) => b,
+    fn head(l: &Layout) -> &[u8] {
+        match &l.parts()[0].content {
+            Content::Bytes(b) => b,
             other => panic!("the file starts with {other:?}"),
+        }
+    }
+
+    fn elements(l: &Layout, i: usize) -> &ElementBox {
+        match &l.parts()[i].content {
+            Content::Elements(e) => e,
+            other => panic!("part {i} is {other:?}"),
         }
     }
 
     #[test]
     fn samples_of_image_types_only() {
-        let of = |n: &str| Sample::of(&DataType::from_name(n).unwrap());
-        assert_eq!(of("int8"), Some(Sample { bits: 8, format: 2 }));
-        assert_eq!(of("uint64"), Some(Sample { bits: 64, format: 1 }));
-        assert_eq!(of("float32"), Some(Sample { bits: 32, format: 3 }));
-        assert_eq!(of("float16"), None);
-        assert_eq!(of("bool"), None);
-        assert_eq!(of("complex64"), None);
+        assert_eq!(Sample::of('i', 1), Some(Sample { bits: 8, format: 2 }));
+        assert_eq!(Sample::of('u', 8), Some(Sample { bits: 64, format: 1 }));
+        assert_eq!(Sample::of('f', 4), Some(Sample { bits: 32, format: 3 }));
+        assert_eq!(Sample::of('f', 2), None);
+        assert_eq!(Sample::of('b', 1), None);
+        assert_eq!(Sample::of('c', 8), None);
+        assert_eq!(Sample::of('M', 8), None);
     }
 
     #[test]
@@ -359,7 +336,6 @@ mod tests {
             })
             .collect();
         let l = layout(&TiffSpec { sample: u16_sample(), pages }, CLASSIC_LIMIT);
-        assert_eq!(l.flavor, Flavor::Classic);
         let h = head(&l);
         assert_eq!(&h[..4], b"II\x2a\x00");
         let first = u32_at(h, 4) as usize;
@@ -369,31 +345,19 @@ mod tests {
         let next = u32_at(h, first + 2 + 13 * 12) as usize;
         assert!(next > first);
         assert_eq!(u32_at(h, next + 2 + 13 * 12), 0, "the second page ends the chain");
-        // Two tiles per page (20 rows of 16-row tiles), each padded to 16 x 16.
-        assert_eq!(l.parts.len(), 1 + 4);
-        assert_eq!(
-            l.parts[2],
-            Part::Elements {
-                source: 0,
-                region: vec![0..1, 16..20, 0..16],
-                padded: vec![1, 16, 16]
-            }
-        );
+        // Two tiles per page (20 rows of 16-row tiles), the edge one overhanging the array.
+        assert_eq!(l.parts().len(), 1 + 4);
+        assert_eq!(elements(&l, 2).region, vec![0..1, 16..32, 0..16]);
         assert_eq!(l.size, h.len() as u64 + 4 * 16 * 16 * 2);
+        // The first tile's offset (TileOffsets, the 12th entry: 4 bytes inline? no, 2 of them).
+        assert_eq!(l.parts()[1].offset as usize, h.len());
     }
 
     #[test]
     fn strips_cover_whole_rows_and_the_last_is_short() {
         let p = plane(vec![], 25, 30, Blocks::Strips { rows: 10 });
         let blocks: Vec<_> = p.blocks().collect();
-        assert_eq!(
-            blocks,
-            vec![
-                (vec![0..10, 0..30], vec![10, 30]),
-                (vec![10..20, 0..30], vec![10, 30]),
-                (vec![20..25, 0..30], vec![5, 30]),
-            ]
-        );
+        assert_eq!(blocks, vec![vec![0..10, 0..30], vec![10..20, 0..30], vec![20..25, 0..30]]);
     }
 
     #[test]
@@ -406,10 +370,9 @@ mod tests {
         let spec = TiffSpec { sample: u16_sample(), pages: vec![page] };
         let classic = layout(&spec, CLASSIC_LIMIT);
         let big = layout(&spec, 100);
-        assert_eq!(classic.flavor, Flavor::Classic);
-        assert_eq!(big.flavor, Flavor::Big);
+        assert_eq!(&head(&classic)[..4], b"II\x2a\x00");
         assert_eq!(&head(&big)[..4], b"II\x2b\x00");
-        assert_eq!(classic.parts[1..], big.parts[1..]);
+        assert_eq!(elements(&classic, 1), elements(&big, 1));
     }
 
     #[test]
@@ -431,9 +394,7 @@ mod tests {
         assert_eq!(&h[sub_ifds..sub_ifds + 8], &[0x4a, 0x01, 13, 0, 1, 0, 0, 0]);
         let sub = u32_at(h, sub_ifds + 8) as usize;
         assert_eq!(u32_at(h, sub + 2 + 8), 1, "NewSubfileType says reduced");
-        assert_eq!(
-            l.parts[2],
-            Part::Elements { source: 1, region: vec![0..1, 0..8, 0..8], padded: vec![1, 16, 16] }
-        );
+        let e = elements(&l, 2);
+        assert_eq!((e.source, &e.region), (1, &vec![0..1, 0..16, 0..16]));
     }
 }
