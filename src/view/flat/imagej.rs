@@ -91,7 +91,7 @@ fn imagej_order(leading: &[u64], axes: &[Option<usize>; 3]) -> PageOrder {
 }
 
 /// Every index of `shape` in C order.
-fn c_order(shape: &[u64]) -> Vec<Vec<u64>> {
+pub fn c_order(shape: &[u64]) -> Vec<Vec<u64>> {
     let total: u64 = shape.iter().product();
     (0..total)
         .map(|mut i| {

@@ -18,6 +18,8 @@ pub mod array_tif;
 pub mod imagej;
 pub mod layout;
 pub mod npy;
+pub mod ome_tiff;
+pub mod ome_xml;
 pub mod tiff;
 pub mod tiff_ifd;
 
@@ -58,7 +60,7 @@ pub trait GroupFormat: Send + Sync {
 pub static ARRAY_FORMATS: &[&dyn ArrayFormat] = &[&npy::Npy, &array_tif::Tif];
 
 /// Every per-group format.
-pub static GROUP_FORMATS: &[&dyn GroupFormat] = &[];
+pub static GROUP_FORMATS: &[&dyn GroupFormat] = &[&ome_tiff::OmeTif];
 
 /// One file of the view: its layout over the arrays it draws from.
 #[derive(Debug, Clone, PartialEq)]
