@@ -147,7 +147,7 @@ fn plane(array: &FlatArray, source: usize, index: Vec<u64>) -> Plane {
 
 /// The pyramid levels after level 0 that a TIFF can hold as SubIFDs: same type, same leading
 /// dimensions; the first that is not stops the pyramid (with a log line).
-fn reduced_levels<'a>(arrays: &'a [Arc<FlatArray>], sample: Sample) -> &'a [Arc<FlatArray>] {
+fn reduced_levels(arrays: &[Arc<FlatArray>], sample: Sample) -> &[Arc<FlatArray>] {
     let full = &arrays[0];
     let n = full.shape.len();
     let fits = |a: &FlatArray| {
