@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::decoded_cache::DecodedCache;
 use super::error::{FsError, FsResult};
+use super::flat_read::FlatReader;
 use super::namespace::{slice_for_read, Namespace};
 use super::presented::read_doc;
 use super::regions::ChunkSource;
@@ -26,6 +27,8 @@ use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::v2::V2Array;
 
 const KIND_CACHE: usize = 65_536;
+/// Chunk lookups kept (a few hundred bytes each).
+const CHUNK_CACHE: usize = 65_536;
 /// Child directories classified at once when listing.
 const CHECK_CONCURRENCY: usize = 16;
 const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
@@ -50,6 +53,8 @@ pub struct FlatNamespace {
     below: Arc<dyn Namespace>,
     kinds: TtlCache<Kind>,
     decoded: DecodedCache,
+    /// Chunks looked up (see `FlatReader::found`).
+    chunks: TtlCache<Option<Node>>,
 }
 
 #[async_trait]
@@ -127,11 +132,13 @@ impl FlatNamespace {
             below,
             kinds: TtlCache::new(KIND_CACHE, ttl),
             decoded: DecodedCache::new(cache_bytes),
+            chunks: TtlCache::new(CHUNK_CACHE, ttl),
         }
     }
 
-    fn source(&self) -> ChunkSource<'_> {
-        ChunkSource { below: self.below.as_ref(), cache: &self.decoded }
+    fn reader(&self) -> FlatReader<'_> {
+        let source = ChunkSource { below: self.below.as_ref(), cache: &self.decoded };
+        FlatReader { source, found: &self.chunks }
     }
 
     /// The files of the group formats of group `dir` (named `name`) with attributes `group`.
@@ -283,7 +290,10 @@ impl Namespace for FlatNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         match &node.backing {
-            Backing::Flat(file) => self.source().read_flat(path, file, offset, size).await,
+            Backing::Flat(file) => {
+                tracing::trace!(path, offset, size, "flat file read");
+                self.reader().read_flat(path, file, offset, size).await
+            }
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
             _ => self.below.read(path, node, offset, size).await,
         }
@@ -319,5 +329,133 @@ impl Namespace for FlatNamespace {
 
     fn capacity(&self) -> Option<(u64, u64)> {
         self.below.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::fs::namespace::RawNamespace;
+    use crate::fs::unsharded::UnshardedNamespace;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::RecordingStore;
+    use crate::store::Store;
+    use crate::view::flat::npy::header;
+
+    const SHAPE: [u64; 2] = [5, 7];
+    const CHUNKS: [u64; 2] = [2, 3];
+    const FILL: u16 = 9;
+
+    /// Group `g` holding uint16 array `a` (5 x 7 in 2 x 3 chunks, element (r, c) = r * 100 + c,
+    /// fill 9): chunks (0, 0), (0, 1), (1, 2) and (2, 0) stored, (2, 2) corrupt (too short),
+    /// the others missing. Returns the flat view and the recorded store requests.
+    async fn view() -> (FlatNamespace, Arc<RecordingStore>) {
+        let mem = Arc::new(MemoryStore::new());
+        let put = |k: &str, v: Vec<u8>| {
+            let mem = mem.clone();
+            let k = k.to_string();
+            async move { mem.put(&k, Bytes::from(v)).await.unwrap() }
+        };
+        put("zarr.json", br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec()).await;
+        put("g/zarr.json", br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec()).await;
+        let meta = json!({"zarr_format": 3, "node_type": "array", "shape": SHAPE,
+            "data_type": "uint16", "fill_value": FILL,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": CHUNKS}},
+            "chunk_key_encoding": {"name": "default"},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]});
+        put("g/a/zarr.json", serde_json::to_vec(&meta).unwrap()).await;
+        for (i, j) in [(0u64, 0u64), (0, 1), (1, 2), (2, 0)] {
+            let mut chunk = Vec::new();
+            for r in i * 2..i * 2 + 2 {
+                for c in j * 3..j * 3 + 3 {
+                    chunk.extend_from_slice(&((r * 100 + c) as u16).to_le_bytes());
+                }
+            }
+            put(&format!("g/a/c/{i}/{j}"), chunk).await;
+        }
+        put("g/a/c/2/2", vec![1, 2, 3]).await;
+        let rec = Arc::new(RecordingStore::new(mem));
+        let ttl = Duration::from_secs(3600);
+        let unsharded = UnshardedNamespace::new(RawNamespace::new(rec.clone()), ttl);
+        (FlatNamespace::new(Arc::new(unsharded), ttl, 1 << 20), rec)
+    }
+
+    fn stored(i: u64, j: u64) -> bool {
+        matches!((i, j), (0, 0) | (0, 1) | (1, 2) | (2, 0))
+    }
+
+    /// The data bytes of the whole array as numpy would have them.
+    fn expected() -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in 0..SHAPE[0] {
+            for c in 0..SHAPE[1] {
+                let v = if stored(r / 2, c / 3) { (r * 100 + c) as u16 } else { FILL };
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    fn names(entries: Vec<(String, Node)>) -> Vec<String> {
+        entries.into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[tokio::test]
+    async fn arrays_are_files_and_groups_directories() {
+        let (view, _) = view().await;
+        assert_eq!(names(view.list("").await.unwrap()), ["g"]);
+        assert_eq!(names(view.list("g").await.unwrap()), ["a.npy"]);
+        let node = view.lookup("g/a.npy").await.unwrap().unwrap();
+        let head = header("<u2", &SHAPE);
+        assert_eq!(node.size, head.len() as u64 + 70);
+        for hidden in ["g/a", "g/zarr.json", "g/a/zarr.json", "g/a/c/0/0", "g/b.npy", "a.npy"] {
+            assert!(view.lookup(hidden).await.unwrap().is_none(), "{hidden}");
+        }
+        assert!(view.list("g/a").await.is_err());
+        assert!(view.write_file("g/x", Bytes::new()).await.is_err());
+    }
+
+    /// Reads of byte ranges: missing chunks are the fill value, a range touching the corrupt
+    /// chunk's elements fails, every other range reads, and each read costs the chunks under
+    /// it alone.
+    #[tokio::test]
+    async fn ranges_read_their_chunks_alone() {
+        let (view, rec) = view().await;
+        let node = view.lookup("g/a.npy").await.unwrap().unwrap();
+        let head = header("<u2", &SHAPE);
+        let data_at = head.len() as u64;
+        let want = [head, expected()].concat();
+        // Elements of chunk (2, 2): row 4, columns 6..7 (the array ends at column 7).
+        let bad = data_at + (4 * 7 + 6) * 2..data_at + (4 * 7 + 7) * 2;
+        rec.take();
+        let mut ok = 0;
+        for start in 0..node.size {
+            for len in [1u64, 3, 14, 29, 100] {
+                let end = (start + len).min(node.size);
+                let got = view.read("g/a.npy", &node, start, len as u32).await;
+                if start < bad.end && bad.start < end {
+                    assert!(matches!(got, Err(FsError::Corrupt(_))), "{start}+{len}");
+                } else {
+                    assert_eq!(got.unwrap(), want[start as usize..end as usize], "{start}+{len}");
+                    ok += 1;
+                }
+            }
+        }
+        assert!(ok > 500);
+        // Row 0, columns 0..3: chunk (0, 0) alone, looked up once (kept), read from the cache.
+        let (view, rec) = self::view().await;
+        let node = view.lookup("g/a.npy").await.unwrap().unwrap();
+        rec.take();
+        let got = view.read("g/a.npy", &node, data_at, 6).await.unwrap();
+        assert_eq!(got, want[data_at as usize..data_at as usize + 6]);
+        let keys: BTreeSet<String> =
+            rec.take().iter().filter_map(|c| c.split(' ').nth(1).map(str::to_string)).collect();
+        assert_eq!(keys, BTreeSet::from(["g/a/c/0/0".to_string()]));
+        view.read("g/a.npy", &node, data_at + 2, 4).await.unwrap();
+        assert!(rec.take().is_empty(), "looked up or read again");
     }
 }

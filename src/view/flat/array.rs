@@ -134,3 +134,110 @@ impl FlatArray {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
+    use serde_json::json;
+
+    fn v3(doc: Value) -> Result<FlatArray, String> {
+        match parse_zarr_json(&serde_json::to_vec(&doc).unwrap()).unwrap() {
+            NodeMetadata::Array(meta) => FlatArray::from_v3(&meta),
+            NodeMetadata::Group(_) => panic!("a group"),
+        }
+    }
+
+    fn doc(data_type: Value, fill: Value, shape: &[u64], chunks: &[u64]) -> Value {
+        json!({
+            "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": data_type,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": fill,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}],
+            "dimension_names": ["y", null], "attributes": {"a": 1}
+        })
+    }
+
+    /// A uint16 array (fill value 7) and its document.
+    pub(crate) fn u16_array(shape: &[u64], chunks: &[u64]) -> (FlatArray, Value) {
+        let d = doc(json!("uint16"), json!(7), shape, chunks);
+        (v3(d.clone()).unwrap(), d)
+    }
+
+    #[test]
+    fn numpy_types_of_v3_arrays() {
+        let (a, _) = u16_array(&[100, 70], &[30, 20]);
+        assert_eq!((a.descr.as_str(), a.item, a.swap, a.kind()), ("<u2", 2, 2, 'u'));
+        assert_eq!(a.fill, 7u16.to_le_bytes());
+        assert_eq!(a.dimension_names, [Some("y".to_string()), None]);
+        assert_eq!(a.grid.counts(), [4, 4]);
+        assert_eq!(a.keys.key(&[1, 2]), "c/1/2");
+        let cases = [
+            (json!("complex64"), json!([1.0, 2.0]), "<c8", 8, 4),
+            (json!("bool"), json!(false), "|b1", 1, 1),
+            (
+                json!({"name": "numpy.datetime64", "configuration": {"unit": "ms", "scale_factor": 10}}),
+                json!("NaT"),
+                "<M8[10ms]",
+                8,
+                8,
+            ),
+            (
+                json!({"name": "fixed_length_utf32", "configuration": {"length_bytes": 12}}),
+                json!(""),
+                "<U3",
+                12,
+                4,
+            ),
+            (
+                json!({"name": "null_terminated_bytes", "configuration": {"length_bytes": 5}}),
+                json!(""),
+                "|S5",
+                5,
+                1,
+            ),
+        ];
+        for (ty, fill, descr, item, swap) in cases {
+            let mut d = doc(ty, fill, &[4], &[3]);
+            d["codecs"] = json!([{"name": "bytes", "configuration": {"endian": "little"}}]);
+            d["dimension_names"] = Value::Null;
+            let a = v3(d).unwrap();
+            assert_eq!((a.descr.as_str(), a.item, a.swap), (descr, item, swap));
+            assert_eq!(a.fill.len(), item);
+        }
+        let nat = v3({
+            let mut d = doc(
+                json!({"name": "numpy.datetime64", "configuration": {"unit": "s"}}),
+                json!("NaT"),
+                &[4],
+                &[3],
+            );
+            d["dimension_names"] = Value::Null;
+            d
+        })
+        .unwrap();
+        assert_eq!(nat.fill, i64::MIN.to_le_bytes());
+    }
+
+    #[test]
+    fn variable_length_types_are_left_out() {
+        let mut d = doc(json!("string"), json!(""), &[4], &[3]);
+        d["codecs"] = json!([{"name": "vlen-utf8"}]);
+        d["dimension_names"] = Value::Null;
+        assert!(v3(d).is_err());
+    }
+
+    #[test]
+    fn v2_arrays() {
+        let zarray = json!({"zarr_format": 2, "shape": [10, 6], "chunks": [4, 4], "dtype": ">i2",
+            "compressor": null, "fill_value": 3, "order": "F", "filters": null});
+        let parsed = V2Array::parse(&serde_json::to_vec(&zarray).unwrap()).unwrap();
+        let mut attrs = Map::new();
+        attrs.insert("_ARRAY_DIMENSIONS".into(), json!(["y", "x"]));
+        let a = FlatArray::from_v2(&parsed, attrs).unwrap();
+        assert_eq!((a.descr.as_str(), a.item), ("<i2", 2));
+        assert_eq!(a.fill, 3i16.to_le_bytes());
+        assert_eq!(a.dimension_names, [Some("y".into()), Some("x".into())]);
+        assert_eq!(a.keys.key(&[2, 1]), "2.1");
+    }
+}

@@ -77,3 +77,57 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
     out.push(b'\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// The headers numpy writes (testdata/npy_headers.json, scripts/gen_npy_headers.py).
+    #[test]
+    fn headers_are_numpys_byte_for_byte() {
+        let text = include_str!("testdata/npy_headers.json");
+        let doc: Value = serde_json::from_str(text).unwrap();
+        let vectors = doc["vectors"].as_array().unwrap();
+        assert!(vectors.len() > 50);
+        for v in vectors {
+            let descr = v["descr"].as_str().unwrap();
+            let shape: Vec<u64> =
+                v["shape"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+            let got = header(descr, &shape);
+            assert_eq!(got, unhex(v["header"].as_str().unwrap()), "{descr} {shape:?}");
+            assert_eq!(got.len() % ALIGN, 0);
+        }
+    }
+
+    /// A header too long for version 1.0's 2-byte length is version 2.0 (4 bytes); one that
+    /// is not latin-1 is 3.0 (UTF-8).
+    #[test]
+    fn long_or_unicode_headers_take_later_versions() {
+        let long = "x".repeat(70_000);
+        let h = header(&long, &[1]);
+        assert_eq!(&h[6..8], [2, 0]);
+        let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+        assert_eq!(12 + len, h.len());
+        assert_eq!(h.len() % ALIGN, 0);
+        let h = header("<U1\u{263a}", &[1]);
+        assert_eq!(&h[6..8], [3, 0]);
+        assert!(String::from_utf8(h[12..].to_vec()).unwrap().contains('\u{263a}'));
+        assert_eq!(h.len() % ALIGN, 0);
+    }
+
+    #[test]
+    fn layout_is_header_then_the_whole_array() {
+        let (array, _) = crate::view::flat::array::tests::u16_array(&[20000, 20000], &[512, 512]);
+        let layout = Npy.layout(&array).unwrap().unwrap();
+        let h = header("<u2", &[20000, 20000]).len() as u64;
+        assert_eq!(layout.size, h + 20000 * 20000 * 2);
+        assert_eq!(layout.parts().len(), 2);
+        let covered: Vec<_> = layout.covering(h - 2..h + 4).map(|c| c.within).collect();
+        assert_eq!(covered, [h - 2..h, 0..4]);
+    }
+}
