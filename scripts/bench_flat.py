@@ -7,7 +7,7 @@ page cache dropped (when root), alternated over rounds, best of them. Also the d
 RSS (VmHWM) of the flat read.
 
     .venv/bin/python scripts/bench_flat.py [--binary target/release/zarr-mount] [--rounds 3]
-        [--shape 8192] [--chunk 512] [--cache-size 256M]
+        [--shape 8192] [--chunk 512] [--cache-size 256M] [--local-only]
 
 Ratios: decoded time / flat file time (above 1.0 the flat file is faster); the goal is >= 0.8.
 """
@@ -96,6 +96,7 @@ def main():
     p.add_argument("--chunk", type=int, default=512)
     p.add_argument("--cache-size", default="256M")
     p.add_argument("--delay-ms", type=float, default=20.0)
+    p.add_argument("--local-only", action="store_true", help="skip S3 (e.g. for the memory figure of a large array)")
     args = p.parse_args()
     extra = ["--cache-size", args.cache_size]
     print(f"uint16 {args.shape} x {args.shape} ({args.shape ** 2 * 2 / 2 ** 20:.0f} MiB), chunks "
@@ -106,6 +107,8 @@ def main():
         local = work / "arr.zarr"
         write_array(str(local), args.shape, args.chunk)
         run(args.binary, local, None, ["--read-only", *extra], work, args.rounds, "local")
+        if args.local_only:
+            return
         with MotoServer(work, "bench") as s3:
             from obstore.store import S3Store
 

@@ -210,6 +210,7 @@ mod tests {
     fn values_map_onto_cli_flags() {
         assert_eq!(args("view=raw"), ["--view", "raw"]);
         assert_eq!(args("view=v2-decoded"), ["--view", "v2-decoded"]);
+        assert_eq!(args("view=flat"), ["--view", "flat"]);
         assert_eq!(
             args("ref=tag:v1,authorize_virtual=file:///d/"),
             ["--ref", "tag:v1", "--authorize-virtual", "file:///d/"]
