@@ -375,6 +375,45 @@ mod tests {
         assert_eq!(elements(&classic, 1), elements(&big, 1));
     }
 
+    /// Walks a BigTIFF's IFD chain: every IFD's TileOffsets, in order.
+    fn big_tile_offsets(h: &[u8]) -> Vec<u64> {
+        let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().unwrap());
+        let mut out = Vec::new();
+        let mut ifd = u64_at(8) as usize;
+        while ifd != 0 {
+            let n = u64_at(ifd) as usize;
+            for e in 0..n {
+                let entry = ifd + 8 + e * 20;
+                if u16::from_le_bytes([h[entry], h[entry + 1]]) == tag::TILE_OFFSETS {
+                    assert_eq!(u16::from_le_bytes([h[entry + 2], h[entry + 3]]), 16, "LONG8");
+                    let count = u64_at(entry + 4) as usize;
+                    let at = if count == 1 { entry + 12 } else { u64_at(entry + 12) as usize };
+                    out.extend((0..count).map(|i| u64_at(at + 8 * i)));
+                }
+            }
+            ifd = u64_at(ifd + 8 + n * 20) as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn big_tiff_offsets_point_at_the_tiles() {
+        let tiles = Blocks::Tiles { length: 16, width: 32 };
+        let pages = (0..3)
+            .map(|z| Page {
+                plane: plane(vec![z], 40, 40, tiles),
+                description: None,
+                reduced: vec![],
+            })
+            .collect();
+        let l = layout(&TiffSpec { sample: u16_sample(), pages }, 0);
+        let h = head(&l);
+        assert_eq!(&h[..8], b"II\x2b\x00\x08\x00\x00\x00");
+        let starts: Vec<u64> = l.parts()[1..].iter().map(|p| p.offset).collect();
+        assert_eq!(starts.len(), 3 * 3 * 2);
+        assert_eq!(big_tile_offsets(h), starts);
+    }
+
     #[test]
     fn reduced_planes_are_sub_ifds_after_the_chain() {
         let tiles = Blocks::Tiles { length: 16, width: 16 };
