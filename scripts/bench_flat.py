@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark of `--view flat` (issue 41): one array read whole, in order, in 1 MiB reads, as
-`NAME.npy` through the flat view, against the same array's chunk files read whole through
+`NAME.npy` and as `NAME.tif` (one tile per chunk) through the flat view, against the same array's chunk files read whole through
 `--view decoded` (in listing order, as `cat` of every file would), on a local directory and on
 S3 (moto) behind scripts/latency_proxy.py at 20 ms. Each contender on a fresh mount with the
 page cache dropped (when root), alternated over rounds, best of them. Also the daemon's peak
@@ -9,7 +9,7 @@ RSS (VmHWM) of the flat read.
     .venv/bin/python scripts/bench_flat.py [--binary target/release/zarr-mount] [--rounds 3]
         [--shape 8192] [--chunk 512] [--cache-size 256M] [--local-only]
 
-Ratios: decoded time / flat time (above 1.0 the flat file is faster); the goal is >= 0.8.
+Ratios: decoded time / flat file time (above 1.0 the flat file is faster); the goal is >= 0.8.
 """
 
 import argparse
@@ -60,28 +60,32 @@ def write_array(dest, shape, chunk):
     return a
 
 
+# contender -> (view, the file read whole; None: every chunk file)
+CONTENDERS = {"decoded": ("decoded", None), "npy": ("flat", "array.npy"),
+              "tif": ("flat", "array.tif")}
+
+
 def run(binary, source, env, extra, work, rounds, label):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
-    times = {"flat": [], "decoded": []}
-    rss = []
+    times = {name: [] for name in CONTENDERS}
+    rss = {name: [] for name in CONTENDERS}
     nbytes = {}
     for _ in range(rounds):
-        for view in ("decoded", "flat"):
+        for name, (view, file) in CONTENDERS.items():
             drop_caches()
             with Mounted(binary, source, mnt, "--view", view, *extra, env=env) as m:
                 t = time.perf_counter()
-                if view == "flat":
-                    nbytes[view] = read_file(mnt / "array.npy")
-                    times[view].append(time.perf_counter() - t)
-                    rss.append(peak_rss_mib(m))
-                else:
-                    nbytes[view] = read_chunk_files(mnt)
-                    times[view].append(time.perf_counter() - t)
-    flat, dec = min(times["flat"]), min(times["decoded"])
-    print(f"{label:10s} flat .npy {nbytes['flat'] / flat / 1e6:8.1f} MB/s ({flat:6.2f} s)   "
-          f"decoded chunk files {nbytes['decoded'] / dec / 1e6:8.1f} MB/s ({dec:6.2f} s)   "
-          f"ratio {dec / flat:5.2f} (goal >= 0.80)   flat peak RSS {max(rss):7.1f} MiB")
+                nbytes[name] = read_file(mnt / file) if file else read_chunk_files(mnt)
+                times[name].append(time.perf_counter() - t)
+                rss[name].append(peak_rss_mib(m))
+    best = {name: min(t) for name, t in times.items()}
+    dec = best["decoded"]
+    line = f"{label:10s} decoded chunk files {nbytes['decoded'] / dec / 1e6:8.1f} MB/s ({dec:6.2f} s)"
+    for name in ("npy", "tif"):
+        line += (f"   .{name} {nbytes[name] / best[name] / 1e6:8.1f} MB/s ({best[name]:6.2f} s, "
+                 f"ratio {dec / best[name]:5.2f}, peak RSS {max(rss[name]):7.1f} MiB)")
+    print(line + "   (goal: ratio >= 0.80)")
 
 
 def main():

@@ -408,7 +408,7 @@ mod tests {
     async fn arrays_are_files_and_groups_directories() {
         let (view, _) = view().await;
         assert_eq!(names(view.list("").await.unwrap()), ["g"]);
-        assert_eq!(names(view.list("g").await.unwrap()), ["a.npy"]);
+        assert_eq!(names(view.list("g").await.unwrap()), ["a.npy", "a.tif"]);
         let node = view.lookup("g/a.npy").await.unwrap().unwrap();
         let head = header("<u2", &SHAPE);
         assert_eq!(node.size, head.len() as u64 + 70);

@@ -14,8 +14,14 @@
 //! sizes and reads every format's files from their layouts.
 
 pub mod array;
+pub mod array_tif;
+pub mod imagej;
 pub mod layout;
 pub mod npy;
+pub mod ome_tiff;
+pub mod ome_xml;
+pub mod tiff;
+pub mod tiff_ifd;
 
 pub use array::FlatArray;
 pub use layout::{ByteOrder, Content, ElementBox, Layout, LayoutBuilder, Part};
@@ -51,10 +57,10 @@ pub trait GroupFormat: Send + Sync {
 }
 
 /// Every per-array format, in listing order.
-pub static ARRAY_FORMATS: &[&dyn ArrayFormat] = &[&npy::Npy];
+pub static ARRAY_FORMATS: &[&dyn ArrayFormat] = &[&npy::Npy, &array_tif::Tif];
 
 /// Every per-group format.
-pub static GROUP_FORMATS: &[&dyn GroupFormat] = &[];
+pub static GROUP_FORMATS: &[&dyn GroupFormat] = &[&ome_tiff::OmeTif];
 
 /// One file of the view: its layout over the arrays it draws from.
 #[derive(Debug, Clone, PartialEq)]
