@@ -97,6 +97,11 @@ pub struct Args {
     /// Bound of --cache-dir, e.g. 20G (least recently used blocks are dropped first). Default: 10G.
     #[arg(long, value_name = "SIZE")]
     pub cache_max_size: Option<String>,
+    /// The data does not change: what --cache-dir holds is served without asking the store
+    /// again, across remounts and past --metadata-ttl (a change at the store is not seen until
+    /// the cache directory is emptied). See docs/PERFORMANCE.md "Disk cache".
+    #[arg(long)]
+    pub immutable: bool,
     // ---- write buffers ----
     /// Where files open for writing go once too large for memory (anonymous files: nothing is
     /// left there after a crash). Default: the system temp directory.
@@ -325,8 +330,12 @@ impl Args {
             check_endpoint_url(e)?;
         }
         let mountpoint = check_mountpoint(&self.mountpoint)?;
-        let disk_cache =
-            disk_cache_options(self.cache_dir.as_deref(), self.cache_max_size.as_deref(), &source)?;
+        let disk_cache = disk_cache_options(
+            self.cache_dir.as_deref(),
+            self.cache_max_size.as_deref(),
+            self.immutable,
+            &source,
+        )?;
         let default_ttl = match source.location() {
             Location::Local(_) if matches!(source, Source::Directory(_)) => 1.0,
             _ => 60.0,
@@ -400,13 +409,15 @@ fn spill_config(
 fn disk_cache_options(
     dir: Option<&Path>,
     max: Option<&str>,
+    immutable: bool,
     source: &Source,
 ) -> Result<Option<crate::store::layers::disk_cache::DiskCacheOptions>, UsageError> {
     use crate::store::layers::disk_cache::{DirLock, DiskCacheOptions, DEFAULT_MAX_BYTES};
     let Some(dir) = dir else {
-        return match max {
-            Some(_) => Err(usage("--cache-max-size needs --cache-dir")),
-            None => Ok(None),
+        return match (max, immutable) {
+            (Some(_), _) => Err(usage("--cache-max-size needs --cache-dir")),
+            (_, true) => Err(usage("--immutable needs --cache-dir")),
+            (None, false) => Ok(None),
         };
     };
     if matches!(source, Source::Icechunk(_)) {
@@ -426,7 +437,7 @@ fn disk_cache_options(
         return Err(usage("--cache-max-size must be at least 2M"));
     }
     let lock = DirLock::acquire(dir).map_err(usage)?;
-    Ok(Some(DiskCacheOptions { lock: std::sync::Arc::new(lock), max_bytes }))
+    Ok(Some(DiskCacheOptions { lock: std::sync::Arc::new(lock), max_bytes, immutable }))
 }
 
 /// `-o key=value` pairs.

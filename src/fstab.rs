@@ -3,6 +3,7 @@
 //! the whole mapping is unit tested.
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
+//!   `immutable` -> `--immutable`;
 //! - `view=`, `v2_ome=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
 //!   `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
@@ -22,6 +23,7 @@ pub const SWITCHES: &[(&str, &[&str])] = &[
     ("ro", &["--read-only"]),
     ("rw", &[]),
     ("allow_other", &["--allow-other"]),
+    ("immutable", &["--immutable"]),
     ("verbose", &["-v"]),
     ("debug", &["-v"]),
 ];
@@ -210,6 +212,7 @@ mod tests {
     fn values_map_onto_cli_flags() {
         assert_eq!(args("view=raw"), ["--view", "raw"]);
         assert_eq!(args("view=v2-decoded"), ["--view", "v2-decoded"]);
+        assert_eq!(args("view=flat"), ["--view", "flat"]);
         assert_eq!(
             args("ref=tag:v1,authorize_virtual=file:///d/"),
             ["--ref", "tag:v1", "--authorize-virtual", "file:///d/"]

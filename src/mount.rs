@@ -108,7 +108,7 @@ async fn open_directory(
     // (a remount with a warm cache sends no request before the first read it cannot serve).
     let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {
         let identity = crate::store::StoreHints::describe(&*backend);
-        crate::store::layers::disk_cache::vouches_for(d, &identity, cfg.metadata_ttl)
+        crate::store::layers::disk_cache::vouches_for(d, &identity, d.trust(cfg.metadata_ttl))
     });
     // The layers (a --cache-dir among them) open before the check, for the fetch below; a
     // wrong source is still the error reported first.
@@ -263,7 +263,7 @@ fn open_disk_cache(
         max_bytes: disk.max_bytes,
         block_size: BLOCK_SIZE,
         copy_max: COPY_MAX,
-        ttl: cfg.metadata_ttl,
+        ttl: disk.trust(cfg.metadata_ttl),
     };
     let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
         .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?;
@@ -321,16 +321,18 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         .with_chunk_trees(ttl)
         .with_array_prefetch(cfg.array_prefetch)
         .with_document_fetch(fetch);
-    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        let unsharded = Arc::new(UnshardedNamespace::new(
+    let unsharded = || {
+        Arc::new(UnshardedNamespace::new(
             RawNamespace::new(raw.store().clone())
                 .with_chunk_trees(ttl)
                 .with_array_prefetch(cfg.array_prefetch)
                 .with_document_fetch(fetch),
             ttl,
-        ));
-        let cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
-        Arc::new(PresentedNamespace::new(unsharded, presenter, ttl, cache))
+        ))
+    };
+    let decoded_cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
+    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
+        Arc::new(PresentedNamespace::new(unsharded(), presenter, ttl, decoded_cache))
     };
     match cfg.view {
         ViewKind::Raw => Arc::new(raw),
@@ -339,6 +341,9 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
         ViewKind::V2Decoded => {
             presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
+        }
+        ViewKind::Flat => {
+            Arc::new(crate::fs::flat::FlatNamespace::new(unsharded(), ttl, decoded_cache))
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The `--stats-interval` log line: FUSE requests per operation, errors, bytes read and
-//! written since start, read from the metrics registry (`crate::metrics`), the same numbers
+//! written since start, what the disk cache served and confirmed, read from the metrics registry (`crate::metrics`), the same numbers
 //! `/metrics` serves.
 
 use std::fmt::Write as _;
 
-use crate::metrics::{self, Op};
+use crate::metrics::{self, Op, Revalidation};
 
 /// The counters now.
 pub fn snapshot() -> Snapshot {
@@ -22,7 +22,30 @@ pub fn snapshot() -> Snapshot {
         conditional_writes: m.conditional_writes.get(),
         write_conflicts: m.create_conflicts.get() + m.shard_rewrite_conflicts.get(),
         write_retries: m.shard_rewrite_retries.get(),
+        disk_cache: DiskCacheSnapshot {
+            hits: m.disk_cache.hits.get(),
+            misses: m.disk_cache.misses.get(),
+            read_bytes: m.disk_cache.read_bytes.get(),
+            unchanged: m.disk_cache.revalidations(Revalidation::Unchanged).get(),
+            changed: m.disk_cache.revalidations(Revalidation::Changed).get()
+                + m.disk_cache.revalidations(Revalidation::Deleted).get(),
+            evictions: m.disk_cache.evictions.get(),
+        },
     }
+}
+
+/// The disk cache's counters (all zero without `--cache-dir`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskCacheSnapshot {
+    /// Blocks (or whole-object copies) read from disk, and fetched for lack of them.
+    pub hits: u64,
+    pub misses: u64,
+    /// Bytes served from disk instead of the store.
+    pub read_bytes: u64,
+    /// Revalidations past the TTL that found the cached version, and another one (or none).
+    pub unchanged: u64,
+    pub changed: u64,
+    pub evictions: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +65,7 @@ pub struct Snapshot {
     pub write_conflicts: u64,
     /// Shard rewrites read, spliced and written again after a conflict.
     pub write_retries: u64,
+    pub disk_cache: DiskCacheSnapshot,
 }
 
 impl Snapshot {
@@ -76,6 +100,12 @@ impl Snapshot {
             conditional_writes = self.conditional_writes,
             write_conflicts = self.write_conflicts,
             write_retries = self.write_retries,
+            disk_cache_hits = self.disk_cache.hits,
+            disk_cache_misses = self.disk_cache.misses,
+            disk_cache_read_bytes = self.disk_cache.read_bytes,
+            disk_cache_unchanged = self.disk_cache.unchanged,
+            disk_cache_changed = self.disk_cache.changed,
+            disk_cache_evictions = self.disk_cache.evictions,
             "stats"
         );
     }
@@ -107,6 +137,7 @@ mod tests {
             conditional_writes: 0,
             write_conflicts: 0,
             write_retries: 0,
+            disk_cache: DiskCacheSnapshot::default(),
         };
         assert_eq!(snap.requests(), 4);
         assert_eq!(snap.ops_line(), "lookup=1 read=2 other=1");
@@ -124,11 +155,15 @@ mod tests {
         m.fuse.error(Op::Rmdir, libc::ENOTEMPTY);
         m.fuse.error(Op::Lookup, libc::ENOENT);
         m.fuse.read_bytes.inc_by(10);
+        m.disk_cache.read_bytes.inc_by(7);
+        m.disk_cache.revalidations(Revalidation::Deleted).inc();
         let after = snapshot();
         let rmdir = |s: &Snapshot| s.ops.iter().find(|(n, _)| *n == "rmdir").unwrap().1;
         assert!(rmdir(&after) >= rmdir(&before) + 2);
         assert!(after.errors > before.errors);
         assert!(after.not_found > before.not_found);
         assert!(after.bytes_read >= before.bytes_read + 10);
+        assert!(after.disk_cache.read_bytes >= before.disk_cache.read_bytes + 7);
+        assert!(after.disk_cache.changed > before.disk_cache.changed);
     }
 }

@@ -269,6 +269,12 @@ impl ZarrFs {
             let r = ra.read(offset, size, node.size, &fetch).await;
             return self.note_stale(ino, path, r);
         }
+        // A flat file's read costs the chunks under it: a window past it would fetch chunks
+        // the reader may never ask for (two adjacent pages of a memmap window look
+        // sequential); the kernel's own read-ahead serves sequential readers.
+        if matches!(node.backing, Backing::Flat(_)) {
+            return self.read_node(ino, path, node, offset, size).await;
+        }
         if let Some(data) = ra.take(offset, size, node.size) {
             return Ok(data);
         }

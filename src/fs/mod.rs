@@ -14,6 +14,8 @@ pub mod changes;
 pub mod decoded_cache;
 pub mod error;
 mod files;
+pub mod flat;
+mod flat_read;
 mod handles;
 pub mod inode;
 pub mod listing;

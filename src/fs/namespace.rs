@@ -437,9 +437,10 @@ impl Namespace for RawNamespace {
                 Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
             }
             // Only the presenting view that made a decoded node can read it.
-            Backing::Decoded { .. } | Backing::Unwrapped { .. } | Backing::Retiled { .. } => {
-                Err(FsError::NotSupported("a decoded chunk read below its view"))
-            }
+            Backing::Decoded { .. }
+            | Backing::Unwrapped { .. }
+            | Backing::Retiled { .. }
+            | Backing::Flat(_) => Err(FsError::NotSupported("a decoded chunk read below its view")),
         }
     }
 

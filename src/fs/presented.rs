@@ -105,17 +105,8 @@ impl PresentedNamespace {
         }
     }
 
-    /// One metadata document of `dir`, if the view below has it as a file.
     async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<(Bytes, SystemTime)>> {
-        let path = join_key(dir, name);
-        let node = match self.below.lookup(&path).await {
-            Ok(Some(node)) if !node.is_dir() => node,
-            Ok(_) => return Ok(None),
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let bytes = read_all(self.below.as_ref(), &path, &node).await?;
-        Ok(Some((Bytes::from(bytes), node.modified)))
+        read_doc(self.below.as_ref(), dir, name).await
     }
 
     /// Stored chunks of the view below, decoded through this view's cache.
@@ -386,6 +377,23 @@ impl PresentedNamespace {
             })
             .await
     }
+}
+
+/// One metadata document of `dir`, if `below` has it as a file, with its modification time.
+pub(super) async fn read_doc(
+    below: &dyn Namespace,
+    dir: &str,
+    name: &str,
+) -> FsResult<Option<(Bytes, SystemTime)>> {
+    let path = join_key(dir, name);
+    let node = match below.lookup(&path).await {
+        Ok(Some(node)) if !node.is_dir() => node,
+        Ok(_) => return Ok(None),
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bytes = read_all(below, &path, &node).await?;
+    Ok(Some((Bytes::from(bytes), node.modified)))
 }
 
 /// Apply a directory's generated files and hidden names to its listing, and sort it.

@@ -109,6 +109,8 @@ pub enum Kind {
     /// A byte range of an object (with its metadata).
     Range,
     Head,
+    /// A conditional GET confirming a cached object (a 304 carries no body), or its fallback.
+    Revalidate,
     /// Is a name an object, a directory, both? (a HEAD and/or a LIST on object stores)
     Lookup,
     List,
@@ -121,10 +123,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Get,
         Kind::Range,
         Kind::Head,
+        Kind::Revalidate,
         Kind::Lookup,
         Kind::List,
         Kind::Put,
@@ -138,6 +141,7 @@ impl Kind {
             Kind::Get => "get",
             Kind::Range => "range",
             Kind::Head => "head",
+            Kind::Revalidate => "revalidate",
             Kind::Lookup => "lookup",
             Kind::List => "list",
             Kind::Put => "put",
@@ -315,6 +319,51 @@ impl CacheMetrics {
     }
 }
 
+/// What a revalidation of a disk-cached object found (the `result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revalidation {
+    /// The store still has the cached version: its bytes are served from disk.
+    Unchanged,
+    /// Another version: fetched again, the old one's files dropped.
+    Changed,
+    /// Gone from the store: dropped from the cache.
+    Deleted,
+}
+
+impl Revalidation {
+    pub const ALL: [Revalidation; 3] =
+        [Revalidation::Unchanged, Revalidation::Changed, Revalidation::Deleted];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Revalidation::Unchanged => "unchanged",
+            Revalidation::Changed => "changed",
+            Revalidation::Deleted => "deleted",
+        }
+    }
+}
+
+/// The series of the disk cache (`--cache-dir`).
+pub struct DiskCacheMetrics {
+    /// Blocks (or whole-object copies) read from disk.
+    pub hits: IntCounter,
+    /// Blocks fetched from the store because the cache had none.
+    pub misses: IntCounter,
+    /// Bytes served from disk (a copy handed to the kernel counts whole).
+    pub read_bytes: IntCounter,
+    revalidations: Vec<IntCounter>,
+    /// Block and copy files deleted to stay within --cache-max-size.
+    pub evictions: IntCounter,
+    /// Block and copy files that failed their check (dropped, fetched again).
+    pub corrupt: IntCounter,
+}
+
+impl DiskCacheMetrics {
+    pub fn revalidations(&self, r: Revalidation) -> &IntCounter {
+        &self.revalidations[r as usize]
+    }
+}
+
 pub struct AheadMetrics {
     pub fetched: IntCounter,
     pub used: IntCounter,
@@ -327,6 +376,7 @@ pub struct Metrics {
     pub fuse: FuseMetrics,
     pub backend: BackendMetrics,
     caches: Vec<CacheMetrics>,
+    pub disk_cache: DiskCacheMetrics,
     read_ahead: AheadMetrics,
     scan_ahead: AheadMetrics,
     array_ahead: AheadMetrics,
@@ -476,6 +526,40 @@ impl Metrics {
             }
         };
 
+        let disk_cache = {
+            let revalidations = counter_vec(
+                "disk_cache_revalidations_total",
+                "Cached objects confirmed with the store past the metadata TTL, by what was found.",
+                &["result"],
+            );
+            DiskCacheMetrics {
+                hits: counter(
+                    "disk_cache_hits_total",
+                    "Blocks (or whole-object copies) of the disk cache read from disk.",
+                ),
+                misses: counter(
+                    "disk_cache_misses_total",
+                    "Blocks fetched from the store because the disk cache had none.",
+                ),
+                read_bytes: counter(
+                    "disk_cache_read_bytes_total",
+                    "Bytes served from the disk cache instead of the store.",
+                ),
+                revalidations: Revalidation::ALL
+                    .iter()
+                    .map(|r| revalidations.with_label_values(&[r.name()]))
+                    .collect(),
+                evictions: counter(
+                    "disk_cache_evictions_total",
+                    "Disk cache files deleted to stay within --cache-max-size.",
+                ),
+                corrupt: counter(
+                    "disk_cache_corrupt_total",
+                    "Disk cache files that failed their check (dropped and fetched again).",
+                ),
+            }
+        };
+
         let caches = {
             let hits = counter_vec("cache_hits_total", "Lookups served by a cache.", &["cache"]);
             let misses = counter_vec(
@@ -565,6 +649,7 @@ impl Metrics {
             fuse,
             backend,
             caches,
+            disk_cache,
             read_ahead,
             scan_ahead,
             array_ahead,

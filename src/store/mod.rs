@@ -120,6 +120,36 @@ impl ByteRange {
     }
 }
 
+/// What a revalidation found (`Store::get_if_changed`).
+#[derive(Debug)]
+pub enum Revalidated {
+    /// Still at the version known: no object bytes were received.
+    Unchanged,
+    /// Changed or gone: what `get_ranged` of the range answers now (`None`: no object).
+    Changed(Option<(Bytes, ObjectMeta)>),
+}
+
+/// Is `now` the version `known` names? Without a version tag the modification time decides.
+pub fn same_version(now: &ObjectMeta, known: &ObjectMeta) -> bool {
+    now.version == known.version
+        && now.size == known.size
+        && (!now.version.is_empty() || now.modified == known.modified)
+}
+
+/// `Store::get_if_changed` with a HEAD, and a GET of `range` only for a changed object.
+pub async fn revalidate_by_head<S: Store + ?Sized>(
+    store: &S,
+    key: &str,
+    range: ByteRange,
+    known: &ObjectMeta,
+) -> StoreResult<Revalidated> {
+    match store.head(key).await? {
+        Some(now) if same_version(&now, known) => Ok(Revalidated::Unchanged),
+        Some(_) => Ok(Revalidated::Changed(store.get_ranged(key, range).await?)),
+        None => Ok(Revalidated::Changed(None)),
+    }
+}
+
 /// How a put treats an object already at the key. Every backend and every wrapper must carry
 /// the mode through (`Store::put_opts` has no default): a wrapper that turned a conditional put
 /// into an overwrite would silently lose other writers' data.
@@ -322,6 +352,17 @@ pub trait Store: StoreHints {
     }
     /// `Ok(None)` when there is no object at `key`.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
+    /// Whether `key` is still at `known` (metadata read earlier), and if not, `range` of what
+    /// is there now: one conditional GET where the backend has them (a 304 carries no body),
+    /// by default a HEAD (a stat on local disks) and, only for a changed object, a GET.
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        revalidate_by_head(self, key, range, known).await
+    }
     /// Replace the object atomically: readers see the old or the new content, never a mix.
     async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
         self.put_opts(key, data, PutMode::Overwrite).await

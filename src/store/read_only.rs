@@ -100,6 +100,16 @@ impl<B: ReadBackend> Store for ReadOnly<B> {
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.0.head(key).await
     }
+    /// A HEAD answered from the backend's own index (a zip's central directory, a snapshot's
+    /// manifest): what it holds is immutable while its source is unchanged.
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: crate::store::ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<crate::store::Revalidated> {
+        crate::store::revalidate_by_head(self, key, range, known).await
+    }
     async fn get_versioned(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         self.0.get_ranged(key, ByteRange::Range(0..u64::MAX)).await
     }

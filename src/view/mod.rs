@@ -3,6 +3,7 @@
 
 pub mod chunk_lookup;
 pub mod decoded;
+pub mod flat;
 pub mod node;
 pub mod ome;
 pub mod present;
@@ -25,12 +26,15 @@ pub enum ViewKind {
     V2,
     /// As v2, with every chunk decoded (no compressor or filters, little-endian, order C).
     V2Decoded,
+    /// Every array as single files (`NAME.npy`, ...) in its parent directory; groups stay
+    /// directories.
+    Flat,
 }
 
 impl ViewKind {
     /// Views whose files cannot be mapped back to stored bytes exactly.
     pub fn is_read_only(self) -> bool {
-        matches!(self, ViewKind::Decoded | ViewKind::V2 | ViewKind::V2Decoded)
+        matches!(self, ViewKind::Decoded | ViewKind::V2 | ViewKind::V2Decoded | ViewKind::Flat)
     }
 
     pub fn name(self) -> &'static str {
@@ -40,6 +44,7 @@ impl ViewKind {
             ViewKind::Decoded => "decoded",
             ViewKind::V2 => "v2",
             ViewKind::V2Decoded => "v2-decoded",
+            ViewKind::Flat => "flat",
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::view::flat::FlatFile;
 use crate::view::retile::Retiling;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
 
@@ -50,6 +51,8 @@ pub enum Backing {
         sources: Vec<SourceChunk>,
         retiling: Arc<Retiling>,
     },
+    /// A file of the flat view, read from its layout (`view::flat`).
+    Flat(Arc<FlatFile>),
 }
 
 /// A stored chunk of the view below: its grid coordinates, its path and what backs it.
@@ -107,6 +110,7 @@ impl Node {
                 let all = versions.join("\0");
                 Some(format!("retiled-{:08x}-{}", crc32c::crc32c(all.as_bytes()), all.len()))
             }
+            Backing::Flat(file) => Some(file.version()),
         }
     }
 }

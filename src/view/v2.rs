@@ -123,7 +123,7 @@ pub fn v2_array(meta: &ArrayMetadata) -> Result<V2Form, String> {
 /// How a v3 array's chunks can be decoded for the v2-decoded view: its own chain, with a
 /// core stand-in for data types the decoder does not know (datetimes are int64; fixed-size
 /// strings get a trailing axis of their bytes or UTF-32 code units).
-fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpecs, String> {
+pub(crate) fn decode_spec(meta: &ArrayMetadata) -> Result<ChunkSpecs, String> {
     let stand_in = |ty: &str, extra: Option<u64>| {
         let mut m = meta.clone();
         m.data_type = json!(ty);

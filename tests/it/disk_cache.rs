@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use common::s3::{S3Server, BUCKET, ENV, S3};
 use common::{metric, Mount};
 
+crate::s3_tests!(past_the_ttl_a_remount_revalidates_and_downloads_nothing);
+
 fn mount(moto: &S3, mnt: &Path, extra: &[&str]) -> Mount {
     let endpoint = moto.endpoint();
     let mut args = vec!["--endpoint-url", endpoint.as_str()];
@@ -246,7 +248,15 @@ fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
         std::fs::write(b, &raw[..raw.len() - 1000]).unwrap();
     }
 
-    let m = mount(&moto, &mnt, &["--view", "raw", "--cache-dir", cache_arg]);
+    // Restarted past the TTL (its clock ahead): what the killed daemon kept is revalidated
+    // and served from disk, except what fails its check.
+    let port = common::s3::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let endpoint = moto.endpoint();
+    let args = ["--endpoint-url", endpoint.as_str(), "--view", "raw", "--cache-dir", cache_arg];
+    let args = [&args[..], &["--metadata-ttl", "1", "--metrics-addr", &addr]].concat();
+    let later = [ENV, &[("ZM_TEST_CLOCK_OFFSET", "10")]].concat();
+    let m = Mount::start_with(&format!("s3://{BUCKET}/pre"), &mnt, &args, &later);
     for (k, v) in &objects {
         let got = std::fs::read(m.path(k.strip_prefix("pre/").unwrap())).unwrap();
         assert!(got == *v, "{k}: wrong bytes after the restart");
@@ -256,6 +266,8 @@ fn a_daemon_killed_while_filling_the_cache_leaves_nothing_served_wrong() {
         "the torn block was detected:\n{}",
         m.log_text()
     );
+    let corrupt = metric(port, "zarr_mount_disk_cache_corrupt_total").unwrap_or(0);
+    assert!(corrupt >= 1 || blocks.is_empty(), "counted: {corrupt}");
     assert!(!cache.join("tmp").read_dir().unwrap().any(|e| {
         // Leftover temp files of the killed daemon were removed at start (new ones may exist).
         e.unwrap().file_name().to_string_lossy().starts_with(&format!("{}.", child.id()))
@@ -608,4 +620,122 @@ fn an_open_copy_does_not_hide_a_new_version_from_later_opens() {
     drop(held);
     assert!(std::fs::read(&path).unwrap() == new);
     m.stop();
+}
+
+/// Object bytes the daemon on `port` received from the store, over every kind of read.
+fn object_bytes_received(port: u16) -> u64 {
+    ["get", "range", "revalidate"]
+        .iter()
+        .map(|k| {
+            metric(port, &format!("zarr_mount_backend_received_bytes_total{{kind=\"{k}\"}}"))
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+fn revalidations(port: u16, result: &str) -> u64 {
+    metric(port, &format!("zarr_mount_disk_cache_revalidations_total{{result=\"{result}\"}}"))
+        .unwrap_or(0)
+}
+
+/// The disk cache across time (issue 40), on each S3 server: a remount past the metadata TTL
+/// confirms what the cache holds (listings, HEADs, conditional GETs) and receives no object
+/// byte; a changed object is fetched again (only it) and read new, a deleted one is gone;
+/// with `--immutable` a remount sends no request at all.
+fn past_the_ttl_a_remount_revalidates_and_downloads_nothing(kind: S3Server) {
+    let Some(s3) = S3::start(kind) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let mut objects: Vec<(String, Vec<u8>)> = vec![
+        ("pre/zarr.json".into(), br#"{"zarr_format":3,"node_type":"group"}"#.to_vec()),
+        ("pre/arr/zarr.json".into(), uint8_array_of_2x2_chunks(4)),
+        ("pre/arr/c/0/0".into(), vec![1, 2, 3, 4]),
+        ("pre/arr/c/1/1".into(), vec![5, 6, 7, 8]),
+        ("pre/big.bin".into(), content((3 << 20) + 5, 21)),
+        ("pre/d/small".into(), content(3000, 22)),
+        ("pre/d/mid".into(), content((1 << 20) + 17, 23)),
+    ];
+    s3.put_all(&objects);
+    let cache_arg = cache.to_str().unwrap().to_string();
+    let mnt = tmp.path().join("mnt");
+    let endpoint = s3.endpoint();
+    // Each mount's clock starts further ahead (ZM_TEST_CLOCK_OFFSET): past the 1 s TTL of
+    // everything the mounts before it recorded.
+    let mount_at = |offset: &str, extra: &[&str]| {
+        let port = common::s3::free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut args = vec!["--endpoint-url", endpoint.as_str(), "--view", "raw"];
+        args.extend(["--cache-dir", &cache_arg, "--metadata-ttl", "1", "--metrics-addr", &addr]);
+        args.extend_from_slice(extra);
+        let env = [ENV, &[("ZM_TEST_CLOCK_OFFSET", offset)]].concat();
+        (Mount::start_with(&format!("s3://{BUCKET}/pre"), &mnt, &args, &env), port)
+    };
+    let read_all = |m: &Mount, objects: &[(String, Vec<u8>)]| {
+        let files = walk(&m.path(""));
+        assert_eq!(files.len(), objects.len(), "{files:#?}");
+        for (k, v) in objects {
+            let got = std::fs::read(m.path(k.strip_prefix("pre/").unwrap())).unwrap();
+            assert!(got == *v, "{k}: wrong bytes");
+        }
+    };
+
+    let (mut m, _) = mount_at("0", &[]);
+    read_all(&m, &objects);
+    m.stop();
+    drop(m);
+
+    // Past the TTL: every object confirmed, none received.
+    let from = s3.log().len();
+    let (mut m, port) = mount_at("10", &[]);
+    read_all(&m, &objects);
+    assert_eq!(object_bytes_received(port), 0, "object bytes received past the TTL");
+    if kind == S3Server::Moto {
+        // The metadata documents and chunks read by their lookups: conditional GETs, 304.
+        let responses = s3.responses_since(from);
+        let gets: Vec<_> =
+            responses.iter().filter(|(r, _)| r.starts_with("GET /bkt/pre/")).collect();
+        assert!(gets.iter().any(|(_, status)| status == "304"), "{responses:#?}");
+        assert!(
+            gets.iter().all(|(_, status)| status == "304" || status == "404"),
+            "{responses:#?}"
+        );
+    }
+    assert!(revalidations(port, "unchanged") >= 1, "{}", m.log_text());
+    assert_eq!(revalidations(port, "changed") + revalidations(port, "deleted"), 0);
+    m.stop();
+    drop(m);
+
+    // One object changed (same size), one deleted, behind the mount's back.
+    let changed = content(3000, 24);
+    s3.put("pre/d/small", &changed);
+    rt_delete(&s3, "pre/d/mid");
+    objects[5].1 = changed.clone();
+    objects.remove(6);
+    let (mut m, port) = mount_at("20", &[]);
+    read_all(&m, &objects);
+    let gone = std::fs::read(m.path("d/mid")).unwrap_err();
+    assert_eq!(gone.kind(), std::io::ErrorKind::NotFound, "the deleted object");
+    assert_eq!(object_bytes_received(port), changed.len() as u64, "only the changed object");
+    assert_eq!(revalidations(port, "changed"), 1);
+    let (_, _, scraped) = crate::metrics::scrape(port);
+    crate::metrics::promtool_check(&scraped).expect("promtool accepts the disk cache's series");
+    m.stop();
+    drop(m);
+
+    // --immutable: not a single request, however long after.
+    let from = s3.log().len();
+    let (mut m, port) = mount_at("1000", &["--immutable"]);
+    read_all(&m, &objects);
+    let reqs = s3.requests_since(from);
+    assert!(reqs.is_empty(), "requests of an --immutable remount: {reqs:#?}");
+    assert_eq!(object_bytes_received(port), 0);
+    m.stop();
+}
+
+/// Delete `key` of `BUCKET` on `s3`.
+fn rt_delete(s3: &S3, key: &str) {
+    use object_store::ObjectStoreExt;
+    let store = s3.client();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(store.delete(&object_store::path::Path::from(key))).unwrap();
 }

@@ -40,7 +40,7 @@ fn free_port() -> u16 {
 }
 
 /// `GET /metrics` with a plain HTTP/1.0 request: (status line, content type, body).
-fn scrape(port: u16) -> (String, String, String) {
+pub(crate) fn scrape(port: u16) -> (String, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
@@ -56,7 +56,7 @@ fn scrape(port: u16) -> (String, String, String) {
 }
 
 /// `promtool check metrics` on `text`: Ok, or its complaints.
-fn promtool_check(text: &str) -> Result<(), String> {
+pub(crate) fn promtool_check(text: &str) -> Result<(), String> {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -145,6 +145,21 @@ fn promtool_accepts_scrapes_taken_during_a_workload() {
     assert!(enoent.is_some_and(|n| n >= 200.0), "{enoent:?}");
     assert!(sample(body, "zarr_mount_backend_sent_bytes_total{kind=\"put\"}").unwrap() >= 7.0);
     assert!(body.contains("zarr_mount_build_info{backend=\"local\",version=\""));
+    // The disk cache's series are there (and checked by promtool) on every mount, zero
+    // without --cache-dir; tests/it/disk_cache.rs checks what they count.
+    for series in [
+        "zarr_mount_disk_cache_hits_total",
+        "zarr_mount_disk_cache_misses_total",
+        "zarr_mount_disk_cache_read_bytes_total",
+        "zarr_mount_disk_cache_revalidations_total{result=\"unchanged\"}",
+        "zarr_mount_disk_cache_revalidations_total{result=\"changed\"}",
+        "zarr_mount_disk_cache_revalidations_total{result=\"deleted\"}",
+        "zarr_mount_disk_cache_evictions_total",
+        "zarr_mount_disk_cache_corrupt_total",
+        "zarr_mount_backend_requests_total{kind=\"revalidate\"}",
+    ] {
+        assert_eq!(sample(body, series), Some(0.0), "{series}");
+    }
     // The scrapes were answered while requests were in flight at least sometimes, and the
     // latency histogram saw every request.
     let count = sample(body, "zarr_mount_fuse_request_duration_seconds_count{op=\"read\"}");
@@ -251,6 +266,7 @@ fn methods(k: Kind) -> &'static [&'static str] {
         Kind::Get => &["get"],
         Kind::Range => &["get_range", "get_ranged"],
         Kind::Head => &["head"],
+        Kind::Revalidate => &["get_if_changed"],
         Kind::Lookup => &["lookup"],
         Kind::List => &["list"],
         Kind::Put => &["put"],

@@ -24,7 +24,7 @@ use crate::store::location::Cloud;
 use crate::store::StoreHints;
 use crate::store::{
     error_chain, join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing,
-    Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    Lookup, ObjectMeta, PutMode, Revalidated, Store, StoreError, StoreResult,
 };
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
@@ -151,6 +151,9 @@ struct RequestShapes {
     /// Set once this server has refused a suffix range: from then on a suffix read of an
     /// object of unknown size starts with a HEAD.
     suffix_needs_size: AtomicBool,
+    /// Set once this server has answered a conditional GET of an unchanged object with its
+    /// body (s3s-fs ignores If-None-Match): from then on revalidations are HEADs.
+    conditions_ignored: AtomicBool,
 }
 
 impl Default for RequestShapes {
@@ -160,6 +163,7 @@ impl Default for RequestShapes {
                 std::num::NonZeroUsize::new(SIZES_REMEMBERED).expect("non-zero"),
             )),
             suffix_needs_size: Default::default(),
+            conditions_ignored: Default::default(),
         }
     }
 }
@@ -179,6 +183,9 @@ impl RequestShapes {
     }
     fn suffix_refused(&self) -> bool {
         self.suffix_needs_size.load(Ordering::Relaxed)
+    }
+    fn conditions_ignored(&self) -> bool {
+        self.conditions_ignored.load(Ordering::Relaxed)
     }
 }
 
@@ -732,6 +739,21 @@ impl ObjectStoreBackend {
     }
 }
 
+/// The condition under which a GET sends `known`'s object only if it changed: its ETag (a
+/// quoted tag, as S3, GCS, Azure and HTTP servers give them), else its modification time
+/// (HTTP dates have whole seconds: a change within the second of the last one goes unseen,
+/// as for any client of such a server). `None`: nothing to condition on.
+fn if_changed(known: &ObjectMeta) -> Option<GetOptions> {
+    let v = &known.version;
+    if v.starts_with('"') || v.starts_with("W/\"") {
+        return Some(GetOptions { if_none_match: Some(v.clone()), ..Default::default() });
+    }
+    let since = known.modified.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    let date = chrono::DateTime::from_timestamp(i64::try_from(since.as_secs()).ok()?, 0)?;
+    (since.as_secs() > 0)
+        .then(|| GetOptions { if_modified_since: Some(date), ..Default::default() })
+}
+
 /// Why an object that is also a prefix is left out of listings (logged once per key).
 const SHADOWED: &str =
     "also a prefix of other keys: the directory is shown, this object is not reachable";
@@ -897,14 +919,23 @@ fn strip_userinfo(url: &str) -> String {
 }
 
 fn to_meta(m: &object_store::ObjectMeta) -> ObjectMeta {
-    let modified = SystemTime::UNIX_EPOCH
-        + Duration::from_millis(u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0));
-    let version = m
-        .e_tag
-        .clone()
-        .or_else(|| m.version.clone())
-        .unwrap_or_else(|| format!("{}-{}", m.last_modified.timestamp_millis(), m.size));
+    let ms = u64::try_from(m.last_modified.timestamp_millis()).unwrap_or(0);
+    let modified = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    let version =
+        m.e_tag.clone().or_else(|| m.version.clone()).unwrap_or_else(|| untagged(ms, m.size));
     ObjectMeta { size: m.size, modified, version }
+}
+
+/// The version of an object the store gave neither an ETag nor a version id.
+fn untagged(ms: u64, size: u64) -> String {
+    format!("{ms}-{size}")
+}
+
+/// Is `m`'s version made up from its time and size (see `to_meta`), the store having given no
+/// tag (s3s-fs lists objects without ETags)?
+pub fn is_untagged(m: &ObjectMeta) -> bool {
+    let ms = m.modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    u64::try_from(ms).is_ok_and(|ms| m.version == untagged(ms, m.size))
 }
 
 fn scrub(mut s: String, secrets: &[String]) -> String {
@@ -1065,6 +1096,53 @@ impl Store for ObjectStoreBackend {
 
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.head_opt(key).await
+    }
+
+    /// One conditional GET of a range from a known start (If-None-Match with the ETag, else
+    /// If-Modified-Since): a 304 is `Unchanged`. A server that sends the body of an unchanged
+    /// object anyway is answered from its headers, the body left unread, and revalidated with
+    /// HEADs from then on. Suffixes (whose place depends on the size now) and servers known to
+    /// ignore conditions get a HEAD (and a GET if changed).
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        let get_range = match &range {
+            ByteRange::Range(r) if r.start == 0 && r.end == u64::MAX => None,
+            ByteRange::Range(r) if r.start < r.end => Some(GetRange::Bounded(r.clone())),
+            _ => return crate::store::revalidate_by_head(self, key, range, known).await,
+        };
+        let condition = if_changed(known);
+        let Some(condition) = condition.filter(|_| !self.shapes.conditions_ignored()) else {
+            return crate::store::revalidate_by_head(self, key, range, known).await;
+        };
+        let path = self.path(key)?;
+        let opts = GetOptions { range: get_range, ..condition };
+        let result = match self.store.get_opts(&path, opts).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotModified { .. }) => return Ok(Revalidated::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => {
+                self.shapes.forget(key);
+                return Ok(Revalidated::Changed(None));
+            }
+            Err(e) => {
+                let e = self.err(key, e);
+                return Ok(Revalidated::Changed(self.past_the_end(key, &range, e).await?));
+            }
+        };
+        let meta = to_meta(&result.meta);
+        self.shapes.note(key, meta.size);
+        if crate::store::same_version(&meta, known) {
+            if !self.shapes.conditions_ignored.swap(true, Ordering::Relaxed) {
+                tracing::info!(store = %self.description, "the server ignores conditional GETs: cached objects are revalidated with HEADs");
+            }
+            return Ok(Revalidated::Unchanged);
+        }
+        crate::metrics::first_byte_now(); // headers in, body not yet read
+        let data = result.bytes().await.map_err(|e| self.err(key, e))?;
+        Ok(Revalidated::Changed(Some((data, meta))))
     }
 
     /// Conditional puts are one PUT with `If-None-Match: *` (create) or `If-Match: <etag>`

@@ -11,10 +11,18 @@
 //!
 //! Freshness: reads need the object's version without asking the network. It comes from the
 //! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
-//! the metadata TTL; after that one HEAD confirms it. So once the mount has looked a file up
-//! (which it does before any open), reading cached blocks of it costs no request at all.
-//! Listings and lookups are kept too (disk_meta.rs), so that a restarted daemon has those
-//! versions, and its listings, for the rest of the TTL without asking the store.
+//! the metadata TTL. So once the mount has looked a file up (which it does before any open),
+//! reading cached blocks of it costs no request at all. Listings and lookups are kept too
+//! (disk_meta.rs), so that a restarted daemon has those versions, and its listings, for the
+//! rest of the TTL without asking the store.
+//!
+//! Revalidation: past the TTL a known version whose bytes are on disk is confirmed, not fetched
+//! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
+//! at once); a read sends one conditional GET (`Store::get_if_changed`): unchanged, the blocks
+//! are served; changed, the answer carries the new bytes; deleted, the read finds nothing. Any
+//! answer naming another version drops the old version's files (`drop_version`). The journal
+//! keeps versions past the TTL for this (never served as answers). `--immutable` sets the
+//! TTL to a century (`IMMUTABLE_TRUST`): nothing is ever revalidated.
 //!
 //! Bounds: the files are indexed in memory in LRU order (rebuilt from file times at start;
 //! a hit refreshes the file's mtime). Space is reserved before a block is written and the least
@@ -55,9 +63,11 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
-use super::disk_meta::MetaJournal;
+use super::disk_meta::{one_version, to_keep, MetaJournal};
+use crate::metrics::Revalidation;
 use crate::store::{
-    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Revalidated, Store, StoreError,
+    StoreResult,
 };
 
 /// Bytes per block.
@@ -140,11 +150,29 @@ pub fn vouches_for(opts: &DiskCacheOptions, identity: &str, ttl: Duration) -> bo
     MetaJournal::root_answered_within(opts.lock.dir(), identity, ttl)
 }
 
-/// `--cache-dir` and `--cache-max-size`, checked (the directory is locked already).
+/// `--cache-dir`, `--cache-max-size` and `--immutable`, checked (the directory is locked
+/// already).
 #[derive(Debug, Clone)]
 pub struct DiskCacheOptions {
     pub lock: Arc<DirLock>,
     pub max_bytes: u64,
+    /// The data does not change: what the cache learned is trusted for ever.
+    pub immutable: bool,
+}
+
+/// How long an answer of the store is trusted under `--immutable`: for ever, in effect (a
+/// century keeps every clock sum far from overflowing).
+pub const IMMUTABLE_TRUST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+impl DiskCacheOptions {
+    /// How long the cache trusts what the store said, given `--metadata-ttl`.
+    pub fn trust(&self, metadata_ttl: Duration) -> Duration {
+        if self.immutable {
+            IMMUTABLE_TRUST
+        } else {
+            metadata_ttl
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -182,7 +210,7 @@ struct CopyFile {
     checked: bool,
 }
 
-/// Counters, for tests and the log.
+/// Counters of this cache, for tests (the process-wide ones are in `metrics::DiskCacheMetrics`).
 #[derive(Debug, Default)]
 pub struct DiskCacheStats {
     pub hits: AtomicU64,
@@ -190,6 +218,35 @@ pub struct DiskCacheStats {
     pub written: AtomicU64,
     pub corrupt: AtomicU64,
     pub evicted: AtomicU64,
+    /// Revalidations that found the cached version still there, and another one (or none).
+    pub unchanged: AtomicU64,
+    pub changed: AtomicU64,
+}
+
+impl DiskCacheStats {
+    fn hit(&self, blocks: u64, bytes: u64) {
+        self.hits.fetch_add(blocks, Ordering::Relaxed);
+        let m = &crate::metrics::global().disk_cache;
+        m.hits.inc_by(blocks);
+        m.read_bytes.inc_by(bytes);
+    }
+    fn miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.misses.inc();
+    }
+    fn corrupt(&self) {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.corrupt.inc();
+    }
+    fn evicted(&self, files: u64) {
+        self.evicted.fetch_add(files, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.evictions.inc_by(files);
+    }
+    fn revalidated(&self, found: Revalidation) {
+        let mine = if found == Revalidation::Unchanged { &self.unchanged } else { &self.changed };
+        mine.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::global().disk_cache.revalidations(found).inc();
+    }
 }
 
 pub struct DiskCacheStore {
@@ -300,6 +357,10 @@ impl DiskCacheStore {
         let journal = MetaJournal::open(&root, &inner.describe(), cfg.ttl)?;
         let mut known = LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
         for (key, meta, at) in journal.replayed_objects() {
+            let meta = match known.peek(&key) {
+                Some((before, _)) => to_keep(before, &meta).clone(),
+                None => meta,
+            };
             known.put(key, (meta, at));
         }
         let store = DiskCacheStore {
@@ -391,15 +452,49 @@ impl DiskCacheStore {
         }
     }
 
-    fn observe(&self, key: &str, meta: Option<&ObjectMeta>) {
-        let mut st = self.state();
-        match meta {
-            Some(m) => {
-                st.known.put(key.to_string(), (m.clone(), crate::clock::system_now()));
+    /// Metadata of `key` known, however old: a version whose cached bytes a revalidation
+    /// may confirm.
+    fn known_meta(&self, key: &str) -> Option<ObjectMeta> {
+        self.state().known.peek(key).map(|(m, _)| m.clone())
+    }
+
+    /// What the store said of `key` now, trusted for the TTL from now on. An answer naming
+    /// another version than the one known (or none) drops the known version's files: they can
+    /// never be read again. With `confirms` (an answer to a lookup, HEAD or listing), one that
+    /// meets a known version past the TTL counts as its revalidation.
+    fn observe(&self, key: &str, meta: Option<&ObjectMeta>, confirms: bool) {
+        let now = crate::clock::system_now();
+        let before = {
+            let mut st = self.state();
+            let before = st.known.peek(key).cloned();
+            match meta {
+                Some(m) => {
+                    let m = match &before {
+                        Some((old, _)) => to_keep(old, m).clone(),
+                        None => m.clone(),
+                    };
+                    st.known.put(key.to_string(), (m, now));
+                }
+                None => {
+                    st.known.pop(key);
+                }
             }
-            None => {
-                st.known.pop(key);
-            }
+            before
+        };
+        let Some((old, at)) = before else { return };
+        let same = meta.is_some_and(|m| one_version(m, &old));
+        if !same {
+            self.drop_version(key, &old);
+        }
+        let stale = now.duration_since(at).map_or(true, |age| age >= self.cfg.ttl);
+        if confirms && stale {
+            let found = match (same, meta) {
+                (true, _) => Revalidation::Unchanged,
+                (false, Some(_)) => Revalidation::Changed,
+                (false, None) => Revalidation::Deleted,
+            };
+            tracing::debug!(key, found = found.name(), known = ?old, now = ?meta, "disk cache: a cached version confirmed");
+            self.stats.revalidated(found);
         }
     }
 
@@ -407,9 +502,41 @@ impl DiskCacheStore {
     /// `Record::Object`), so that it can serve the blocks of objects that nothing looks up or
     /// lists (shards behind the unsharded view, metadata documents) without asking again.
     fn observe_read(&self, key: &str, meta: Option<&ObjectMeta>) {
-        self.observe(key, meta);
+        self.observe(key, meta, false);
+        self.record_version(key, meta);
+    }
+
+    fn record_version(&self, key: &str, meta: Option<&ObjectMeta>) {
         if let Some(m) = meta {
             self.journal.record_object(key, m);
+        }
+    }
+
+    /// Forget the files of `key` at `old`, a version the store no longer has: each block the
+    /// object's size allows, and its copy. Deleted off the async runtime.
+    fn drop_version(&self, key: &str, old: &ObjectMeta) {
+        let object = self.object_id(key, old);
+        let blocks = old.size.div_ceil(self.cfg.block_size);
+        let paths: Vec<PathBuf> = {
+            let mut st = self.state();
+            std::iter::once(COPY)
+                .chain(0..blocks)
+                .filter_map(|index| {
+                    self.unindex(&mut st, &BlockId { object: object.clone(), index })
+                })
+                .collect()
+        };
+        if paths.is_empty() {
+            return;
+        }
+        let remove = move || {
+            for p in paths {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(remove)),
+            Err(_) => remove(),
         }
     }
 
@@ -447,7 +574,7 @@ impl DiskCacheStore {
         for path in victims {
             let _ = std::fs::remove_file(path);
         }
-        self.stats.evicted.fetch_add(victims.len() as u64, Ordering::Relaxed);
+        self.stats.evicted(victims.len() as u64);
     }
 
     /// The expected payload length of block `index` of an object of `size` bytes.
@@ -512,7 +639,7 @@ impl DiskCacheStore {
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         if !read_block_into(&file, len, &before, out) {
             tracing::warn!(path = %path.display(), "disk cache block failed its check; fetching it again");
-            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.stats.corrupt();
             self.drop_block(id, true);
             return false;
         }
@@ -568,7 +695,7 @@ impl DiskCacheStore {
         let good = len == Some(size) && (copy.checked || crc_of(&file) == Some(copy.crc));
         if !good {
             tracing::warn!(path = %path.display(), "disk cache copy failed its check; fetching it again");
-            self.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+            self.stats.corrupt();
             self.drop_block(&id, true);
             return None;
         }
@@ -598,7 +725,9 @@ impl DiskCacheStore {
     /// by this daemon. Blocks on file I/O: call it off the async runtime.
     pub fn local_copy(&self, key: &str, version: &str) -> Option<File> {
         let meta = self.fresh_meta(key).filter(|m| m.version == version)?;
-        self.open_copy(&self.object_id(key, &meta), meta.size)
+        let file = self.open_copy(&self.object_id(key, &meta), meta.size)?;
+        self.stats.hit(1, meta.size);
+        Some(file)
     }
 
     /// Whether a copy of `key`'s version known fresh is kept (see `StoreHints::keeps_local_copy`).
@@ -748,6 +877,52 @@ impl DiskCacheStore {
         }
     }
 
+    /// Is anything of `range` of `key` at `meta` on disk (its copy, or a block of the range)?
+    /// Then a revalidation is worth sending rather than a plain GET.
+    fn holds_any(&self, key: &str, meta: &ObjectMeta, range: &ByteRange) -> bool {
+        let want = range.clip(meta.size);
+        let object = self.object_id(key, meta);
+        let st = self.state();
+        if st.copies.contains_key(&object) {
+            return true;
+        }
+        if want.is_empty() {
+            return false;
+        }
+        let bs = self.cfg.block_size;
+        (want.start / bs..=(want.end - 1) / bs)
+            .any(|index| st.blocks.contains(&BlockId { object: object.clone(), index }))
+    }
+
+    /// Confirm `known`, a version of `key` past the TTL whose bytes are on disk, with the
+    /// cheapest request the store has (a conditional GET of `fetch`: a 304 carries no body):
+    /// `Ok(known)` when unchanged (trusted for the TTL again), else the store's answer to a
+    /// read of `fetch` now (`None`: deleted).
+    async fn revalidate(
+        &self,
+        key: &str,
+        fetch: &ByteRange,
+        known: ObjectMeta,
+    ) -> StoreResult<Result<ObjectMeta, Option<(Bytes, ObjectMeta)>>> {
+        match self.inner.get_if_changed(key, fetch.clone(), &known).await? {
+            Revalidated::Unchanged => {
+                self.stats.revalidated(Revalidation::Unchanged);
+                self.observe_read(key, Some(&known));
+                Ok(Ok(known))
+            }
+            Revalidated::Changed(now) => {
+                let found = match &now {
+                    Some(_) => Revalidation::Changed,
+                    None => Revalidation::Deleted,
+                };
+                let now_meta = now.as_ref().map(|(_, m)| m);
+                tracing::debug!(key, found = found.name(), ?known, now = ?now_meta, "disk cache: a cached version confirmed");
+                self.stats.revalidated(found);
+                Ok(Err(now))
+            }
+        }
+    }
+
     /// Bytes `want` of an object whose metadata is `meta` (fresh): blocks from disk, the
     /// missing runs from the store (concurrently), the new blocks kept. `None`: the object
     /// changed under us (the caller falls back to a plain read).
@@ -771,7 +946,7 @@ impl DiskCacheStore {
                     message: e.to_string(),
                 })?;
             if let Some(data) = data {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                self.stats.hit(1, data.len() as u64);
                 return Ok(Some(data));
             }
             // It failed its check and is dropped: blocks, or the store, below.
@@ -793,7 +968,7 @@ impl DiskCacheStore {
                         message: e.to_string(),
                     })?;
             if let Some(span) = span {
-                self.stats.hits.fetch_add(last - first + 1, Ordering::Relaxed);
+                self.stats.hit(last - first + 1, want.end - want.start);
                 let from = (want.start - first * bs) as usize;
                 return Ok(Some(
                     Bytes::from(span).slice(from..from + (want.end - want.start) as usize),
@@ -819,11 +994,11 @@ impl DiskCacheStore {
         let mut runs: Vec<Range<u64>> = Vec::new();
         for (i, b) in loaded.iter().enumerate() {
             let index = first + i as u64;
-            if b.is_some() {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            if let Some(b) = b {
+                self.stats.hit(1, b.len() as u64);
                 continue;
             }
-            self.stats.misses.fetch_add(1, Ordering::Relaxed);
+            self.stats.miss();
             match runs.last_mut() {
                 Some(r) if r.end == index => r.end = index + 1,
                 _ => runs.push(index..index + 1),
@@ -843,7 +1018,7 @@ impl DiskCacheStore {
                     fetched.insert(start, f.data);
                 }
                 other => {
-                    self.observe(key, other.as_ref().map(|(_, m)| m));
+                    self.observe(key, other.as_ref().map(|(_, m)| m), false);
                     return Ok(None);
                 }
             }
@@ -883,14 +1058,16 @@ impl DiskCacheStore {
         key: &str,
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+        let (fetch, asked) = widened(&range, self.cfg.block_size);
         let mut meta = self.fresh_meta(key);
-        if meta.is_none() && self.state().known.contains(key) {
-            // Known but past the TTL: one HEAD confirms it (cheaper than a GET of the blocks).
-            let now = self.inner.head(key).await?;
-            self.observe_read(key, now.as_ref());
-            match now {
-                Some(m) => meta = Some(m),
-                None => return Ok(None),
+        // What the store answered a revalidation of a changed (or deleted) object with.
+        let mut answered = None;
+        if meta.is_none() {
+            if let Some(known) = self.known_meta(key).filter(|m| self.holds_any(key, m, &range)) {
+                match self.revalidate(key, &fetch, known).await? {
+                    Ok(known) => meta = Some(known),
+                    Err(now) => answered = Some(now),
+                }
             }
         }
         if let Some(meta) = meta {
@@ -898,20 +1075,20 @@ impl DiskCacheStore {
             if want.is_empty() {
                 return Ok(Some((Bytes::new(), meta)));
             }
-            if let Some(data) = self.read_blocks(key, &meta, want).await? {
-                return Ok(Some((data, meta)));
+            // Nothing on disk: the plain GET below, which takes the version it finds (a
+            // listing's version may lack the tag that a GET's has, see `one_version`).
+            if self.holds_any(key, &meta, &range) {
+                if let Some(data) = self.read_blocks(key, &meta, want).await? {
+                    return Ok(Some((data, meta)));
+                }
             }
         }
-        // Unknown version: one GET, widened to whole blocks so that what comes back is kept.
-        let bs = self.cfg.block_size;
-        let (fetch, asked) = match &range {
-            ByteRange::Range(r) if r.end > r.start => {
-                let end = if r.end == u64::MAX { u64::MAX } else { r.end.div_ceil(bs) * bs };
-                (ByteRange::Range(r.start / bs * bs..end), Some(r.clone()))
-            }
-            other => (other.clone(), None),
+        // Unknown version (or a new one): one GET, widened to whole blocks so that what comes
+        // back is kept.
+        let r = match answered {
+            Some(r) => r,
+            None => self.inner.get_ranged(key, fetch.clone()).await?,
         };
-        let r = self.inner.get_ranged(key, fetch.clone()).await?;
         self.observe_read(key, r.as_ref().map(|(_, m)| m));
         let Some((data, meta)) = r else { return Ok(None) };
         let start = match &fetch {
@@ -929,6 +1106,18 @@ impl DiskCacheStore {
         };
         blocks_written(written).await;
         Ok(Some((data, meta)))
+    }
+}
+
+/// The GET for a read of `range`: widened to whole blocks, so that what comes back is kept,
+/// and the part asked for (`None`: all of it).
+fn widened(range: &ByteRange, bs: u64) -> (ByteRange, Option<Range<u64>>) {
+    match range {
+        ByteRange::Range(r) if r.end > r.start => {
+            let end = if r.end == u64::MAX { u64::MAX } else { r.end.div_ceil(bs) * bs };
+            (ByteRange::Range(r.start / bs * bs..end), Some(r.clone()))
+        }
+        other => (other.clone(), None),
     }
 }
 
@@ -1104,7 +1293,8 @@ impl crate::store::layers::Layer for DiskCache {
             return Ok(Some(m));
         }
         let m = self.0.inner.head(key).await?;
-        self.0.observe_read(key, m.as_ref());
+        self.0.observe(key, m.as_ref(), true);
+        self.0.record_version(key, m.as_ref());
         Ok(m)
     }
 
@@ -1152,7 +1342,7 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
-            self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+            self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
         }
         self.0.journal.record_list(prefix, &listing);
         Ok(listing)
@@ -1173,7 +1363,7 @@ impl crate::store::layers::Layer for DiskCache {
             match page {
                 Ok(l) => {
                     for (name, meta) in &l.files {
-                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta));
+                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
                     }
                     if let Some(w) = whole.as_mut() {
                         w.files.extend(l.files.iter().cloned());
@@ -1203,7 +1393,7 @@ impl crate::store::layers::Layer for DiskCache {
         let l = self.0.inner.lookup(key).await?;
         // Not kept when a write went through meanwhile: the answer may predate it.
         if self.0.journal.record_lookup(since, key, &l) && !key.is_empty() {
-            self.0.observe(key, l.file.as_ref());
+            self.0.observe(key, l.file.as_ref(), true);
         }
         Ok(l)
     }
@@ -1215,6 +1405,31 @@ impl crate::store::layers::Layer for DiskCache {
             return Ok((l, None));
         }
         let since = self.0.journal.forgets();
+        // A document whose copy is on disk from an earlier daemon: confirmed rather than read
+        // again (a lookup of a document's name never answers a directory, see `Store`).
+        if let Some(known) = self.0.known_meta(key).filter(|m| m.size <= limit) {
+            let whole = ByteRange::Range(0..u64::MAX);
+            if self.0.fresh_meta(key).is_none() && self.0.holds_any(key, &known, &whole) {
+                match self.0.revalidate(key, &whole, known).await? {
+                    Ok(known) => {
+                        let l = Lookup { file: Some(known), dir: false };
+                        self.0.journal.record_lookup(since, key, &l);
+                        let data = self.0.read(key, whole).await?.map(|(d, _)| d);
+                        return Ok((l, data));
+                    }
+                    Err(Some((data, meta))) => {
+                        let l = Lookup { file: Some(meta.clone()), dir: false };
+                        self.0.journal.record_lookup(since, key, &l);
+                        self.0.observe_read(key, Some(&meta));
+                        let fetched = Fetched { start: 0, data: data.clone() };
+                        blocks_written(self.0.store_blocks(key, &meta, &fetched)).await;
+                        return Ok((l, Some(data)));
+                    }
+                    // Deleted: a directory of that name may still be there.
+                    Err(None) => self.0.observe(key, None, false),
+                }
+            }
+        }
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
         // (Not kept when a write went through meanwhile: see `lookup`.)
         if key.is_empty() || !self.0.journal.record_lookup(since, key, &l) {
@@ -1222,11 +1437,12 @@ impl crate::store::layers::Layer for DiskCache {
         }
         match (&l.file, &data) {
             (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
-                self.0.observe_read(key, Some(meta));
+                self.0.observe(key, Some(meta), true);
+                self.0.record_version(key, Some(meta));
                 let fetched = Fetched { start: 0, data: bytes.clone() };
                 blocks_written(self.0.store_blocks(key, meta, &fetched)).await;
             }
-            (file, _) => self.0.observe(key, file.as_ref()),
+            (file, _) => self.0.observe(key, file.as_ref(), true),
         }
         Ok((l, data))
     }
@@ -1369,19 +1585,30 @@ mod tests {
         let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
         let (one, two) = (data(2500, 1), data(2500, 2));
         rec.put("k", one.clone()).await.unwrap();
-        // TTL 0: every read confirms the version with a HEAD.
+        // TTL 0: every read confirms the version (a conditional GET, a HEAD here).
         let c = open(&rec, tmp.path(), 1 << 20, Duration::ZERO);
         let store = DiskCache(c.clone());
         assert_eq!(store.get("k").await.unwrap(), one);
         c.settle().await;
         rec.take();
+        let before = rec.bytes_read();
         assert_eq!(store.get("k").await.unwrap(), one);
-        assert_eq!(rec.take(), vec!["head k"], "a HEAD, then the blocks from disk");
+        let whole = format!("get_if_changed k {:?}", ByteRange::Range(0..u64::MAX));
+        assert_eq!(rec.take(), vec![whole], "a revalidation, then the blocks from disk");
+        assert_eq!(rec.bytes_read(), before, "no object bytes");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 1);
         rec.put("k", two.clone()).await.unwrap(); // behind the cache's back
         rec.take();
         assert_eq!(store.get("k").await.unwrap(), two);
         assert_eq!(rec.count(&READS), 1, "the new version is fetched");
+        assert_eq!(c.stats.changed.load(Ordering::Relaxed), 1);
         assert_eq!(store.get_range("k", 100..200).await.unwrap(), two.slice(100..200));
+        c.settle().await;
+        assert_eq!(c.block_count(), 3, "the old version's blocks are dropped");
+        rec.delete("k").await.unwrap();
+        assert!(matches!(store.get("k").await, Err(StoreError::NotFound(_))));
+        assert_eq!(c.block_count(), 0, "a deleted object's blocks are dropped");
+        rec.put("k", two.clone()).await.unwrap();
 
         // With a TTL, fresh metadata seen by a lookup or listing decides.
         let tmp2 = tempfile::tempdir().unwrap();
@@ -1522,6 +1749,83 @@ mod tests {
         rec.take();
         assert_eq!(store.get_range("a/shard", 0..4500).await.unwrap(), shard);
         assert!(!rec.take().is_empty(), "past the TTL the store is asked");
+    }
+
+    /// A daemon started past the TTL confirms what its cache holds instead of fetching it:
+    /// one revalidation per object and no object bytes; a changed object is fetched again, a
+    /// deleted one is gone; a listing confirms every cached object in it at once.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_ttl_cached_objects_are_revalidated_not_fetched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let (shard, doc, gone) = (data(4500, 1), data(300, 2), data(2000, 3));
+        rec.put("a/shard", shard.clone()).await.unwrap();
+        rec.put("a/doc", doc.clone()).await.unwrap();
+        rec.put("a/gone", gone.clone()).await.unwrap();
+        let ttl = Duration::from_secs(60);
+        let c = open(&rec, tmp.path(), 1 << 20, ttl);
+        let store = DiskCache(c.clone());
+        for (k, v) in [("a/shard", &shard), ("a/doc", &doc), ("a/gone", &gone)] {
+            assert_eq!(store.get(k).await.unwrap(), v);
+        }
+        c.settle().await;
+        drop(store);
+        drop(c);
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+
+        let c = open(&rec, tmp.path(), 1 << 20, ttl);
+        let store = DiskCache(c.clone());
+        let doc2 = data(300, 9);
+        rec.put("a/doc", doc2.clone()).await.unwrap(); // behind the cache's back
+        rec.delete("a/gone").await.unwrap();
+        rec.take();
+        let before = rec.bytes_read();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        let whole = ByteRange::Range(0..u64::MAX);
+        assert_eq!(rec.take(), vec![format!("get_if_changed a/shard {whole:?}")]);
+        assert_eq!(rec.bytes_read(), before, "an unchanged object costs no object bytes");
+        assert_eq!(store.get_range("a/shard", 100..200).await.unwrap(), shard.slice(100..200));
+        assert!(rec.take().is_empty(), "confirmed for the TTL");
+        assert_eq!(store.get("a/doc").await.unwrap(), doc2, "a changed object is read new");
+        assert_eq!(rec.bytes_read(), before + 300);
+        assert!(matches!(store.get("a/gone").await, Err(StoreError::NotFound(_))));
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 1);
+        assert_eq!(c.stats.changed.load(Ordering::Relaxed), 2);
+
+        // Past the TTL again: one listing confirms every cached object of the prefix.
+        c.settle().await;
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+        rec.take();
+        store.list("a").await.unwrap();
+        assert_eq!(store.get("a/shard").await.unwrap(), shard);
+        assert_eq!(store.get("a/doc").await.unwrap(), doc2);
+        assert_eq!(rec.take(), vec!["list a"], "no request per object");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 3);
+    }
+
+    /// `--immutable`: what the cache learned is trusted for ever, so a restart long after
+    /// serves it with no request at all.
+    #[tokio::test(start_paused = true)]
+    async fn an_immutable_cache_sends_no_request_after_any_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let obj = data(4500, 4);
+        rec.put("a/x", obj.clone()).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, IMMUTABLE_TRUST);
+        let store = DiskCache(c.clone());
+        store.list("a").await.unwrap();
+        assert_eq!(store.get("a/x").await.unwrap(), obj);
+        c.settle().await;
+        drop(store);
+        drop(c);
+        tokio::time::advance(Duration::from_secs(365 * 24 * 3600)).await;
+        let c = open(&rec, tmp.path(), 1 << 20, IMMUTABLE_TRUST);
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.list("a").await.unwrap().files.len(), 1);
+        assert!(store.lookup("a/x").await.unwrap().file.is_some());
+        assert_eq!(store.get("a/x").await.unwrap(), obj);
+        assert!(rec.take().is_empty(), "no request");
     }
 
     /// Concurrent reads of one object not yet known (the parts of a large read-ahead) and

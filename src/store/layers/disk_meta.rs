@@ -7,8 +7,10 @@
 //! A restarted daemon serves listings and lookups recorded by an earlier one while they are
 //! younger than its own `--metadata-ttl`; after that it asks the store again, and a changed
 //! object shows with its new version (its old blocks are never used: blocks are keyed by
-//! version). Answers recorded during this run are only written down for the next one: within
-//! a run the file system's own metadata cache decides, as without `--cache-dir`.
+//! version). Listings and lookups past the TTL are reduced at start to the versions they name
+//! (`Object` records), which the block layer revalidates rather than trusts. Answers recorded
+//! during this run are only written down for the next one: within a run the file system's own
+//! metadata cache decides, as without `--cache-dir`.
 //!
 //! Writes through the mount record an invalidation of the key, its ancestors' listings and
 //! lookups (and, for a directory rename, the whole subtree) before they reach the store, so a
@@ -17,7 +19,7 @@
 //! File: `DIR/meta-<hash of the store>.journal` (one per store, as a cache directory may serve
 //! different stores at different times), a sequence of frames `len (u32 LE) | CRC-32C (u32 LE) | JSON`.
 //! Replay stops at the first frame that fails its check (a torn tail after a crash); the file
-//! is then rewritten with only the fresh records (temp file, rename), and again whenever it
+//! is then rewritten with only the live records (temp file, rename), and again whenever it
 //! has grown to twice what is live. No fsync: a power loss can lose the newest records (the
 //! next daemon then asks the store), never make a damaged frame count.
 
@@ -161,6 +163,29 @@ fn affected(subject: &str, key: &str, subtree: bool) -> bool {
     is_ancestor_or_self(subject, key) || (subtree && is_below(subject, key))
 }
 
+/// Do `a` and `b` name one version of an object? The same version, or the same size and
+/// modification second where one of them has no tag: s3s-fs lists objects without ETags,
+/// which its HEADs and GETs give (HTTP dates have whole seconds).
+pub fn one_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    use crate::store::backends::object::is_untagged;
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    crate::store::same_version(a, b)
+        || (is_untagged(a) != is_untagged(b)
+            && a.size == b.size
+            && secs(a.modified) == secs(b.modified))
+}
+
+/// Which of `before` and `now`, two answers about one key, to remember: `now`, unless it is
+/// `before`'s version without its tag (the tag names the cached blocks).
+pub fn to_keep<'a>(before: &'a ObjectMeta, now: &'a ObjectMeta) -> &'a ObjectMeta {
+    let untagged = crate::store::backends::object::is_untagged;
+    if untagged(now) && !untagged(before) && one_version(before, now) {
+        before
+    } else {
+        now
+    }
+}
+
 impl MetaJournal {
     /// Open (or create) the journal in `dir`: replay it, keep what is younger than `ttl`,
     /// and rewrite it with only that.
@@ -190,13 +215,7 @@ impl MetaJournal {
             for rec in parse(&raw) {
                 j.apply(&mut st, rec);
             }
-            let fresh_lists: HashMap<_, _> =
-                st.lists.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
-            let fresh_lookups: HashMap<_, _> =
-                st.lookups.drain().filter(|(_, (at, _))| j.fresh(*at)).collect();
-            st.lists = fresh_lists;
-            st.lookups = fresh_lookups;
-            st.objects.retain(|_, (at, _)| j.fresh(*at));
+            j.keep_stale_versions_only(&mut st);
             j.rewrite(&mut st)?;
         }
         Ok(j)
@@ -265,6 +284,51 @@ impl MetaJournal {
         }
     }
 
+    /// Listings and lookups past the TTL are not served again, but the versions they name
+    /// are kept, as `Object` records with their times, so that cached blocks of those versions
+    /// can be confirmed (revalidated) rather than fetched again.
+    fn keep_stale_versions_only(&self, st: &mut State) {
+        let stale_lists: Vec<String> = st
+            .lists
+            .iter()
+            .filter(|(_, (at, _))| !self.fresh(*at))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let stale_lookups: Vec<String> = st
+            .lookups
+            .iter()
+            .filter(|(_, (at, _))| !self.fresh(*at))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut versions: Vec<(String, u64, ObjectMeta)> = Vec::new();
+        for prefix in stale_lists {
+            let (at, listing) = st.lists.remove(&prefix).expect("listed above");
+            for (name, meta) in listing.files {
+                versions.push((crate::store::join_key(&prefix, &name), at, meta));
+            }
+            if let Some((_, e)) = st.live.pop(&Subject::List(prefix)) {
+                st.live_bytes -= e.len() as u64;
+            }
+        }
+        for key in stale_lookups {
+            let (at, lookup) = st.lookups.remove(&key).expect("listed above");
+            versions.extend(lookup.file.map(|meta| (key.clone(), at, meta)));
+            if let Some((_, e)) = st.live.pop(&Subject::Lookup(key)) {
+                st.live_bytes -= e.len() as u64;
+            }
+        }
+        for (key, at, meta) in versions {
+            let meta = match st.objects.get(&key) {
+                Some((t, _)) if *t >= at => continue,
+                Some((_, before)) => to_keep(before, &meta).clone(),
+                None => meta,
+            };
+            let rec = Record::Object { key: key.clone(), at, meta: (&meta).into() };
+            self.keep(st, Subject::Object(key.clone()), at, frame(&rec));
+            st.objects.insert(key, (at, meta));
+        }
+    }
+
     fn keep(&self, st: &mut State, subject: Subject, at: u64, encoded: Vec<u8>) {
         let len = encoded.len() as u64;
         if let Some((_, old)) = st.live.put(subject, (at, Arc::new(encoded))) {
@@ -315,15 +379,14 @@ impl MetaJournal {
         }
     }
 
-    /// Write the live, fresh records to a new journal and switch to it.
+    /// Write the live records to a new journal and switch to it (stale ones too: the versions
+    /// they name are revalidated, see `keep_stale_versions_only`).
     fn rewrite(&self, st: &mut State) -> std::io::Result<()> {
         let tmp = self.path.with_extension("journal.tmp");
         let mut out = Vec::with_capacity(st.live_bytes as usize);
         // Oldest first, so that a replay keeps the same LRU order.
-        for (_, (at, e)) in st.live.iter().rev() {
-            if self.fresh(*at) {
-                out.extend_from_slice(e);
-            }
+        for (_, (_, e)) in st.live.iter().rev() {
+            out.extend_from_slice(e);
         }
         std::fs::write(&tmp, &out)?;
         std::fs::rename(&tmp, &self.path)?;

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use crate::metrics::{self, Kind};
 use crate::store::{
     Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
-    Store, StoreError, StoreResult,
+    Revalidated, Store, StoreError, StoreResult,
 };
 
 pub struct MeteredStore {
@@ -173,6 +173,18 @@ impl crate::store::layers::Layer for MeteredStore {
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         metered(Kind::Head, 0, nothing, self.inner.head(key)).await
+    }
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        let got = |r: &Revalidated| match r {
+            Revalidated::Changed(Some((b, _))) => b.len() as u64,
+            _ => 0,
+        };
+        metered(Kind::Revalidate, 0, got, self.inner.get_if_changed(key, range, known)).await
     }
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         let n = data.len() as u64;

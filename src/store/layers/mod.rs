@@ -28,7 +28,7 @@ use bytes::Bytes;
 use crate::store::StoreHints;
 use crate::store::{
     as_one_piece, Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta,
-    PutMode, Store, StoreResult,
+    PutMode, Revalidated, Store, StoreResult,
 };
 
 /// A store over another store; each method defaults to the same call on `inner()`.
@@ -68,6 +68,14 @@ pub trait Layer: Send + Sync + 'static {
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.inner().head(key).await
+    }
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        self.inner().get_if_changed(key, range, known).await
     }
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         self.inner().put_opts(key, data, mode).await
@@ -196,6 +204,14 @@ impl<L: Layer> Store for L {
     }
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         Layer::head(self, key).await
+    }
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        Layer::get_if_changed(self, key, range, known).await
     }
     /// Through this layer's own `put_opts`, so the layer sees every write.
     async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {

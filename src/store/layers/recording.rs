@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::store::{
-    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode, Store,
-    StoreResult,
+    ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
+    Revalidated, Store, StoreResult,
 };
 
 pub struct RecordingStore {
@@ -25,7 +25,7 @@ pub struct RecordingStore {
 }
 
 /// The request kinds, as the first word of each recorded call.
-pub const READS: [&str; 3] = ["get", "get_range", "get_ranged"];
+pub const READS: [&str; 4] = ["get", "get_range", "get_ranged", "get_if_changed"];
 
 impl RecordingStore {
     pub fn new(inner: Arc<dyn Store>) -> Self {
@@ -113,6 +113,19 @@ impl crate::store::layers::Layer for RecordingStore {
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         self.record(format!("head {key}"));
         self.inner.head(key).await
+    }
+    async fn get_if_changed(
+        &self,
+        key: &str,
+        range: ByteRange,
+        known: &ObjectMeta,
+    ) -> StoreResult<Revalidated> {
+        self.record_read(format!("get_if_changed {key} {range:?}")).await;
+        let r = self.inner.get_if_changed(key, range, known).await;
+        self.read_bytes(r, |r| match r {
+            Revalidated::Changed(Some((b, _))) => b.len(),
+            _ => 0,
+        })
     }
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         match &mode {
