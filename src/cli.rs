@@ -151,6 +151,8 @@ pub struct Args {
 #[derive(Debug, Clone)]
 pub struct MountConfig {
     pub source: Source,
+    /// SOURCE as written: the mount's source in /proc/mounts, as fstab has it.
+    pub source_text: String,
     pub mountpoint: PathBuf,
     pub foreground: bool,
     pub read_only: bool,
@@ -347,6 +349,7 @@ impl Args {
             || self.view.is_read_only();
         Ok(MountConfig {
             source,
+            source_text: self.source,
             mountpoint,
             foreground: self.foreground,
             read_only,

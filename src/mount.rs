@@ -355,7 +355,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
             return Err(e);
         }
     };
-    let fs_name = store.describe();
+    let described = store.describe();
     let ns = {
         let _guard = rt.enter();
         build_namespace(&cfg, store)
@@ -397,7 +397,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     }
     let opts = SessionOptions {
         mountpoint: cfg.mountpoint.clone(),
-        fs_name,
+        fs_name: cfg.source_text.clone(),
         read_only: cfg.read_only,
         allow_other: cfg.allow_other,
         uid: cfg.uid,
@@ -407,7 +407,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     };
     let log_file = cfg.log_file.clone();
     let started = std::time::Instant::now();
-    let status = format!("mounted {} on {}", opts.fs_name, cfg.mountpoint.display());
+    let status = format!("mounted {described} on {}", cfg.mountpoint.display());
     if cfg.stats_interval > 0 {
         rt.spawn(log_stats(cfg.stats_interval, started, status.clone()));
     }
