@@ -35,7 +35,8 @@ START=$SECONDS
 # ---------------------------------------------------------------- system packages
 # g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus)
+# man-db: `man -l` reads the generated man page (tests/it/service.rs).
+APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus man-db)
 # A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)

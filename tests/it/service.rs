@@ -517,11 +517,51 @@ fn install_and_uninstall_into_destdir() {
         .contains("DEFAULT_BIN=/opt/zm/bin/zarr-mount\n"));
     assert!(dest.join("etc/zarr-mount").is_dir());
     std::fs::write(dest.join("etc/zarr-mount/data.env"), "ZARR_MOUNT_SOURCE=/x\n").unwrap();
+    let share = dest.join("opt/zm/share");
+    let generated = [
+        share.join("man/man1/zarr-mount.1"),
+        share.join("bash-completion/completions/zarr-mount"),
+        share.join("zsh/site-functions/_zarr-mount"),
+        share.join("fish/vendor_completions.d/zarr-mount.fish"),
+    ];
+    let man = Command::new("man").arg("-l").arg(&generated[0]).env("MANWIDTH", "200").output();
+    let man = String::from_utf8(man.expect("man(1) is installed (scripts/setup.sh)").stdout);
+    for (path, text) in generated.iter().map(|p| (p, std::fs::read_to_string(p))) {
+        let text = if path == &generated[0] { man.clone().unwrap() } else { text.unwrap() };
+        let fish = path.extension().is_some_and(|e| e == "fish");
+        for flag in long_flags() {
+            // fish names a long flag `-l NAME`
+            let flag = if fish { flag.replacen("--", "-l ", 1) } else { flag };
+            assert!(text.contains(&flag), "{} does not mention {flag}", path.display());
+        }
+    }
 
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm"]);
     assert!(!bin.exists() && !helper.exists() && !unit.exists() && !docs.exists());
+    for path in &generated {
+        assert!(!path.exists(), "{} left behind", path.display());
+    }
     assert!(std::fs::symlink_metadata(dest.join("sbin/mount.fuse.zarr-mount")).is_err());
     assert!(dest.join("etc/zarr-mount/data.env").exists(), "env files are kept without --purge");
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm", "--purge"]);
     assert!(!dest.join("etc/zarr-mount").exists());
+}
+
+/// Every `--long` flag of `zarr-mount --help`.
+fn long_flags() -> Vec<String> {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let flags: Vec<String> = help
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.split(['=', '<'])
+                .next()
+                .unwrap()
+                .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
+        .collect();
+    assert!(flags.len() > 20, "{help}");
+    flags
 }
