@@ -10,7 +10,7 @@ use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Cloud, Location, Source};
 use crate::store::backends::local::LocalStore;
-use crate::store::backends::object::ObjectStoreBackend;
+use crate::store::backends::object::{ObjectStoreBackend, Reached};
 use crate::store::backends::zip::ZipStore;
 use crate::store::layers::cache::{CacheConfig, CachingStore};
 use crate::store::layers::metered::MeteredStore;
@@ -99,6 +99,11 @@ async fn open_directory(
     mounted: bool,
 ) -> Result<Arc<dyn Store>, SessionError> {
     let Location::Remote { cloud, url } = location else {
+        if let Location::Local(dir) = location {
+            if mounted && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
+                warn_empty(&dir.display().to_string());
+            }
+        }
         return directory_store(location, cfg);
     };
     let backend = Arc::new(open_object_store(*cloud, url, cfg)?);
@@ -120,10 +125,15 @@ async fn open_directory(
         _ => None,
     };
     let checked = match cloud {
-        _ if vouched => Ok(()),
-        crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
+        _ if vouched => Ok(Reached::Keys),
+        crate::source::Cloud::Http => {
+            crate::store::backends::http::check(url).await.map(|()| Reached::Unknown)
+        }
         _ => backend.check().await,
     };
+    if mounted && checked == Ok(Reached::Empty) {
+        warn_empty(&crate::store::backends::object::display_url(url));
+    }
     if let Err(why) = checked {
         documents.inspect(|task| task.abort());
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -131,6 +141,13 @@ async fn open_directory(
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
     store
+}
+
+/// A source with no key below it still mounts (a writer may be about to fill it), but is
+/// often a mistyped prefix: one warning line (on the terminal while a daemon starts, and in
+/// the log).
+fn warn_empty(source: &str) {
+    tracing::warn!("{source} has no key below it: the mount shows an empty directory");
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
