@@ -1,8 +1,11 @@
 //! zarr-mount: mount a Zarr store as a directory.
 //!
-//! Layers, each calling only the one below:
-//! `cli` -> `fuse` (thin fuser adapter) -> `fs` (inodes, handles, caches) ->
-//! `view` (pure path mapping) -> `zarr` (metadata, shard index) -> `store` (async key/value backends).
+//! Layers, each using only those below it (`tests/it/layering.rs` checks the imports):
+//! `cli`/`mount` -> `fuse` (thin fuser adapter) -> `fs` (inodes, handles, caches; where I/O
+//! meets the format) -> `view` (pure path mapping) -> `zarr` (the format, no I/O). `store`
+//! (async key/value backends) is the other leaf: `zarr` and `store` know nothing of each other,
+//! and `view` uses only `zarr`. The shared pieces (`clock`, `locks`, `metrics`, `stats`, the
+//! caches, `python_json`) serve every layer.
 
 pub mod cli;
 pub mod clock;

@@ -9,6 +9,7 @@ use crate::fs::namespace::{fetch_documents, Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Cloud, Location, Source};
+use crate::store::backends::http::{KeyTree, TreeSource};
 use crate::store::backends::local::LocalStore;
 use crate::store::backends::object::{ObjectStoreBackend, Reached};
 use crate::store::backends::zip::ZipStore;
@@ -17,6 +18,7 @@ use crate::store::layers::metered::MeteredStore;
 use crate::store::Store;
 use crate::store::StoreHints;
 use crate::view::ViewKind;
+use crate::zarr::consolidated;
 
 /// Set when the store could not be reached, was refused or does not exist at mount time
 /// (the endpoint, the credentials or the bucket are wrong): the exit code is then 2, like a
@@ -187,7 +189,7 @@ fn metered(
 ) -> Result<Arc<dyn Store>, SessionError> {
     let store: Arc<dyn Store> = match cloud {
         crate::source::Cloud::Http => {
-            let tree = Some(crate::zarr::consolidated::TREE_SOURCE);
+            let tree = Some(CONSOLIDATED_TREE);
             let http = crate::store::backends::http::HttpStore::new(backend, url, tree)
                 .map_err(|e| SessionError(e.to_string()))?;
             Arc::new(http)
@@ -195,6 +197,27 @@ fn metered(
         _ => backend,
     };
     Ok(Arc::new(MeteredStore::new(store)))
+}
+
+/// The tree a static HTTP store reads from consolidated metadata instead of listing the
+/// server: wired here because the store may not know Zarr and the format may not know stores.
+const CONSOLIDATED_TREE: TreeSource = TreeSource {
+    documents: &consolidated::ROOT_DOCUMENTS,
+    parse: |key, doc| match consolidated::parse_document(key, doc) {
+        Ok(Some(h)) => Ok(Some(Arc::new(h) as Arc<dyn KeyTree>)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    },
+    markers: &["zarr.json", ".zgroup", ".zarray"],
+};
+
+impl KeyTree for consolidated::Hierarchy {
+    fn is_dir(&self, key: &str) -> bool {
+        consolidated::Hierarchy::is_dir(self, key)
+    }
+    fn children(&self, dir: &str) -> Option<consolidated::Children> {
+        consolidated::Hierarchy::children(self, dir)
+    }
 }
 
 /// `store` behind the small-object memory cache (`--cache-size`; 0 disables it).

@@ -1,25 +1,8 @@
 //! SOURCE argument parsing: where the store lives. Pure: no I/O here; `cli` checks that a
 //! local source exists and the store layer opens it.
 
-use std::path::PathBuf;
-
-/// An object-store URL scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cloud {
-    S3,
-    Gcs,
-    Azure,
-    Http,
-}
-
-/// Where the store's bytes are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
-    /// A local directory or file (absolute or relative path).
-    Local(PathBuf),
-    /// An object-store URL, e.g. `s3://bucket/prefix`.
-    Remote { cloud: Cloud, url: String },
-}
+use crate::store::location::{parse_location, LocationError};
+pub use crate::store::location::{Cloud, Location};
 
 /// A parsed SOURCE.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,12 +24,8 @@ pub enum Source {
 pub enum SourceError {
     #[error("SOURCE is empty")]
     Empty,
-    #[error("unsupported URL scheme {0:?} (use a path, file://, s3://, gs://, az://, http(s):// zip+<url>, reference+<url> or icechunk+<url>)")]
-    UnknownScheme(String),
-    #[error("file:// URLs must be absolute (file:///path)")]
-    RelativeFileUrl,
-    #[error("{0} has no bucket or host")]
-    NoBucket(String),
+    #[error(transparent)]
+    Location(#[from] LocationError),
 }
 
 const ZIP_SUFFIXES: [&str; 2] = [".zip", ".ozx"];
@@ -91,38 +70,6 @@ impl Source {
     }
 }
 
-/// A path or URL as a location (also used for the target URLs of reference stores).
-pub(crate) fn parse_location(s: &str) -> Result<Location, SourceError> {
-    let Some((scheme, rest)) = s.split_once("://") else {
-        return Ok(Location::Local(PathBuf::from(s)));
-    };
-    let cloud = match scheme.to_ascii_lowercase().as_str() {
-        "file" => {
-            if !rest.starts_with('/') {
-                return Err(SourceError::RelativeFileUrl);
-            }
-            return Ok(Location::Local(percent_decode(rest)));
-        }
-        "s3" | "s3a" => Cloud::S3,
-        "gs" | "gcs" => Cloud::Gcs,
-        "az" | "azure" | "abfs" | "abfss" | "adl" => Cloud::Azure,
-        "http" | "https" => Cloud::Http,
-        other => return Err(SourceError::UnknownScheme(other.to_string())),
-    };
-    if rest.split('/').next().unwrap_or("").is_empty() {
-        return Err(SourceError::NoBucket(s.to_string()));
-    }
-    Ok(Location::Remote { cloud, url: s.to_string() })
-}
-
-/// `%20` and friends in file:// URLs, decoded to the path's bytes (which need not be UTF-8);
-/// a `%` not followed by two hex digits stays as it is.
-fn percent_decode(s: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let bytes: Vec<u8> = percent_encoding::percent_decode_str(s).collect();
-    PathBuf::from(std::ffi::OsString::from_vec(bytes))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,7 +84,7 @@ mod tests {
             Source::parse("file:///a/b%20c").unwrap(),
             Source::Directory(Location::Local("/a/b c".into()))
         );
-        assert_eq!(Source::parse("file://rel"), Err(SourceError::RelativeFileUrl));
+        assert_eq!(Source::parse("file://rel"), Err(LocationError::RelativeFileUrl.into()));
         // A stray '%' stays; an escaped byte that is not UTF-8 is kept as that byte.
         assert_eq!(
             Source::parse("file:///a/100%/x%zz%4").unwrap(),
@@ -170,8 +117,14 @@ mod tests {
             Source::parse("az://c/p").unwrap(),
             Source::Directory(Location::Remote { cloud: Cloud::Azure, .. })
         ));
-        assert_eq!(Source::parse("ftp://h/x"), Err(SourceError::UnknownScheme("ftp".into())));
-        assert!(matches!(Source::parse("s3:///x"), Err(SourceError::NoBucket(_))));
+        assert_eq!(
+            Source::parse("ftp://h/x"),
+            Err(LocationError::UnknownScheme("ftp".into()).into())
+        );
+        assert!(matches!(
+            Source::parse("s3:///x"),
+            Err(SourceError::Location(LocationError::NoBucket(_)))
+        ));
         assert_eq!(Source::parse(""), Err(SourceError::Empty));
         assert_eq!(
             Source::parse("refs/combined.JSON").unwrap(),

@@ -9,6 +9,7 @@ pub mod backends;
 mod conditional_tests;
 pub mod egress;
 pub mod layers;
+pub mod location;
 pub mod read_only;
 
 use std::ops::Range;

@@ -350,30 +350,6 @@ fn flat_keys(prefix: &str, counts: &[u64], sep: char) -> Children {
     }
 }
 
-impl crate::store::backends::http::KeyTree for Hierarchy {
-    fn is_dir(&self, key: &str) -> bool {
-        Hierarchy::is_dir(self, key)
-    }
-    fn children(&self, dir: &str) -> Option<Children> {
-        Hierarchy::children(self, dir)
-    }
-}
-
-/// Where a static HTTP store finds the tree of a Zarr hierarchy (store::backends::http).
-pub const TREE_SOURCE: crate::store::backends::http::TreeSource =
-    crate::store::backends::http::TreeSource {
-        documents: &ROOT_DOCUMENTS,
-        parse: |key, doc| match parse_document(key, doc) {
-            Ok(Some(h)) => {
-                Ok(Some(std::sync::Arc::new(h)
-                    as std::sync::Arc<dyn crate::store::backends::http::KeyTree>))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        },
-        markers: &["zarr.json", ".zgroup", ".zarray"],
-    };
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ mod faults_mount;
 mod hostile_inputs;
 mod hostile_keys;
 mod http;
+mod layering;
 mod metrics;
 mod mount_flags;
 mod mount_local;

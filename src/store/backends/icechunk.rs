@@ -31,8 +31,8 @@ use icechunk::repository::VersionInfo;
 use icechunk::session::{Session, SessionErrorKind};
 use icechunk::{Repository, Storage};
 
-use crate::source::{Cloud, Location};
 use crate::store::backends::object::RemoteOptions;
+use crate::store::location::{Cloud, Location};
 use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
 use crate::store::{

@@ -20,7 +20,7 @@ use object_store::{
     PutPayload, RetryConfig, UpdateVersion, WriteMultipart,
 };
 
-use crate::source::Cloud;
+use crate::store::location::Cloud;
 use crate::store::StoreHints;
 use crate::store::{
     error_chain, join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing,

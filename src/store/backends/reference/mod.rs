@@ -32,7 +32,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use crate::python_json;
-use crate::source::{Cloud, Location};
+use crate::store::location::{Cloud, Location};
 use crate::store::read_only::{ReadBackend, ReadOnly};
 use crate::store::StoreHints;
 use crate::store::{
@@ -195,7 +195,8 @@ fn split_target(url: &str, base: &Base) -> Result<(Location, String), String> {
     if url.is_empty() {
         return Err("empty target URL".into());
     }
-    let loc = crate::source::parse_location(url).map_err(|e| format!("target {url:?}: {e}"))?;
+    let loc =
+        crate::store::location::parse_location(url).map_err(|e| format!("target {url:?}: {e}"))?;
     match loc {
         Location::Local(p) => {
             let full = if p.is_absolute() {

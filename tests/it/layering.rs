@@ -1,0 +1,134 @@
+//! The layering rule of `src/lib.rs`, checked on the source: no module imports from a layer
+//! above its own, and the two leaves (`store`: bytes by key; `zarr`: the format, no I/O) know
+//! nothing of each other. The shared pieces (clock, locks, metrics, caches, the JSON reader)
+//! may be used by every layer and use only each other.
+//! Test code (`#[cfg(test)]` modules and files) is exempt: a test may drive its module from above.
+
+use std::path::{Path, PathBuf};
+
+/// The layers a module may use besides its own and the shared pieces; `None` for a shared
+/// piece (which may use only the other shared pieces).
+fn may_use(module: &str) -> Option<&'static [&'static str]> {
+    const ENTRY: &[&str] = &["cli", "mount", "daemon", "source", "fstab", "main", "lib"];
+    match module {
+        "clock" | "locks" | "metrics" | "stats" | "flight_lru" | "ttl_cache" | "python_json" => {
+            None
+        }
+        // The two leaves: bytes by key, and the format without I/O; neither knows the other.
+        "store" | "zarr" => Some(&[]),
+        "view" => Some(&["zarr"]),
+        "fs" => Some(&["view", "zarr", "store"]),
+        "fuse" => Some(&["fs", "view", "zarr", "store"]),
+        m if ENTRY.contains(&m) => Some(&[
+            "fuse", "fs", "view", "zarr", "store", "cli", "mount", "daemon", "source", "fstab",
+        ]),
+        other => panic!("src/{other}: a module the layering check does not know; give it a layer"),
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The names of the files declared `#[cfg(test)] mod NAME;` in `text`.
+fn test_only_files(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| w[1].strip_prefix("mod ")?.strip_suffix(';').map(str::to_string))
+        .collect()
+}
+
+/// `text` without its `#[cfg(test)] mod NAME { ... }` blocks (braces counted; the source keeps
+/// braces inside strings balanced enough for this).
+fn without_test_modules(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let opens_test_block = line.trim() == "#[cfg(test)]"
+            && lines.peek().is_some_and(|next| {
+                let next = next.trim();
+                next.starts_with("mod ") && next.ends_with('{')
+            });
+        if !opens_test_block {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let mut depth = 0i64;
+        for inner in lines.by_ref() {
+            depth += inner.matches('{').count() as i64 - inner.matches('}').count() as i64;
+            if depth <= 0 {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Every `crate::MODULE` that `code` names.
+fn crate_modules(code: &str) -> Vec<String> {
+    code.match_indices("crate::")
+        .filter(|(i, _)| !code[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+        .map(|(i, m)| {
+            code[i + m.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+        })
+        .filter(|m: &String| !m.is_empty())
+        .collect()
+}
+
+#[test]
+fn no_module_imports_from_a_layer_it_may_not_use() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut exempt: Vec<PathBuf> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let dir = if file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs") {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        exempt.extend(test_only_files(&text).iter().map(|m| dir.join(format!("{m}.rs"))));
+    }
+    let mut violations = Vec::new();
+    for file in files.iter().filter(|f| !exempt.contains(f)) {
+        let rel = file.strip_prefix(&src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        let code = without_test_modules(&std::fs::read_to_string(file).unwrap());
+        for used in crate_modules(&code) {
+            let used_is_shared = may_use(&used).is_none();
+            let allowed = used == module
+                || used_is_shared
+                || may_use(&module).is_some_and(|layers| layers.contains(&used.as_str()));
+            if !allowed {
+                violations.push(format!("src/{}: uses crate::{used}", rel.display()));
+            }
+        }
+    }
+    violations.sort();
+    violations.dedup();
+    assert!(
+        violations.is_empty(),
+        "imports of a layer the module may not use:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_an_upward_import() {
+    let code = "use crate::store::Store;\nfn f() { crate::fs::x(); }\n#[cfg(test)]\nmod tests {\n    use crate::fuse::y;\n    fn g() { if true { } }\n}\nfn h() { crate::view::z(); }\n";
+    assert_eq!(crate_modules(&without_test_modules(code)), ["store", "fs", "view"]);
+    assert_eq!(test_only_files("#[cfg(test)]\nmod conditional_tests;\n"), ["conditional_tests"]);
+}
