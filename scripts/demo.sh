@@ -10,8 +10,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SOURCE="${1:-examples/sample.zarr}"
 
-ZM_SETUP_READERS=0 scripts/setup.sh >/dev/null  # the demo needs the suite venv only
-cargo build --release --quiet
+step() { printf '\n== demo: %s\n' "$*"; }
+
+step "setting up: apt packages and the Python venv with zarr-python (scripts/setup.sh; minutes the first time)"
+ZM_SETUP_READERS=0 scripts/setup.sh  # the demo needs the suite venv only
+step "building the release binary (cargo build --release; several minutes the first time)"
+cargo build --release
 BIN="$ROOT/target/release/zarr-mount"
 
 MNT="$(mktemp -d "${TMPDIR:-/tmp}/zarr-mount-demo.XXXXXX")"
@@ -21,7 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== zarr-mount $SOURCE $MNT"
+step "mounting: zarr-mount $SOURCE $MNT (returns once the mount is live)"
 "$BIN" "$SOURCE" "$MNT"
 echo
 echo "== the store as stored (shards):"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (cargo-fuzz / libFuzzer) of every parser of untrusted bytes: the
-# targets in fuzz/fuzz_targets (shard_index, zarr_json, zarray, zip, codec; see each file's
+# targets in fuzz/fuzz_targets (shard_index, zarr_json, zarray, zip, codec, cli; see each file's
 # header for its input format and the invariants it asserts).
 #
 #   scripts/fuzz.sh                  build, then run every target for FUZZ_SECS seconds
@@ -60,7 +60,7 @@ MALLOC_MB="${FUZZ_MALLOC_LIMIT_MB:-256}"
 TIMEOUT="${FUZZ_TIMEOUT:-10}"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 CORPUS_MAX="${FUZZ_CORPUS_MAX_BYTES:-4096}"
-ALL_TARGETS=(shard_index zarr_json zarray zip codec)
+ALL_TARGETS=(shard_index zarr_json zarray zip codec cli)
 
 merge=0
 build_only=0

@@ -65,29 +65,9 @@ install_moto() {
     }
 }
 
-# cargo_install CRATE VERSION BINARY MINUTES CARGO_ARGS...: build a server once into
-# .tools/CRATE-VERSION (ignored by git), in a target dir of its own so that the build does not
-# lock the project's, and one build at a time.
-cargo_install() {
-    local crate="$1" version="$2" bin="$3" minutes="$4"
-    shift 4
-    if [[ -x "$bin" ]]; then
-        return 0
-    fi
-    mkdir -p "$TOOLS"
-    (
-        flock 9
-        if [[ ! -x "$bin" ]]; then
-            echo "s3-server: building $crate $version into $TOOLS (once, ~$minutes min)" >&2
-            CARGO_TARGET_DIR="$TOOLS/$crate-build" cargo install -q "$crate@$version" --locked "$@" \
-                --root "$TOOLS/$crate-$version" >&2 || exit 3
-            rm -rf "$TOOLS/$crate-build"
-        fi
-    ) 9>"$TOOLS/.$crate-install.lock" || {
-        echo "s3-server: could not install $crate" >&2
-        exit 3
-    }
-}
+SCRIPT=s3-server
+# shellcheck source=lib/cargo-tool.sh
+source "$ROOT/scripts/lib/cargo-tool.sh"
 
 # s3s-fs 0.14.1: later versions need a newer rustc. About 2 minutes on 2 cores, once.
 install_s3s() {

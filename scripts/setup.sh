@@ -36,7 +36,8 @@ START=$SECONDS
 # g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 # gdal-bin, libtiff-tools: GDAL and libtiff open the flat view's TIFFs (test_flat_tiff.py).
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools)
+# man-db: `man -l` reads the generated man page (tests/it/service.rs).
+APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db)
 # A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (see README): setup, build, rustfmt and clippy checks, Rust tests,
-# the Python interop suite,
+# the Python interop suite, the packages (scripts/packages.sh: release build, wheel, .deb),
 # pjdfstest (scripts/pjdfstest.sh, compared with tests/pjdfstest/expected.txt), a one-minute
 # chaos soak (scripts/soak.sh) and a short run of the fuzz targets (scripts/fuzz.sh).
 #
@@ -120,6 +120,14 @@ if ((build_ok)); then
     # pytest's exit status 5 (no tests collected) counts as a failure too
     if ! .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --basetemp "$TMPBASE/pytest" "$@"; then
         failed+=("pytest")
+    fi
+    end_stage
+
+    # The packages from one release build (scripts/packages.sh): the binary's size, the wheel
+    # in a fresh venv (tests/python/test_wheel.py), the .deb's contents, install and removal.
+    begin_stage "packages"
+    if ! TMPDIR="$TMPBASE" ZM_REQUIRE_WHEEL=1 scripts/packages.sh; then
+        failed+=("packages")
     fi
     end_stage
 

@@ -44,7 +44,7 @@ if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
 fi
 
 for f in "$BINDIR/zarr-mount" "$HELPER" "$UNITDIR/zarr-mount@.service" \
-    "$DOCDIR/example.env" "$DOCDIR/README.md"; do
+    "$DOCDIR/example.env" "$DOCDIR/README.md" "${GENERATED[@]#*=}"; do
     if [[ -e "$DESTDIR$f" || -L "$DESTDIR$f" ]]; then
         say "removing $DESTDIR$f"
         run rm -f "$DESTDIR$f"

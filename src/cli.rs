@@ -15,7 +15,7 @@ use crate::view::ViewKind;
 #[derive(Debug, Parser)]
 #[command(
     name = "zarr-mount",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ZARR_MOUNT_COMMIT"), ")"),
     about = "Mount a Zarr store as a directory; sharded Zarr v3 arrays appear as unsharded arrays of chunk files.",
     after_help = "SOURCE: a directory path, file:///path, s3://bucket/prefix, gs://, az://, http(s)://, \
                   or a .zip/.ozx archive (zip+URL for other names), \
@@ -156,6 +156,8 @@ pub struct Args {
 #[derive(Debug, Clone)]
 pub struct MountConfig {
     pub source: Source,
+    /// SOURCE as written: the mount's source in /proc/mounts, as fstab has it.
+    pub source_text: String,
     pub mountpoint: PathBuf,
     pub foreground: bool,
     pub read_only: bool,
@@ -356,6 +358,7 @@ impl Args {
             || self.view.is_read_only();
         Ok(MountConfig {
             source,
+            source_text: self.source,
             mountpoint,
             foreground: self.foreground,
             read_only,

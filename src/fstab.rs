@@ -142,8 +142,14 @@ pub fn to_args(options: &str) -> Result<Vec<String>, String> {
                 if v.is_empty() {
                     return Err(format!("mount option {k}= needs a value"));
                 }
-                args.push(format!("--{}", k.replace('_', "-")));
-                args.push(v.to_string());
+                let flag = format!("--{}", k.replace('_', "-"));
+                if v.starts_with('-') {
+                    // One argument, or the parser takes `-3` for a flag of its own.
+                    args.push(format!("{flag}={v}"));
+                } else {
+                    args.push(flag);
+                    args.push(v.to_string());
+                }
             }
             ("", _) => return Err("mount option without a name".to_string()),
             (k, Some(v)) if crate::store::backends::object::is_option_key(k) => {
@@ -242,6 +248,8 @@ mod tests {
             args("env_file=/etc/zarr-mount/data.env"),
             ["--env-file", "/etc/zarr-mount/data.env"]
         );
+        // A value that looks like a flag stays the flag's value.
+        assert_eq!(args("metadata_ttl=-3"), ["--metadata-ttl=-3"]);
         // Only the first '=' splits.
         assert_eq!(args("endpoint_url=http://h/?a=b"), ["--endpoint-url", "http://h/?a=b"]);
     }

@@ -14,6 +14,7 @@ pub mod flight_lru;
 pub mod fs;
 pub mod fstab;
 pub mod fuse;
+pub mod generated_docs;
 pub mod locks;
 pub mod metrics;
 pub mod mount;

@@ -25,6 +25,30 @@ fn usage_exit(msg: &str) -> ! {
     std::process::exit(2);
 }
 
+/// A command-line error as one line (clap's own spans several: the error, a tip or the
+/// possible values, the usage); help and version print as clap prints them.
+fn clap_exit(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .collect();
+    let line = parts.join("; ");
+    usage_exit(line.strip_prefix("error: ").unwrap_or(&line));
+}
+
 /// `--fstab-options "ro,view=raw,..."`: parse again with the mapped flags appended.
 fn expand_fstab_options(args: Args) -> Args {
     let Some(opts) = &args.fstab_options else { return args };
@@ -36,7 +60,7 @@ fn expand_fstab_options(args: Args) -> Args {
             a.fstab_options = None;
             a
         }
-        Err(e) => e.exit(),
+        Err(e) => clap_exit(e),
     }
 }
 
@@ -86,12 +110,36 @@ fn tune_malloc() {
     }
 }
 
+/// `zarr-mount --generate-docs DIR`: write the man page and completions, then exit.
+fn generate_docs() {
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next().as_deref() != Some(zarr_mount::generated_docs::FLAG.as_ref()) {
+        return;
+    }
+    let (Some(dir), None) = (argv.next(), argv.next()) else {
+        usage_exit(&format!("usage: zarr-mount {} DIR", zarr_mount::generated_docs::FLAG));
+    };
+    match zarr_mount::generated_docs::write_all(std::path::Path::new(&dir)) {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("zarr-mount: {}: {e}", std::path::Path::new(&dir).display());
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
+    generate_docs();
     tune_malloc();
     // A terminal hangup or `systemctl reload` must not kill a mount; the session logs it.
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
-    let args = expand_fstab_options(Args::parse());
+    let args = expand_fstab_options(Args::try_parse().unwrap_or_else(|e| clap_exit(e)));
     if let Some(p) = &args.env_file {
         if let Err(e) = load_env_file(p) {
             usage_exit(&e);

@@ -11,7 +11,7 @@ use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::source::{Cloud, Location, Source};
 use crate::store::backends::http::{KeyTree, TreeSource};
 use crate::store::backends::local::LocalStore;
-use crate::store::backends::object::ObjectStoreBackend;
+use crate::store::backends::object::{ObjectStoreBackend, Reached};
 use crate::store::backends::zip::ZipStore;
 use crate::store::layers::cache::{CacheConfig, CachingStore};
 use crate::store::layers::metered::MeteredStore;
@@ -101,6 +101,11 @@ async fn open_directory(
     mounted: bool,
 ) -> Result<Arc<dyn Store>, SessionError> {
     let Location::Remote { cloud, url } = location else {
+        if let Location::Local(dir) = location {
+            if mounted && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) {
+                warn_empty(&dir.display().to_string());
+            }
+        }
         return directory_store(location, cfg);
     };
     let backend = Arc::new(open_object_store(*cloud, url, cfg)?);
@@ -122,10 +127,15 @@ async fn open_directory(
         _ => None,
     };
     let checked = match cloud {
-        _ if vouched => Ok(()),
-        crate::source::Cloud::Http => crate::store::backends::http::check(url).await,
+        _ if vouched => Ok(Reached::Keys),
+        crate::source::Cloud::Http => {
+            crate::store::backends::http::check(url).await.map(|()| Reached::Unknown)
+        }
         _ => backend.check().await,
     };
+    if mounted && checked == Ok(Reached::Empty) {
+        warn_empty(&crate::store::backends::object::display_url(url));
+    }
     if let Err(why) = checked {
         documents.inspect(|task| task.abort());
         SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -133,6 +143,13 @@ async fn open_directory(
         return Err(SessionError(format!("cannot mount {url}: {why}")));
     }
     store
+}
+
+/// A source with no key below it still mounts (a writer may be about to fill it), but is
+/// often a mistyped prefix: one warning line (on the terminal while a daemon starts, and in
+/// the log).
+fn warn_empty(source: &str) {
+    tracing::warn!("{source} has no key below it: the mount shows an empty directory");
 }
 
 /// [`open_directory`] without the start-up check, for stores opened on first use (the targets
@@ -383,7 +400,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
             return Err(e);
         }
     };
-    let fs_name = store.describe();
+    let described = store.describe();
     let ns = {
         let _guard = rt.enter();
         build_namespace(&cfg, store)
@@ -425,7 +442,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     }
     let opts = SessionOptions {
         mountpoint: cfg.mountpoint.clone(),
-        fs_name,
+        fs_name: cfg.source_text.clone(),
         read_only: cfg.read_only,
         allow_other: cfg.allow_other,
         uid: cfg.uid,
@@ -435,7 +452,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
     };
     let log_file = cfg.log_file.clone();
     let started = std::time::Instant::now();
-    let status = format!("mounted {} on {}", opts.fs_name, cfg.mountpoint.display());
+    let status = format!("mounted {described} on {}", cfg.mountpoint.display());
     if cfg.stats_interval > 0 {
         rt.spawn(log_stats(cfg.stats_interval, started, status.clone()));
     }

@@ -15,8 +15,8 @@ parse_common_arg() {
     esac
 }
 
-# set_install_paths: check PREFIX, then set BINDIR, DOCDIR, CONFDIR, UNITDIR, HELPER and
-# HELPER_LINK. With the default prefix the unit goes to /etc/systemd/system and the mount(8)
+# set_install_paths: check PREFIX, then set BINDIR, DOCDIR, CONFDIR, UNITDIR, HELPER,
+# HELPER_LINK, and GENERATED (each file `zarr-mount --generate-docs` writes, with where it goes). With the default prefix the unit goes to /etc/systemd/system and the mount(8)
 # helper to /sbin; with an explicit one both go below PREFIX, plus a /sbin link to the helper.
 set_install_paths() {
     [[ "$PREFIX" == /* ]] || { echo "$SCRIPT: --prefix must be an absolute path" >&2; exit 2; }
@@ -24,6 +24,12 @@ set_install_paths() {
     BINDIR="$PREFIX/bin"
     DOCDIR="$PREFIX/share/doc/zarr-mount"
     CONFDIR="/etc/zarr-mount"
+    GENERATED=(
+        "zarr-mount.1=$PREFIX/share/man/man1/zarr-mount.1"
+        "zarr-mount.bash=$PREFIX/share/bash-completion/completions/zarr-mount"
+        "_zarr-mount=$PREFIX/share/zsh/site-functions/_zarr-mount"
+        "zarr-mount.fish=$PREFIX/share/fish/vendor_completions.d/zarr-mount.fish"
+    )
     if ((PREFIX_GIVEN)); then
         UNITDIR="$PREFIX/lib/systemd/system"
         HELPER="$PREFIX/sbin/mount.fuse.zarr-mount"

@@ -2,6 +2,7 @@
 
 pub mod adapter;
 pub mod io_modes;
+pub mod kernel_mount;
 pub mod notify;
 pub mod openers;
 pub mod read_ahead;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use super::adapter::FuseAdapter;
+use super::kernel_mount::{self, KernelMountOptions};
 use super::notify;
 use super::read_ahead;
 use crate::fs::ZarrFs;
@@ -32,6 +33,7 @@ pub fn serve(
     opts: &SessionOptions,
     on_ready: impl FnOnce(),
 ) -> Result<(), SessionError> {
+    // For fuser's fusermount3 path; the direct mount is kernel_mount's.
     let mut mount_options = vec![
         MountOption::FSName(opts.fs_name.clone()),
         MountOption::Subtype("zarr-mount".into()),
@@ -58,8 +60,31 @@ pub fn serve(
         Signals::new().map_err(|e| SessionError(format!("cannot install signal handlers: {e}")))?
     };
     let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
-    let session = fuser::Session::new(adapter, &opts.mountpoint, &config)
-        .map_err(|e| SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display())))?;
+    let cannot_mount = |e: std::io::Error| {
+        SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display()))
+    };
+    let kernel_opts = KernelMountOptions {
+        fs_name: &opts.fs_name,
+        read_only: opts.read_only,
+        allow_other: opts.allow_other,
+    };
+    // Mounted here (root) or by fuser through fusermount3 (anyone else).
+    let (session, own_mount) = match kernel_mount::mount(&opts.mountpoint, &kernel_opts) {
+        Ok(Some(dev)) => {
+            let acl = config.acl;
+            match fuser::Session::from_fd(adapter, dev, acl, config) {
+                Ok(session) => (session, true),
+                Err(e) => {
+                    lazy_unmount(&opts.mountpoint);
+                    return Err(cannot_mount(e));
+                }
+            }
+        }
+        Ok(None) => {
+            (fuser::Session::new(adapter, &opts.mountpoint, &config).map_err(cannot_mount)?, false)
+        }
+        Err(e) => return Err(cannot_mount(e)),
+    };
     // Page-cache invalidations go out from the blocking pool: the kernel may wait on pages
     // that a read in flight holds, and that read is answered from another thread.
     let notifier = session.notifier();
@@ -97,7 +122,12 @@ pub fn serve(
     }
     if ended_by_signal {
         tracing::info!("signal received: unmounting");
-        if let Err(e) = background.umount_and_join() {
+        let unmounted = if own_mount {
+            kernel_mount::unmount(&opts.mountpoint).and_then(|()| background.join())
+        } else {
+            background.umount_and_join()
+        };
+        if let Err(e) = unmounted {
             // Busy mounts (a process has its cwd inside) fall back to a lazy unmount.
             tracing::warn!(error = %e, "unmount failed; detaching lazily");
             lazy_unmount(&opts.mountpoint);

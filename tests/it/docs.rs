@@ -181,6 +181,8 @@ fn accepted_flags() -> BTreeSet<String> {
             names.insert(format!("-{alias}"));
         }
     }
+    // Handled before clap parses (src/generated_docs.rs), for the installers.
+    names.insert(zarr_mount::generated_docs::FLAG.to_string());
     names
 }
 

@@ -335,9 +335,17 @@ fn a_wrong_endpoint_bucket_or_secret_fails_at_mount_time(kind: S3Server) {
             "access denied",
         );
     }
-    // And the right ones mount.
-    let m = mount(&s3, tmp.path(), &[]);
+    // And the right ones mount; a prefix with no key below it with a warning that says so.
+    const EMPTY: &str = "has no key below it";
+    let mut m = mount(&s3, tmp.path(), &[]);
     assert!(common::is_mounted(&m.mnt));
+    let log = m.log_text();
+    assert_eq!(log.matches(EMPTY).count(), 1, "{log}");
+    assert!(log.contains(&format!("s3://{BUCKET}/pre {EMPTY}")), "{log}");
+    assert!(m.stop().success());
+    s3.put("pre/a", b"x");
+    let m = mount(&s3, tmp.path(), &[]);
+    assert!(!m.log_text().contains(EMPTY), "{}", m.log_text());
 }
 
 #[test]

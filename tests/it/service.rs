@@ -387,6 +387,63 @@ fn fstab_helper_fake_flag_and_bad_options() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicate"));
 }
 
+/// `mount -a` twice over an fstab of a local and an S3 line: both mount as type
+/// fuse.zarr-mount with their sources as written, and the second run is a no-op (exit 0)
+/// because mount(8) finds them in /proc/mounts. In a private mount namespace
+/// (tests/it/scripts/fstab_mount_all.sh), so the helper needs no install in /sbin.
+#[test]
+fn fstab_mount_all_twice_is_a_no_op() {
+    use common::s3::{S3Server, BUCKET, ENV, S3};
+    let Some(s3) = S3::start(S3Server::Moto) else { return };
+    s3.put("pre/s3.txt", b"from s3");
+    let (tmp, src, _) = dirs();
+    std::fs::write(src.join("local.txt"), b"local").unwrap();
+    let (local_mnt, s3_mnt) = (tmp.path().join("local"), tmp.path().join("s3"));
+    std::fs::create_dir_all(&local_mnt).unwrap();
+    std::fs::create_dir_all(&s3_mnt).unwrap();
+    let s3_source = format!("s3://{BUCKET}/pre");
+    let fstab = tmp.path().join("fstab");
+    std::fs::write(
+        &fstab,
+        format!(
+            "# a test fstab\n{} {} fuse.zarr-mount ro,view=raw,_netdev 0 0\n\
+             {s3_source} {} fuse.zarr-mount ro,endpoint_url={},nofail 0 0\n",
+            src.display(),
+            local_mnt.display(),
+            s3_mnt.display(),
+            s3.endpoint()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private"])
+        .arg(root("tests/it/scripts/fstab_mount_all.sh"))
+        .arg(root("scripts/mount.zarr-mount"))
+        .arg(&fstab)
+        .arg(tmp.path().join("scratch"))
+        .args([&local_mnt, &s3_mnt])
+        .env("ZARR_MOUNT_BIN", BIN)
+        .envs(ENV.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let report = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"first=0"), "{report}");
+    assert_eq!(lines.get(1), Some(&"second=0"), "the second mount -a failed:\n{report}");
+    for (source, mnt) in [(src.display().to_string(), &local_mnt), (s3_source, &s3_mnt)] {
+        let want = format!("{source} {} fuse.zarr-mount", mnt.display());
+        assert_eq!(
+            lines.iter().filter(|l| **l == want).count(),
+            1,
+            "findmnt -t fuse.zarr-mount does not list {want:?} once:\n{report}"
+        );
+    }
+    assert!(text.contains(&format!("ls {}: local.txt", local_mnt.display())), "{report}");
+    assert!(text.contains(&format!("ls {}: s3.txt", s3_mnt.display())), "{report}");
+}
+
 #[test]
 fn env_file_sets_the_environment() {
     // A bad env file line is a usage error (exit 2) naming the line, not the content.
@@ -460,11 +517,51 @@ fn install_and_uninstall_into_destdir() {
         .contains("DEFAULT_BIN=/opt/zm/bin/zarr-mount\n"));
     assert!(dest.join("etc/zarr-mount").is_dir());
     std::fs::write(dest.join("etc/zarr-mount/data.env"), "ZARR_MOUNT_SOURCE=/x\n").unwrap();
+    let share = dest.join("opt/zm/share");
+    let generated = [
+        share.join("man/man1/zarr-mount.1"),
+        share.join("bash-completion/completions/zarr-mount"),
+        share.join("zsh/site-functions/_zarr-mount"),
+        share.join("fish/vendor_completions.d/zarr-mount.fish"),
+    ];
+    let man = Command::new("man").arg("-l").arg(&generated[0]).env("MANWIDTH", "200").output();
+    let man = String::from_utf8(man.expect("man(1) is installed (scripts/setup.sh)").stdout);
+    for (path, text) in generated.iter().map(|p| (p, std::fs::read_to_string(p))) {
+        let text = if path == &generated[0] { man.clone().unwrap() } else { text.unwrap() };
+        let fish = path.extension().is_some_and(|e| e == "fish");
+        for flag in long_flags() {
+            // fish names a long flag `-l NAME`
+            let flag = if fish { flag.replacen("--", "-l ", 1) } else { flag };
+            assert!(text.contains(&flag), "{} does not mention {flag}", path.display());
+        }
+    }
 
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm"]);
     assert!(!bin.exists() && !helper.exists() && !unit.exists() && !docs.exists());
+    for path in &generated {
+        assert!(!path.exists(), "{} left behind", path.display());
+    }
     assert!(std::fs::symlink_metadata(dest.join("sbin/mount.fuse.zarr-mount")).is_err());
     assert!(dest.join("etc/zarr-mount/data.env").exists(), "env files are kept without --purge");
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm", "--purge"]);
     assert!(!dest.join("etc/zarr-mount").exists());
+}
+
+/// Every `--long` flag of `zarr-mount --help`.
+fn long_flags() -> Vec<String> {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let flags: Vec<String> = help
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.split(['=', '<'])
+                .next()
+                .unwrap()
+                .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
+        .collect();
+    assert!(flags.len() > 20, "{help}");
+    flags
 }

@@ -218,6 +218,17 @@ fn last_bytes(data: Bytes, n: u64) -> Bytes {
 /// logs and whether the store is read-only.
 type Built = (Arc<dyn ObjectStore>, Option<Arc<dyn PaginatedListStore>>, String, bool);
 
+/// What the start-up check found below the source's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// At least one key.
+    Keys,
+    /// Nothing: an empty bucket or a prefix with no key below it.
+    Empty,
+    /// The store cannot be listed (HTTP): it answered.
+    Unknown,
+}
+
 impl ObjectStoreBackend {
     /// Wrap an existing object store (tests; or a store built elsewhere).
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, description: String) -> Self {
@@ -537,7 +548,7 @@ impl ObjectStoreBackend {
     /// missing bucket fail the mount with one line rather than every later operation with
     /// EIO. `Err` holds the reason, one line, without secrets. Plain HTTP has no listing:
     /// there any HTTP answer counts (only an unreachable server fails).
-    pub async fn check(&self) -> Result<(), String> {
+    pub async fn check(&self) -> Result<Reached, String> {
         let result = match &self.pager {
             Some(pager) => {
                 let prefix = if self.prefix.is_empty() { None } else { Some(self.prefix.as_str()) };
@@ -547,12 +558,19 @@ impl ObjectStoreBackend {
                     max_keys: Some(1),
                     ..Default::default()
                 };
-                pager.list_paginated(prefix.as_deref(), opts).await.map(|_| ())
+                pager.list_paginated(prefix.as_deref(), opts).await.map(|page| {
+                    let r = &page.result;
+                    if r.objects.is_empty() && r.common_prefixes.is_empty() {
+                        Reached::Empty
+                    } else {
+                        Reached::Keys
+                    }
+                })
             }
-            None => self.store.head(&Path::default()).await.map(|_| ()),
+            None => self.store.head(&Path::default()).await.map(|_| Reached::Unknown),
         };
         let e = match result {
-            Ok(()) => return Ok(()),
+            Ok(reached) => return Ok(reached),
             Err(e) => e,
         };
         let detail = scrub(error_chain(&e), &self.secrets).replace('\n', " ");
@@ -567,7 +585,7 @@ impl ObjectStoreBackend {
                         | object_store::Error::Unauthenticated { .. }
                 );
             return if answered {
-                Ok(())
+                Ok(Reached::Unknown)
             } else {
                 Err(format!("cannot reach the server: {detail}"))
             };
@@ -576,7 +594,7 @@ impl ObjectStoreBackend {
         let status = |code: &str| detail.contains(&format!("status code: {code}"));
         match e {
             // A listing that reached a key object_store cannot parse reached the bucket.
-            _ if unparseable_key(&e).is_some() => Ok(()),
+            _ if unparseable_key(&e).is_some() => Ok(Reached::Keys),
             object_store::Error::NotFound { .. } => {
                 Err(format!("the bucket (or container) does not exist ({detail})"))
             }

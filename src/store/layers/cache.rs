@@ -64,7 +64,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !n.is_finite() || n < 0.0 {
         return Err(format!("{s:?} is not a size"));
     }
-    Ok((n * mult as f64) as u64)
+    let bytes = n * mult as f64;
+    // `as u64` would saturate: 2^64 bytes and beyond are a typo, not a bound.
+    if bytes >= u64::MAX as f64 {
+        return Err(format!("{s:?} is too large a size"));
+    }
+    Ok(bytes as u64)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -713,6 +718,8 @@ mod tests {
         assert_eq!(parse_size("1.5k").unwrap(), 1536);
         assert_eq!(parse_size("0").unwrap(), 0);
         assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("99999999999999999999T").unwrap_err().contains("too large"));
+        assert!(parse_size("16777216T").unwrap_err().contains("too large"));
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("M").is_err());
         assert!(default_cache_bytes() > 0 && default_cache_bytes() <= 2 << 30);

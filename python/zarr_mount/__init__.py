@@ -1,0 +1,165 @@
+"""Mount a Zarr store from Python with the zarr-mount daemon that this package installs.
+
+    import zarr, zarr_mount
+    with zarr_mount.mount("s3://bucket/data.zarr", view="v2", read_only=True,
+                          endpoint_url="http://127.0.0.1:9000") as path:
+        group = zarr.open_group(path, mode="r")
+
+The daemon runs in the foreground as a child process: `mount()` returns once it reports the
+mount live (systemd's readiness protocol on a private socket), raises `MountError` with the
+daemon's one-line reason when it cannot mount, and stops it (SIGTERM: pending writes are
+written back, then it unmounts) when the block ends, also through an exception, and at
+interpreter exit for mounts still open then.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Union
+
+__all__ = ["MountError", "binary", "mount"]
+
+#: Values of the keyword options: a flag's value, True for a bare flag, a list to repeat it.
+OptionValue = Union[str, int, float, bool, None, list[str]]
+
+#: Seconds `mount()` waits for the daemon to report the mount live.
+DEFAULT_TIMEOUT = 60.0
+
+# Daemons still running, stopped at interpreter exit.
+_live: set[subprocess.Popen[bytes]] = set()
+
+
+class MountError(RuntimeError):
+    """The daemon could not mount. `str()` is its one-line reason; `returncode` is 2 for a bad
+    argument or source (wrong flag value, endpoint, credentials, bucket), 1 otherwise."""
+
+    def __init__(self, message: str, returncode: int | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def binary() -> str:
+    """The zarr-mount executable: `$ZARR_MOUNT_BIN`, else the one installed beside this module's
+    interpreter (the wheel's), else the first on PATH."""
+    if env := os.environ.get("ZARR_MOUNT_BIN"):
+        return env
+    beside = Path(sysconfig.get_path("scripts")) / "zarr-mount"
+    if beside.is_file():
+        return str(beside)
+    if found := shutil.which("zarr-mount"):
+        return found
+    raise MountError("zarr-mount executable not found (set ZARR_MOUNT_BIN)", None)
+
+
+def _flags(options: dict[str, OptionValue]) -> list[str]:
+    """`cache_size="512M"` -> `--cache-size 512M`, `allow_other=True` -> `--allow-other`,
+    `option=["k=v", ...]` -> `--option k=v ...`; False and None are left out."""
+    args: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is True:
+                args.append(flag)
+            elif v is not False and v is not None:
+                args += [flag, str(v)]
+    return args
+
+
+def _reason(log: str, returncode: int | None) -> str:
+    """The daemon's one-line error: its last `zarr-mount: ...` line."""
+    for line in reversed(log.splitlines()):
+        if line.startswith("zarr-mount: "):
+            return line[len("zarr-mount: ") :]
+    return f"zarr-mount exited with status {returncode} before mounting"
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes], sock: socket.socket, timeout: float
+) -> bool:
+    """True once the daemon sent READY=1; False if it exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([sock], [], [], 0.1)[0]:
+            if b"READY=1" in sock.recv(4096).split(b"\n"):
+                return True
+        elif proc.poll() is not None:
+            return False
+    raise MountError(f"the mount was not live after {timeout:g} s", None)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM and wait: the daemon writes back pending data, then unmounts."""
+    _live.discard(proc)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for proc in list(_live):
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def mount(
+    source: str | os.PathLike[str],
+    mountpoint: str | os.PathLike[str] | None = None,
+    *,
+    view: str = "unsharded",
+    read_only: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    **options: OptionValue,
+) -> Iterator[Path]:
+    """Mount `source` (a directory, s3://, gs://, az://, http(s)://, a zip, references, an
+    Icechunk repository) on `mountpoint` (a fresh temporary directory if None) and yield the
+    mounted path. `view` is one of raw, unsharded, decoded, v2, v2-decoded; any other
+    zarr-mount flag is a keyword (`cache_dir="/var/cache/zm"`, `option=["k=v"]`)."""
+    made_dir = mountpoint is None
+    target = Path(tempfile.mkdtemp(prefix="zarr-mount-") if made_dir else mountpoint)  # type: ignore[arg-type]
+    work = tempfile.TemporaryDirectory(prefix="zarr-mount-notify-")
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        sock_path = os.path.join(work.name, "notify")
+        log_path = os.path.join(work.name, "log")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, open(log_path, "wb") as log:
+            sock.bind(sock_path)
+            args = [binary(), "--foreground", "--view", view]
+            args += ["--read-only"] if read_only else []
+            args += _flags(options) + ["--", os.fspath(source), str(target)]
+            env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                # a Ctrl-C reaches Python, whose exit stops the daemon in order
+                start_new_session=True,
+            )
+            _live.add(proc)
+            if not _wait_ready(proc, sock, timeout):
+                _live.discard(proc)
+                text = Path(log_path).read_text(errors="replace")
+                raise MountError(_reason(text, proc.returncode), proc.returncode)
+        yield target
+    finally:
+        if proc is not None:
+            _stop(proc)
+        work.cleanup()
+        if made_dir:
+            with contextlib.suppress(OSError):
+                target.rmdir()
