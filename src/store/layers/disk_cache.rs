@@ -467,7 +467,17 @@ impl DiskCacheStore {
         let before = {
             let mut st = self.state();
             let before = st.known.peek(key).cloned();
+            // An untagged answer (an s3s-fs listing) that meets a tagged version only by size
+            // and second cannot tell a rewrite within that second: it keeps the version but
+            // not as confirmed, so a read past the TTL still asks with the tag.
+            let untagged = crate::store::backends::object::is_untagged;
+            let weak = |m: &ObjectMeta, old: &ObjectMeta| {
+                untagged(m) && !untagged(old) && one_version(m, old)
+            };
             match meta {
+                Some(m) if before.as_ref().is_some_and(|(old, _)| weak(m, old)) => {
+                    return;
+                }
                 Some(m) => {
                     let m = match &before {
                         Some((old, _)) => to_keep(old, m).clone(),
