@@ -48,13 +48,15 @@ wheel=$(ls "$TARGET"/wheels/zarr_mount-*.whl)
 say "wheel: $wheel"
 
 # ---- the .deb: generated man page and completions, the helper and unit pointing at /usr/bin
+# (--no-strip: the release profile already strips debug info, and cargo-deb would try to strip
+# the helper script too, since it sits under target/release)
 rm -rf "$ASSETS"
 "$BIN" --generate-docs "$ASSETS" >/dev/null
 sed 's#^DEFAULT_BIN=.*#DEFAULT_BIN=/usr/bin/zarr-mount#' scripts/mount.zarr-mount >"$ASSETS/mount.fuse.zarr-mount"
 sed 's#/usr/local/bin/zarr-mount#/usr/bin/zarr-mount#g' systemd/zarr-mount@.service >"$ASSETS/zarr-mount@.service"
 cargo_install cargo-deb "$CARGO_DEB_VERSION" "$CARGO_DEB" 3
 say "cargo deb --no-build"
-deb=$("$CARGO_DEB" deb --no-build --quiet | tail -n1)
+deb=$("$CARGO_DEB" deb --no-build --no-strip --quiet | tail -n1)
 [[ -f "$deb" ]] || fail "cargo deb did not say where the .deb is ($deb)"
 say "deb: $deb"
 ((BUILD_ONLY)) && exit 0
