@@ -37,8 +37,7 @@ START=$SECONDS
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 # gdal-bin, libtiff-tools: GDAL and libtiff open the flat view's TIFFs (test_flat_tiff.py).
 # man-db: `man -l` reads the generated man page (tests/it/service.rs).
-# patchelf: maturin bundles the shared libraries the binary links into the wheel (scripts/packages.sh).
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db patchelf)
+APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db)
 # A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)
