@@ -8,20 +8,14 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use futures::future::try_join_all;
-use futures::stream::{self, StreamExt, TryStreamExt};
 
 use super::error::{FsError, FsResult};
 use super::regions::ChunkSource;
-use crate::store::join_key;
 use crate::ttl_cache::TtlCache;
 use crate::view::flat::layout::c_order_boxes;
 use crate::view::flat::{ByteOrder, Content, ElementBox, FlatArray, FlatFile};
-use crate::view::node::{Node, SourceChunk};
+use crate::view::node::Node;
 use crate::view::regions::{chunks_under, Placed, Region};
-use crate::view::unsharded::GridBoxIter;
-
-/// Chunks looked up at once.
-const CONCURRENCY: usize = 16;
 
 /// Reads flat files from the chunks of the view below.
 pub struct FlatReader<'a> {
@@ -106,39 +100,10 @@ impl FlatReader<'_> {
         let elements: u64 = shape.iter().product();
         let mut out = array.fill.repeat(elements as usize);
         let bounds = chunks_under(&array.grid, region);
-        let sources = self.lookup_chunks(dir, array, bounds).await?;
+        let sources = self.source.lookup_chunks(dir, &array.keys, bounds, Some(self.found)).await?;
         let at = Placed { origin: &origin, shape: &shape };
         let (grid, specs) = (&array.grid, &array.specs);
         self.source.assemble(&mut out, at, &sources, grid, specs, array.item).await?;
         Ok(out)
-    }
-
-    /// The chunks of `array` (in `dir` below) in `bounds` (chunk coordinates) that exist.
-    async fn lookup_chunks(
-        &self,
-        dir: &str,
-        array: &FlatArray,
-        bounds: Vec<Range<u64>>,
-    ) -> FsResult<Vec<SourceChunk>> {
-        let found: Vec<Option<SourceChunk>> = stream::iter(GridBoxIter::new(bounds))
-            .map(|coords| async move {
-                let below = join_key(dir, &array.keys.key(&coords));
-                let node = match self.found.get(&below) {
-                    Some(node) => node,
-                    None => {
-                        let node = self.source.below.lookup(&below).await?;
-                        self.found.put(below.clone(), node.clone());
-                        node
-                    }
-                };
-                Ok::<_, FsError>(match node {
-                    Some(node) if !node.is_dir() => Some(SourceChunk { coords, below, node }),
-                    _ => None,
-                })
-            })
-            .buffered(CONCURRENCY)
-            .try_collect()
-            .await?;
-        Ok(found.into_iter().flatten().collect())
     }
 }

@@ -14,6 +14,7 @@ use super::decoded_cache::DecodedCache;
 use super::error::{FsError, FsResult};
 use super::namespace::{read_all, Namespace};
 use crate::store::{join_key, StoreError};
+use crate::ttl_cache::TtlCache;
 use crate::view::node::{Node, SourceChunk};
 use crate::view::regions::{copy_overlap, Placed};
 use crate::view::unsharded::GridBoxIter;
@@ -64,17 +65,29 @@ impl ChunkSource<'_> {
     }
 
     /// The chunks of `tree` (the chunk tree of the array in directory `dir` below) that exist
-    /// and lie in `bounds` (one range of chunk coordinates per dimension), each looked up.
+    /// and lie in `bounds` (one range of chunk coordinates per dimension), each looked up, or
+    /// taken from `known` (chunk path below -> its node, `None`: absent) and kept there.
     pub async fn lookup_chunks(
         &self,
         dir: &str,
         tree: &ChunkTree,
         bounds: Vec<Range<u64>>,
+        known: Option<&TtlCache<Option<Node>>>,
     ) -> FsResult<Vec<SourceChunk>> {
         let found: Vec<Option<SourceChunk>> = stream::iter(GridBoxIter::new(bounds))
             .map(|coords| async move {
                 let below = join_key(dir, &tree.key(&coords));
-                Ok::<_, FsError>(match self.below.lookup(&below).await? {
+                let node = match known.and_then(|k| k.get(&below)) {
+                    Some(node) => node,
+                    None => {
+                        let node = self.below.lookup(&below).await?;
+                        if let Some(k) = known {
+                            k.put(below.clone(), node.clone());
+                        }
+                        node
+                    }
+                };
+                Ok::<_, FsError>(match node {
                     Some(node) if !node.is_dir() => Some(SourceChunk { coords, below, node }),
                     _ => None,
                 })

@@ -46,7 +46,7 @@ impl ChunkSource<'_> {
     ) -> FsResult<TilePath> {
         if let Some(tile) = retiling.shown.chunk(rel) {
             let bounds = retiling.sources_of(&tile).ok_or(FsError::NotFound)?;
-            let sources = self.lookup_chunks(dir, &retiling.below, bounds).await?;
+            let sources = self.lookup_chunks(dir, &retiling.below, bounds, None).await?;
             let node = (!sources.is_empty()).then(|| tile_node(retiling, tile, sources));
             return Ok(TilePath::Tree(node));
         }
