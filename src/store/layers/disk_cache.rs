@@ -64,6 +64,7 @@ use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
 use super::disk_meta::{one_version, to_keep, MetaJournal};
+use super::write_watch::{ReadStart, WriteWatch};
 use crate::metrics::Revalidation;
 use crate::store::{
     ByteRange, ListPages, Listing, Lookup, ObjectMeta, PutMode, Revalidated, Store, StoreError,
@@ -263,6 +264,8 @@ pub struct DiskCacheStore {
     pub stats: DiskCacheStats,
     /// Listings and lookups kept for the next daemon (see disk_meta.rs).
     journal: MetaJournal,
+    /// Writes through this layer under way: what a read overlapping one brought is not kept.
+    writes: WriteWatch,
     _lock: Arc<DirLock>,
 }
 
@@ -374,6 +377,7 @@ impl DiskCacheStore {
             tmp_seq: AtomicU64::new(0),
             stats: DiskCacheStats::default(),
             journal,
+            writes: WriteWatch::default(),
             _lock: lock,
         };
         // A smaller bound than last time: shrink now.
@@ -914,10 +918,13 @@ impl DiskCacheStore {
         fetch: &ByteRange,
         known: ObjectMeta,
     ) -> StoreResult<Result<ObjectMeta, Option<(Bytes, ObjectMeta)>>> {
+        let start = self.writes.read_starts(key);
         match self.inner.get_if_changed(key, fetch.clone(), &known).await? {
             Revalidated::Unchanged => {
                 self.stats.revalidated(Revalidation::Unchanged);
-                self.observe_read(key, Some(&known));
+                if !self.writes.overlapped(&start) {
+                    self.observe_read(key, Some(&known));
+                }
                 Ok(Ok(known))
             }
             Revalidated::Changed(now) => {
@@ -935,12 +942,14 @@ impl DiskCacheStore {
 
     /// Bytes `want` of an object whose metadata is `meta` (fresh): blocks from disk, the
     /// missing runs from the store (concurrently), the new blocks kept. `None`: the object
-    /// changed under us (the caller falls back to a plain read).
+    /// changed under us, or a write of it overlapped the fetch (`start`: the read's start),
+    /// so its bytes may not be of `meta`; the caller falls back to a plain read.
     async fn read_blocks(
         self: &Arc<Self>,
         key: &str,
         meta: &ObjectMeta,
         want: Range<u64>,
+        start: &ReadStart,
     ) -> StoreResult<Option<Bytes>> {
         let bs = self.cfg.block_size;
         let first = want.start / bs;
@@ -1020,15 +1029,21 @@ impl DiskCacheStore {
         });
         let mut fetched: HashMap<u64, Bytes> = HashMap::new();
         let mut writes = Vec::new();
-        for (start, r) in futures::future::join_all(fetches).await {
-            match r? {
-                Some((data, m)) if m.version == meta.version && m.size == meta.size => {
-                    let f = Fetched { start, data };
+        for (at, r) in futures::future::join_all(fetches).await {
+            let r = r?;
+            let overlapped = self.writes.overlapped(start);
+            match r {
+                Some((data, m))
+                    if !overlapped && m.version == meta.version && m.size == meta.size =>
+                {
+                    let f = Fetched { start: at, data };
                     writes.extend(self.store_blocks(key, meta, &f));
-                    fetched.insert(start, f.data);
+                    fetched.insert(at, f.data);
                 }
                 other => {
-                    self.observe(key, other.as_ref().map(|(_, m)| m), false);
+                    if !overlapped {
+                        self.observe(key, other.as_ref().map(|(_, m)| m), false);
+                    }
                     return Ok(None);
                 }
             }
@@ -1069,6 +1084,7 @@ impl DiskCacheStore {
         range: ByteRange,
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let (fetch, asked) = widened(&range, self.cfg.block_size);
+        let start = self.writes.read_starts(key);
         let mut meta = self.fresh_meta(key);
         // What the store answered a revalidation of a changed (or deleted) object with.
         let mut answered = None;
@@ -1088,7 +1104,7 @@ impl DiskCacheStore {
             // Nothing on disk: the plain GET below, which takes the version it finds (a
             // listing's version may lack the tag that a GET's has, see `one_version`).
             if self.holds_any(key, &meta, &range) {
-                if let Some(data) = self.read_blocks(key, &meta, want).await? {
+                if let Some(data) = self.read_blocks(key, &meta, want, &start).await? {
                     return Ok(Some((data, meta)));
                 }
             }
@@ -1099,13 +1115,18 @@ impl DiskCacheStore {
             Some(r) => r,
             None => self.inner.get_ranged(key, fetch.clone()).await?,
         };
-        self.observe_read(key, r.as_ref().map(|(_, m)| m));
+        let keep = !self.writes.overlapped(&start);
+        if keep {
+            self.observe_read(key, r.as_ref().map(|(_, m)| m));
+        }
         let Some((data, meta)) = r else { return Ok(None) };
         let start = match &fetch {
             ByteRange::Range(r) => r.start.min(meta.size),
             ByteRange::Suffix(_) => meta.size - data.len() as u64,
         };
-        let written = self.store_blocks(key, &meta, &Fetched { start, data: data.clone() });
+        let written = keep
+            .then(|| self.store_blocks(key, &meta, &Fetched { start, data: data.clone() }))
+            .flatten();
         let data = match asked {
             Some(r) => {
                 let a = r.start.min(meta.size).max(start) - start;
@@ -1302,15 +1323,19 @@ impl crate::store::layers::Layer for DiskCache {
         if let Some(m) = self.0.fresh_meta(key) {
             return Ok(Some(m));
         }
+        let start = self.0.writes.read_starts(key);
         let m = self.0.inner.head(key).await?;
-        self.0.observe(key, m.as_ref(), true);
-        self.0.record_version(key, m.as_ref());
+        if !self.0.writes.overlapped(&start) {
+            self.0.observe(key, m.as_ref(), true);
+            self.0.record_version(key, m.as_ref());
+        }
         Ok(m)
     }
 
     // Writes go through to the backend; the key's version is forgotten before and after, so
     // whatever the outcome (a lost condition included) the next read asks the backend again.
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.put_opts(key, data, mode).await;
         self.0.forget(key);
@@ -1324,6 +1349,7 @@ impl crate::store::layers::Layer for DiskCache {
         len: u64,
         mode: PutMode,
     ) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.put_file(key, file, len, mode).await;
         self.0.forget(key);
@@ -1331,6 +1357,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.delete(key).await;
         self.0.forget(key);
@@ -1338,6 +1365,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.delete_if_version(key, version).await;
         self.0.forget(key);
@@ -1350,9 +1378,13 @@ impl crate::store::layers::Layer for DiskCache {
         if let Some(listing) = self.0.journal.replayed_list(prefix) {
             return Ok(listing);
         }
+        let start = self.0.writes.listing_starts();
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
-            self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
+            let key = crate::store::join_key(prefix, name);
+            if !self.0.writes.overlapped_in_listing(&start, &key) {
+                self.0.observe(&key, Some(meta), true);
+            }
         }
         self.0.journal.record_list(prefix, &listing);
         Ok(listing)
@@ -1368,12 +1400,16 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let whole = Arc::new(Mutex::new(Some(Listing::default())));
         let collect = whole.clone();
+        let start = self.0.writes.listing_starts();
         let pages = self.0.inner.list_pages(prefix).inspect(move |page| {
             let mut whole = crate::locks::lock(&collect);
             match page {
                 Ok(l) => {
                     for (name, meta) in &l.files {
-                        self.0.observe(&crate::store::join_key(prefix, name), Some(meta), true);
+                        let key = crate::store::join_key(prefix, name);
+                        if !self.0.writes.overlapped_in_listing(&start, &key) {
+                            self.0.observe(&key, Some(meta), true);
+                        }
                     }
                     if let Some(w) = whole.as_mut() {
                         w.files.extend(l.files.iter().cloned());
@@ -1415,6 +1451,7 @@ impl crate::store::layers::Layer for DiskCache {
             return Ok((l, None));
         }
         let since = self.0.journal.forgets();
+        let start = self.0.writes.read_starts(key);
         // A document whose copy is on disk from an earlier daemon: confirmed rather than read
         // again (a lookup of a document's name never answers a directory, see `Store`).
         if let Some(known) = self.0.known_meta(key).filter(|m| m.size <= limit) {
@@ -1429,6 +1466,9 @@ impl crate::store::layers::Layer for DiskCache {
                     }
                     Err(Some((data, meta))) => {
                         let l = Lookup { file: Some(meta.clone()), dir: false };
+                        if self.0.writes.overlapped(&start) {
+                            return Ok((l, Some(data)));
+                        }
                         self.0.journal.record_lookup(since, key, &l);
                         self.0.observe_read(key, Some(&meta));
                         let fetched = Fetched { start: 0, data: data.clone() };
@@ -1442,7 +1482,10 @@ impl crate::store::layers::Layer for DiskCache {
         }
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
         // (Not kept when a write went through meanwhile: see `lookup`.)
-        if key.is_empty() || !self.0.journal.record_lookup(since, key, &l) {
+        if key.is_empty()
+            || self.0.writes.overlapped(&start)
+            || !self.0.journal.record_lookup(since, key, &l)
+        {
             return Ok((l, data));
         }
         match (&l.file, &data) {
@@ -1458,6 +1501,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn create_dir(&self, key: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.create_dir(key).await;
         self.0.forget(key);
@@ -1465,6 +1509,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn remove_dir(&self, key: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[key]);
         self.0.forget(key);
         let r = self.0.inner.remove_dir(key).await;
         self.0.forget(key);
@@ -1472,6 +1517,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing(&[from, to]);
         self.0.forget(from);
         self.0.forget(to);
         let r = self.0.inner.rename(from, to).await;
@@ -1481,6 +1527,7 @@ impl crate::store::layers::Layer for DiskCache {
     }
 
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
+        let _writing = self.0.writes.writing_all();
         self.0.forget_prefix(from);
         self.0.forget_prefix(to);
         let r = self.0.inner.rename_dir(from, to).await;
@@ -2059,6 +2106,113 @@ mod tests {
         assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
         drop(first);
         DirLock::acquire(tmp.path()).unwrap();
+    }
+
+    /// Holds the next read (or HEAD) between taking its answer from the store and giving it,
+    /// until released: a response sent before a write and delivered after it. With
+    /// `late_tag`, the version is taken only at release, as s3s-fs 0.14 does (it opens the
+    /// data file, then reads the ETag from a file of its own): a read overlapping a put pairs
+    /// the old bytes with the new version.
+    struct HeldAnswer {
+        inner: Arc<MemoryStore>,
+        late_tag: bool,
+        hold: std::sync::atomic::AtomicBool,
+        taken: tokio::sync::Notify,
+        release: tokio::sync::Semaphore,
+    }
+
+    impl HeldAnswer {
+        fn new(late_tag: bool) -> Arc<Self> {
+            Arc::new(HeldAnswer {
+                inner: Arc::new(MemoryStore::new()),
+                late_tag,
+                hold: Default::default(),
+                taken: Default::default(),
+                release: tokio::sync::Semaphore::new(0),
+            })
+        }
+
+        /// Run `request`, held until `release`; returns once it took its answer.
+        async fn held<T: Send + 'static>(
+            &self,
+            request: impl std::future::Future<Output = T> + Send + 'static,
+        ) -> tokio::task::JoinHandle<T> {
+            self.hold.store(true, Ordering::SeqCst);
+            let task = tokio::spawn(request);
+            self.taken.notified().await;
+            task
+        }
+
+        async fn wait_if_held(&self) -> bool {
+            if !self.hold.swap(false, Ordering::SeqCst) {
+                return false;
+            }
+            self.taken.notify_one();
+            self.release.acquire().await.expect("open").forget();
+            true
+        }
+    }
+
+    #[async_trait]
+    impl crate::store::layers::Layer for HeldAnswer {
+        fn inner(&self) -> &dyn Store {
+            &*self.inner
+        }
+        async fn get_ranged(
+            &self,
+            key: &str,
+            range: ByteRange,
+        ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+            let got = self.inner.get_ranged(key, range).await?;
+            if self.wait_if_held().await && self.late_tag {
+                let now = self.inner.head(key).await?;
+                return Ok(got.map(|(bytes, meta)| (bytes, now.unwrap_or(meta))));
+            }
+            Ok(got)
+        }
+        async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
+            let got = self.inner.head(key).await?;
+            self.wait_if_held().await;
+            Ok(got)
+        }
+    }
+
+    /// A read (or HEAD) that overlapped a write through the cache keeps nothing: the writer's
+    /// own read-back is its write, not the version before it that the late answer named (it
+    /// was trusted for the TTL), nor the old bytes under the new version (a server that tags
+    /// bytes separately; those were trusted for as long as the version lasted).
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_that_overlapped_a_write_is_not_kept() {
+        let (one, two) = (data(2500, 1), data(2500, 2));
+        for (late_tag, head) in [(false, false), (false, true), (true, false)] {
+            let case = format!("late tag {late_tag}, head {head}");
+            let tmp = tempfile::tempdir().unwrap();
+            let held = HeldAnswer::new(late_tag);
+            held.inner.put("k", one.clone()).await.unwrap();
+            let lock = Arc::new(DirLock::acquire(tmp.path()).unwrap());
+            let ttl = Duration::from_secs(60);
+            let cfg = DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl };
+            let c = Arc::new(DiskCacheStore::open(held.clone(), lock, cfg).unwrap());
+            let store = Arc::new(DiskCache(c.clone()));
+            let s = store.clone();
+            let answered = if head {
+                assert_eq!(store.get("k").await.unwrap(), one, "{case}: blocks of version one");
+                c.settle().await;
+                tokio::time::advance(ttl).await; // the HEAD goes to the store
+                held.held(async move { s.head("k").await.map(|_| ()) }).await
+            } else {
+                held.held(async move { s.get("k").await.map(|_| ()) }).await
+            };
+            store.put("k", two.clone()).await.unwrap();
+            held.release.add_permits(1);
+            answered.await.unwrap().unwrap();
+            c.settle().await;
+            if late_tag {
+                store.lookup("k").await.unwrap(); // as an open does: the new version is known
+            }
+            let back = store.get("k").await.unwrap();
+            assert!(back == two, "{case}: the write reads back as version {}", back[0]);
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod filling;
 pub mod metered;
 #[cfg(any(test, feature = "test-doubles"))]
 pub mod recording;
+mod write_watch;
 
 use std::ops::Range;
 
