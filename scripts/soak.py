@@ -132,9 +132,8 @@ class Ledger:
         self.examples: list[str] = []  # the first few errors of each kind, with their path
         self.outages: list[tuple[float, float]] = []  # (start, end); end inf while under way
         # A server whose GET overlapping a PUT can pair bytes with another version (s3s-fs;
-        # docs/SEMANTICS.md): the other daemon's rewrite can be read torn there, and a daemon
-        # can read its own acknowledged write stale. Both are counted, not failed; a write the
-        # server no longer holds still fails.
+        # docs/SEMANTICS.md): the other daemon's rewrite can be read torn there, which no
+        # client can tell (counted, not failed). A daemon's own writes are exact there too.
         self.inconsistent_gets = False
 
     def attempt(self, path: str, v: int):
@@ -168,13 +167,9 @@ class Ledger:
                                "acknowledged", acked, client)
 
     def stale_or_lost(self, path: str, what: str, acked: int, client):
-        """A read that missed the acknowledged version `acked`: a failure, unless the server
-        holds that version or a later one and is one whose GETs may pair bytes with another
-        version (then a stale read in the daemon, counted: see `inconsistent_gets`)."""
+        """A read that missed the acknowledged version `acked`: a failure, naming the version
+        the server holds (a write lost at the server, or a stale read in the daemon)."""
         held = stored_version(client, path)
-        if self.inconsistent_gets and held is not None and held >= acked:
-            self.count("stale reads")
-            return
         self.fail(f"{what}; the server holds "
                   + {None: "(could not ask)", -1: "no such chunk"}.get(held, f"version {held}"))
 
@@ -509,8 +504,7 @@ def main() -> int:
         print(f"{kind}: {c['writes']} writes acknowledged ({c['bytes written'] / 1e6:.1f} MB), "
               f"{c['reads']} reads checked ({c['bytes read'] / 1e6:.1f} MB; "
               f"{c['reads of a write under way']} of them of a write under way, "
-              f"{c['torn reads']} torn by the other daemon's rewrite, "
-              f"{c['stale reads']} stale after the daemon's own acknowledged write), "
+              f"{c['torn reads']} torn by the other daemon's rewrite), "
               f"{c['reads of a chunk never written (ENOENT)']} ENOENT of a chunk never written, "
               f"{figures['restarts']} outages survived, largest RSS "
               + ", ".join(f"{v} {mib} MiB" for v, mib in figures["peak_rss_mib"].items()))

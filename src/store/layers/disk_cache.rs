@@ -12,9 +12,11 @@
 //! Freshness: reads need the object's version without asking the network. It comes from the
 //! metadata that passes through this layer (listings, lookups, HEADs, ranged GETs), trusted for
 //! the metadata TTL. So once the mount has looked a file up (which it does before any open),
-//! reading cached blocks of it costs no request at all. Listings and lookups are kept too
-//! (disk_meta.rs), so that a restarted daemon has those versions, and its listings, for the
-//! rest of the TTL without asking the store.
+//! reading cached blocks of it costs no request at all. An answer that overlapped a write of
+//! its key through this layer is passed on but keeps nothing, neither its version nor its
+//! bytes (`write_watch.rs`): it may be of the version before the write. Listings and lookups
+//! are kept too (disk_meta.rs), so that a restarted daemon has those versions, and its
+//! listings, for the rest of the TTL without asking the store.
 //!
 //! Revalidation: past the TTL a known version whose bytes are on disk is confirmed, not fetched
 //! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
