@@ -3,7 +3,8 @@
 //! and some servers (s3s-fs 0.14: it opens the data file, then reads the ETag from a file of
 //! its own) answer a read that overlaps a put with the bytes of one version and the tag of
 //! the other. A cache keeps nothing such a read brought: neither its version as the current
-//! one nor its bytes under its tag.
+//! one nor its bytes under its tag; and a read of bytes asks again once the writes it
+//! overlapped are done (`writes_done`), so that its caller is not handed such an answer.
 //!
 //! Keys are counted in stripes (by hash): a write makes only the reads of keys in its stripe
 //! count as overlapping; a write of a whole directory, every read.
@@ -15,8 +16,10 @@ const STRIPES: usize = 256;
 
 #[derive(Default)]
 struct Stripe {
-    writing: AtomicU64,
+    started: AtomicU64,
     ended: AtomicU64,
+    /// Told at the end of each write.
+    ends: tokio::sync::Notify,
 }
 
 pub struct WriteWatch {
@@ -63,7 +66,25 @@ impl WriteWatch {
     /// `start` (then nothing of the answer may be kept).
     pub fn overlapped(&self, start: &ReadStart) -> bool {
         let s = &self.stripes[start.stripe];
-        s.writing.load(SeqCst) > 0 || s.ended.load(SeqCst) != start.ended
+        let started = s.started.load(SeqCst);
+        let ended = s.ended.load(SeqCst);
+        started != ended || ended != start.ended
+    }
+
+    /// Once the writes of `start`'s stripe under way now have ended (as many as have started
+    /// by now: a stream of later writes does not keep the caller waiting).
+    pub async fn writes_done(&self, start: &ReadStart) {
+        let s = &self.stripes[start.stripe];
+        let target = s.started.load(SeqCst);
+        loop {
+            let ends = s.ends.notified();
+            tokio::pin!(ends);
+            ends.as_mut().enable();
+            if s.ended.load(SeqCst) >= target {
+                return;
+            }
+            ends.await;
+        }
     }
 
     /// Before a listing is sent.
@@ -89,7 +110,7 @@ impl WriteWatch {
 
     fn start(&self, stripes: Vec<usize>) -> Writing<'_> {
         for &i in &stripes {
-            self.stripes[i].writing.fetch_add(1, SeqCst);
+            self.stripes[i].started.fetch_add(1, SeqCst);
         }
         Writing { watch: self, stripes }
     }
@@ -99,9 +120,8 @@ impl Drop for Writing<'_> {
     fn drop(&mut self) {
         for &i in &self.stripes {
             let s = &self.watch.stripes[i];
-            // Ended before no longer writing: a read checking in between sees one or the other.
             s.ended.fetch_add(1, SeqCst);
-            s.writing.fetch_sub(1, SeqCst);
+            s.ends.notify_waiters();
         }
     }
 }
@@ -109,6 +129,22 @@ impl Drop for Writing<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_read_waits_for_the_writes_under_way_when_it_asks() {
+        let w = std::sync::Arc::new(WriteWatch::default());
+        let start = w.read_starts("a");
+        w.writes_done(&start).await; // none under way
+        let writing = w.writing(&["a"]);
+        let waiting = tokio::spawn({
+            let w = w.clone();
+            async move { w.writes_done(&w.read_starts("a")).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the write is under way");
+        drop(writing);
+        waiting.await.unwrap();
+    }
 
     #[test]
     fn a_read_overlaps_the_writes_of_its_key_under_way_or_ended_since_it_started() {
