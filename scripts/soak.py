@@ -154,12 +154,15 @@ class Ledger:
             self.failures.append(msg)
         print(f"soak: FAILED: {msg}", file=sys.stderr, flush=True)
 
-    def absent(self, path: str, where: str, client):
-        """ENOENT: right for a chunk never written (the unsharded view lists only stored
-        chunks), wrong once a version of `path` was acknowledged (also during an outage,
-        which must surface as EIO)."""
+    def acked_version(self, path: str) -> int | None:
         with self.lock:
-            acked = self.acked.get(path)
+            return self.acked.get(path)
+
+    def absent(self, path: str, where: str, client, acked: int | None):
+        """ENOENT: right for a chunk never written (the unsharded view lists only stored
+        chunks), wrong once a version of `path` was acknowledged before the read began
+        (`acked`; also during an outage, which must surface as EIO). A read that overlapped
+        the first write of a chunk may find it absent."""
         if acked is None:
             self.count("reads of a chunk never written (ENOENT)")
         else:
@@ -239,7 +242,7 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
         try:
             back = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read-back through {mnt.name}", client)
+            ledger.absent(path, f"read-back through {mnt.name}", client, v)
             continue
         except OSError as e:
             ledger.error("read-back", e, time.time())
@@ -277,10 +280,11 @@ def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
     while not stop.is_set():
         path = rng.choice(paths)
         busy[threading.get_ident()] = time.monotonic()
+        acked = ledger.acked_version(path)
         try:
             data = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read through {mnt.name}", client)
+            ledger.absent(path, f"read through {mnt.name}", client, acked)
             continue
         except OSError as e:
             ledger.error(f"read through {mnt.name}", e, time.time())
