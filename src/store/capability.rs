@@ -5,8 +5,8 @@
 //! - `trait X`: the operations as a backend implements them; a `required` one has no default;
 //! - `trait XLayer: Layer<Below: X>`: the same operations for a store over another one
 //!   (`crate::store::layers::Layer`). A `required` or `provided` operation forwards to the same
-//!   call on `inner()`; a `derived` one keeps the default of `X`, which is made of the store's
-//!   own other operations, so a layer that changes those is never bypassed by it;
+//!   call on `inner()`; a `derived` one keeps its default, which is made of the store's own
+//!   other operations, so a layer that changes those is never bypassed by it;
 //! - `impl<L: XLayer> X for L`, routing every operation through `XLayer`.
 //!
 //! A layer implements `XLayer` and writes only the operations it changes; a new operation is
@@ -14,9 +14,9 @@
 //! sibling operations as `Self::op(self, ..)`: in a layer `self.op(..)` would be ambiguous
 //! between `X` and `XLayer`.
 //!
-//! The method grammar: attributes, then `required`, `provided` or `derived`, then an `async
-//! fn` (no generics; async_trait boxes it) or a plain `fn` (lifetime parameters allowed),
-//! `&self` first, and `;` for a required one or its default body.
+//! The grammar of an operation: attributes, `required`, `provided` or `derived`, an `async
+//! fn` (async_trait boxes it; no generics) or a plain `fn` (lifetime parameters allowed) with
+//! `&self` first, then `;` for a required one, or the default body.
 
 macro_rules! capability {
     (
@@ -45,81 +45,66 @@ macro_rules! capability {
         impl<L: $layer> $cap for L { $($route)* }
     };
 
+    // An async operation and a plain one differ in `async` and `.await` only: each is read
+    // as the tokens it puts there.
     (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* required async fn $name:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?)
-            $(-> $ret:ty)?; $($rest:tt)*) => {
+        $(#[$m:meta])* $kind:ident async fn $($rest:tt)*) => {
         $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* async fn $name(&$self $(, $a: $t)*) $(-> $ret)?;]
-            [$($fwd)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? {
-                $self.inner().$name($($a),*).await
-            }]
-            [$($route)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*).await
-            }]
-            $($rest)*);
+            [$($own)*] [$($fwd)*] [$($route)*] @fn (async) (.await) ($(#[$m])*) $kind $($rest)*);
     };
     (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* provided async fn $name:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?)
-            $(-> $ret:ty)? $body:block $($rest:tt)*) => {
+        $(#[$m:meta])* $kind:ident fn $($rest:tt)*) => {
         $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($fwd)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? {
-                $self.inner().$name($($a),*).await
-            }]
-            [$($route)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*).await
-            }]
-            $($rest)*);
+            [$($own)*] [$($fwd)*] [$($route)*] @fn () () ($(#[$m])*) $kind $($rest)*);
     };
+
     (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* derived async fn $name:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?)
-            $(-> $ret:ty)? $body:block $($rest:tt)*) => {
-        $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($fwd)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($route)* async fn $name(&$self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*).await
-            }]
-            $($rest)*);
-    };
-    (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* required fn $name:ident $(<$lt:lifetime>)?
+        @fn ($($asy:tt)*) ($($aw:tt)*) ($(#[$m:meta])*) required $name:ident $(<$lt:lifetime>)?
             (&$($slt:lifetime)? $self:ident $(, $a:ident: $t:ty)* $(,)?) $(-> $ret:ty)?;
             $($rest:tt)*) => {
         $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)?;]
-            [$($fwd)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
-                $self.inner().$name($($a),*)
-            }]
-            [$($route)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*)
-            }]
+            [$($own)* $(#[$m])*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)?;]
+            [$($fwd)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
+                    $self.inner().$name($($a),*) $($aw)*
+                }]
+            [$($route)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
+                        <L as $layer>::$name($self $(, $a)*) $($aw)*
+                }]
             $($rest)*);
     };
     (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* provided fn $name:ident $(<$lt:lifetime>)?
-            (&$($slt:lifetime)? $self:ident $(, $a:ident: $t:ty)* $(,)?) $(-> $ret:ty)? $body:block
-            $($rest:tt)*) => {
+        @fn ($($asy:tt)*) ($($aw:tt)*) ($(#[$m:meta])*) provided $name:ident $(<$lt:lifetime>)?
+            (&$($slt:lifetime)? $self:ident $(, $a:ident: $t:ty)* $(,)?) $(-> $ret:ty)?
+            $body:block $($rest:tt)*) => {
         $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($fwd)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
-                $self.inner().$name($($a),*)
-            }]
-            [$($route)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*)
-            }]
+            [$($own)* $(#[$m])*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
+            [$($fwd)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
+                    $self.inner().$name($($a),*) $($aw)*
+                }]
+            [$($route)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
+                        <L as $layer>::$name($self $(, $a)*) $($aw)*
+                }]
             $($rest)*);
     };
     (@op $doc:tt $sup:tt $cap:ident $layer:ident [$($own:tt)*] [$($fwd:tt)*] [$($route:tt)*]
-        $(#[$m:meta])* derived fn $name:ident $(<$lt:lifetime>)?
-            (&$($slt:lifetime)? $self:ident $(, $a:ident: $t:ty)* $(,)?) $(-> $ret:ty)? $body:block
-            $($rest:tt)*) => {
+        @fn ($($asy:tt)*) ($($aw:tt)*) ($(#[$m:meta])*) derived $name:ident $(<$lt:lifetime>)?
+            (&$($slt:lifetime)? $self:ident $(, $a:ident: $t:ty)* $(,)?) $(-> $ret:ty)?
+            $body:block $($rest:tt)*) => {
         $crate::store::capability::capability!(@op $doc $sup $cap $layer
-            [$($own)* $(#[$m])* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($fwd)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
-            [$($route)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
-                <L as $layer>::$name($self $(, $a)*)
-            }]
+            [$($own)* $(#[$m])*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
+            [$($fwd)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? $body]
+            [$($route)*
+                $($asy)* fn $name $(<$lt>)? (&$($slt)? $self $(, $a: $t)*) $(-> $ret)? {
+                        <L as $layer>::$name($self $(, $a)*) $($aw)*
+                }]
             $($rest)*);
     };
 }

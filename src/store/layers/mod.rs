@@ -135,4 +135,59 @@ mod tests {
         s.rename("k", "j").await.unwrap();
         assert_eq!(s.get("j").await.unwrap().as_ref(), b"v");
     }
+
+    /// A layer that changes reads, listings and puts only through their primitive operations.
+    struct Upper(Arc<dyn Store>);
+
+    impl Layer for Upper {
+        type Below = dyn Store;
+        fn inner(&self) -> &dyn Store {
+            &*self.0
+        }
+    }
+    #[async_trait]
+    impl ReadLayer for Upper {
+        async fn get_ranged(
+            &self,
+            key: &str,
+            range: crate::store::ByteRange,
+        ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
+            let got = self.0.get_ranged(key, range).await?;
+            Ok(got.map(|(data, meta)| (Bytes::from(data.to_ascii_uppercase()), meta)))
+        }
+    }
+    #[async_trait]
+    impl ListLayer for Upper {
+        async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+            let mut listing = self.0.list(prefix).await?;
+            listing.dirs.push("LISTED".into());
+            Ok(listing)
+        }
+    }
+    #[async_trait]
+    impl WriteLayer for Upper {
+        async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+            self.0.put_opts(&format!("{key}.seen"), data, mode).await
+        }
+    }
+    impl HintsLayer for Upper {}
+
+    /// Operations made of others (`derived` in their capability) go through the layer's own
+    /// versions of their parts, not past them to the store below.
+    #[tokio::test]
+    async fn derived_operations_are_made_of_the_layers_own() {
+        use futures::StreamExt;
+        let s: Arc<dyn Store> = Arc::new(Upper(Arc::new(MemoryStore::new())));
+        s.put("k", Bytes::from_static(b"v")).await.unwrap();
+        assert!(s.head("k").await.unwrap().is_none(), "put went past put_opts");
+        let range = crate::store::ByteRange::Range(0..9);
+        assert_eq!(s.get_versioned("k.seen").await.unwrap().unwrap().0.as_ref(), b"V");
+        let (_, mut body) = s.get_streamed("k.seen", range).await.unwrap().unwrap();
+        assert_eq!(body.next().await.unwrap().unwrap().as_ref(), b"V");
+        let page = s.list_pages("").next().await.unwrap().unwrap();
+        assert!(page.dirs.contains(&"LISTED".to_string()), "{page:?}");
+        let wanted = crate::store::MetaWanted::new(false);
+        let page = s.list_entry_pages("", wanted).next().await.unwrap().unwrap();
+        assert!(page.dirs.contains(&"LISTED".to_string()), "{page:?}");
+    }
 }
