@@ -33,8 +33,12 @@ const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
 const NOT_IN_GRID: FsError =
     FsError::NotPermitted("not a chunk key of this array's unsharded grid");
-/// How many shards a scan in C order fetches ahead of the one it reads.
-const SHARD_READ_AHEAD: usize = 4;
+/// How many shards a scan in C order fetches ahead of the one it reads: as many as fit in
+/// `SHARD_READ_AHEAD_BYTES` by the metadata's bound, within these limits. A reader walking
+/// chunks in C order touches a whole row of shards at once, so a depth of one row leaves it
+/// waiting a round trip at the start of each row; two rows of 4 MiB shards keep it fed.
+const SHARD_READ_AHEAD: std::ops::RangeInclusive<u64> = 4..=16;
+const SHARD_READ_AHEAD_BYTES: u64 = 32 << 20;
 
 pub struct UnshardedNamespace {
     raw: RawNamespace,
@@ -141,8 +145,12 @@ impl UnshardedNamespace {
             Some(before) if self.indexes.is_known(&key_of(&before)) => {}
             _ => return,
         }
+        let depth = array.shard_bound.map_or(*SHARD_READ_AHEAD.start(), |bound| {
+            (SHARD_READ_AHEAD_BYTES / bound.max(1))
+                .clamp(*SHARD_READ_AHEAD.start(), *SHARD_READ_AHEAD.end())
+        });
         let mut next = shard.to_vec();
-        for _ in 0..SHARD_READ_AHEAD {
+        for _ in 0..depth {
             let Some(after) = array.array.shard_beside(&next, 1) else { break };
             next = after;
             let key = key_of(&next);
