@@ -39,6 +39,9 @@ const NOT_IN_GRID: FsError =
 /// waiting a round trip at the start of each row; two rows of 4 MiB shards keep it fed.
 const SHARD_READ_AHEAD: std::ops::RangeInclusive<u64> = 4..=16;
 const SHARD_READ_AHEAD_BYTES: u64 = 32 << 20;
+/// Shards fetched ahead at once, in C order: the shard the reader waits for shares the
+/// connection's bandwidth with these, so the rest of the read-ahead queues behind them.
+const SHARD_READ_AHEAD_IN_FLIGHT: usize = 4;
 
 pub struct UnshardedNamespace {
     raw: RawNamespace,
@@ -48,6 +51,8 @@ pub struct UnshardedNamespace {
     /// (see `lookup`).
     docs: TtlCache<Option<crate::store::ObjectMeta>>,
     indexes: Arc<ShardIndexCache>,
+    /// Slots for shard read-ahead fetches (see `read_shards_ahead`).
+    ahead_slots: Arc<tokio::sync::Semaphore>,
     writer: ShardWriter,
 }
 
@@ -100,6 +105,7 @@ impl UnshardedNamespace {
         let store = raw.store().clone();
         UnshardedNamespace {
             indexes: Arc::new(ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES)),
+            ahead_slots: Arc::new(tokio::sync::Semaphore::new(SHARD_READ_AHEAD_IN_FLIGHT)),
             writer: ShardWriter::new(store.clone()),
             raw,
             store,
@@ -134,7 +140,9 @@ impl UnshardedNamespace {
     /// objects whole: start fetching the indexes of the next shards now, in the background.
     /// When the array's shards are small, each of those fetches brings the whole shard into
     /// the store's cache (see `ShardIndexCache::window`), so the scan finds its chunks there
-    /// instead of waiting for one request after another.
+    /// instead of waiting for one request after another. The fetches take slots in the order
+    /// they are planned (the semaphore is fair); a shard planned again while it waits for one
+    /// is then found fetched.
     fn read_shards_ahead(&self, array: &ShardedArray, shard: &[u64]) {
         if self.store.whole_object_limit() == 0 {
             return;
@@ -160,7 +168,9 @@ impl UnshardedNamespace {
             let Some(layout) = array.array.layout_of(&next).map(Cow::into_owned) else { break };
             let (indexes, dir) = (self.indexes.clone(), array.dir.clone());
             let reading = IndexFor::Reading { shard_bound: array.shard_bound };
+            let slots = self.ahead_slots.clone();
             runtime.spawn(async move {
+                let Ok(_slot) = slots.acquire_owned().await else { return };
                 if let Err(e) = indexes.get(&dir, &key, &layout, reading).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
                 }

@@ -268,7 +268,8 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
 /// A scan in C order over a row of 12 small shards (array "row": 8 x 96, shards of 8 x 8):
 /// once the second shard is read, the scan fetches as many shards ahead as fit in its
 /// read-ahead budget (every one of these, at most 16), each whole in one GET, so a reader
-/// walking a row of shards one chunk at a time does not wait a round trip every few shards.
+/// walking a row of shards one chunk at a time does not wait a round trip every few shards;
+/// 4 at a time, so the shard the reader waits for keeps most of the bandwidth.
 /// A single chunk read fetches nothing ahead.
 #[tokio::test(start_paused = true)]
 async fn a_scan_of_small_shards_fetches_the_rest_of_the_row_ahead() {
@@ -292,10 +293,20 @@ async fn a_scan_of_small_shards_fetches_the_rest_of_the_row_ahead() {
     read_file(&fs, "row/c/0/0").await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(fetched_of(&b, &keys), keys[..1], "{:?}", b.recording.calls());
-    // Chunk (0, 4), in shard 1: the scan reads ahead to the end of the row.
-    read_file(&fs, "row/c/0/4").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Chunk (0, 4), in shard 1: the scan reads ahead to the end of the row, 4 shards in
+    // flight at a time beside the one read (100 ms each), in order.
+    b.plan.delay(&[Op::Read], Duration::from_millis(100));
+    let fs = Arc::new(fs);
+    let reader = tokio::spawn({
+        let fs = fs.clone();
+        async move { read_file(&fs, "row/c/0/4").await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(fetched_of(&b, &keys), keys[..6], "{:?}", b.recording.calls());
+    reader.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(fetched_of(&b, &keys), keys, "{:?}", b.recording.calls());
+    b.plan.clear();
     // Reading every chunk of the row then costs no request: one GET per shard in all.
     b.recording.take();
     for x in 0..48u64 {
