@@ -4,7 +4,8 @@
 //! `cli`/`mount` -> `fuse` (thin fuser adapter) -> `fs` (inodes, handles, caches; where I/O
 //! meets the format) -> `view` (pure path mapping) -> `zarr` (the format, no I/O). `store`
 //! (async key/value backends) is the other leaf: `zarr` and `store` know nothing of each other,
-//! and `view` uses only `zarr`. The shared pieces (`clock`, `locks`, `metrics`, `stats`, the
+//! and `view` uses only `zarr`. `prefetch` (every read-ahead policy) sits under `fs` and
+//! `fuse`, over `zarr` and `store`. The shared pieces (`clock`, `locks`, `metrics`, `stats`, the
 //! caches, `python_json`) serve every layer.
 
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod generated_docs;
 pub mod locks;
 pub mod metrics;
 pub mod mount;
+pub mod prefetch;
 pub mod python_json;
 pub mod source;
 pub mod stats;

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use crate::cli::MountConfig;
 use crate::daemon::Readiness;
-use crate::fs::namespace::{fetch_documents, Namespace, RawNamespace};
+use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
+use crate::prefetch::documents::fetch_documents;
 use crate::source::{Cloud, Location, Source};
 use crate::store::backends::http::{KeyTree, TreeSource};
 use crate::store::backends::local::LocalStore;
@@ -313,7 +314,7 @@ fn split_archive_location(location: &Location) -> Result<(Location, String), Ses
     }
 }
 
-/// Whether the mount fetches Zarr metadata documents ahead (`fs::namespace::fetch_documents`):
+/// Whether the mount fetches Zarr metadata documents ahead (`prefetch::documents`):
 /// the root's at start and a `*.zarr` directory's at its lookup. Only where a document's
 /// lookup is one GET (object stores; plain HTTP pays a HEAD and probes) and where the memory
 /// cache keeps the answers for a while (a cache, a TTL above zero).

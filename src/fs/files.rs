@@ -12,14 +12,15 @@ use bytes::Bytes;
 
 use super::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
 use super::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
-use super::{namespace, readahead, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
+use super::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
 use crate::locks::lock;
+use crate::prefetch::within_file;
 use crate::store::{join_key, split_key};
 use crate::view::node::{Backing, Node};
 
 /// Files smaller than this are read through the daemon even when a local copy exists: their
 /// copy through FUSE costs little, and the daemon reads the next files of a directory scan
-/// ahead (`scan_ahead`), which the kernel reading a copy would not (measured on 1 MiB files:
+/// ahead (`prefetch::across_files`), which the kernel reading a copy would not (measured on 1 MiB files:
 /// warm reads 0.54-0.80 of local disk with passthrough, 1.1-1.4 without).
 const PASSTHROUGH_MIN: u64 = 2 << 20;
 
@@ -117,7 +118,9 @@ impl ZarrFs {
     }
 
     fn new_readahead(&self) -> SharedReadAhead {
-        Arc::new(tokio::sync::Mutex::new(readahead::ReadAhead::new(self.readahead_budget.clone())))
+        Arc::new(tokio::sync::Mutex::new(within_file::ReadAhead::new(
+            self.readahead_budget.clone(),
+        )))
     }
 
     pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
@@ -259,10 +262,10 @@ impl ZarrFs {
         size: u32,
     ) -> FsResult<Bytes> {
         let mut ra = ra.lock().await;
-        // Store objects and ranges of them: overlapped, split windows (see readahead.rs).
+        // Store objects and ranges of them: overlapped, split windows (see `prefetch::within_file`).
         if matches!(node.backing, Backing::Object { .. } | Backing::Slice { .. }) {
             let (ns, p, n) = (self.ns.clone(), path.to_string(), node.clone());
-            let fetch: readahead::Fetcher = Arc::new(move |off, len| {
+            let fetch: within_file::Fetcher<FsError> = Arc::new(move |off, len| {
                 let (ns, p, n) = (ns.clone(), p.clone(), n.clone());
                 Box::pin(async move { ns.read(&p, &n, off, len as u32).await })
             });

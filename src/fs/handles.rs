@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use super::readahead::ReadAhead;
 use super::write_buf::SharedBuf;
+use super::FsError;
+use crate::prefetch::within_file::ReadAhead;
 use crate::view::node::Node;
 
-pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead>>;
+pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead<FsError>>>;
 
 pub enum Handle {
     Read(ReadHandle),

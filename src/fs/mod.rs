@@ -23,11 +23,9 @@ mod names;
 pub mod namespace;
 mod node_cache;
 pub mod presented;
-pub mod readahead;
 pub mod regions;
 mod resolve;
 mod retiled;
-pub mod scan_ahead;
 pub mod shard_indexes;
 pub mod shard_writer;
 pub mod spill;
@@ -53,6 +51,7 @@ pub use write_buf::is_staged_name;
 use write_buf::{SharedBuf, WriteBuf};
 
 use crate::locks::lock;
+use crate::prefetch::{across_files, within_file};
 use crate::store::join_key;
 use crate::view::node::Node;
 
@@ -140,7 +139,7 @@ pub struct ZarrFs {
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     /// Memory for read-ahead, shared by every file of the mount.
-    readahead_budget: Arc<readahead::Budget>,
+    readahead_budget: Arc<within_file::Budget>,
     /// The kernel sends no OPEN/RELEASE (read-only mounts, see `serve_without_open`): reads come
     /// with handle 0 and are served by inode.
     openless: AtomicBool,
@@ -151,7 +150,7 @@ pub struct ZarrFs {
     /// Directory ino -> when it was last listed (the kernel caches that listing).
     dirs_listed: Mutex<HashMap<u64, Instant>>,
     /// Which files to fetch ahead of a reader scanning a directory.
-    scans: scan_ahead::ScanAhead,
+    scans: across_files::ScanAhead,
     /// Where write buffers go once too large for memory, and the memory they may hold.
     spill: Arc<spill::Spill>,
 }
@@ -181,14 +180,14 @@ impl ZarrFs {
             bufs: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            readahead_budget: readahead::Budget::new(readahead::DEFAULT_BUDGET),
+            readahead_budget: within_file::Budget::new(within_file::DEFAULT_BUDGET),
             openless: AtomicBool::new(false),
             inode_readaheads: Mutex::new(LruCache::new(
                 NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"),
             )),
             invalidator: OnceLock::new(),
             dirs_listed: Mutex::new(HashMap::new()),
-            scans: scan_ahead::ScanAhead::new(SCAN_AHEAD_FILES),
+            scans: across_files::ScanAhead::new(SCAN_AHEAD_FILES),
             spill: spill::Spill::new(spill::SpillConfig::default()),
         }
     }

@@ -12,6 +12,8 @@ use bytes::Bytes;
 use super::error::{FsError, FsResult};
 use super::spill::Body;
 use crate::metrics::Ahead;
+use crate::prefetch::array::ArrayPrefetch;
+use crate::prefetch::documents::{fetch_documents, names_zarr_node, DOCUMENT_BYTES};
 use crate::store::{
     join_key, split_key, ByteRange, EntryListing, MetaWanted, PutMode, Store, StoreError,
 };
@@ -65,7 +67,7 @@ pub trait Namespace: Send + Sync + 'static {
     async fn rmdir(&self, path: &str) -> FsResult<()>;
     /// (total bytes, free bytes) for statfs, when the backend knows.
     fn capacity(&self) -> Option<(u64, u64)>;
-    /// The file resolved to `node` will likely be read soon (see `scan_ahead`): start
+    /// The file resolved to `node` will likely be read soon (see `prefetch::across_files`): start
     /// fetching what backs it. Nothing by default.
     async fn prefetch(&self, _node: &Node) {}
     /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
@@ -112,9 +114,8 @@ pub struct RawNamespace {
     trees: Option<TtlCache<KnownArray>>,
     /// How much of a metadata document its lookup reads (0: the lookup reads nothing).
     metadata_lookup_bytes: u64,
-    /// Arrays whose chunks take at most this much are fetched whole at their first chunk
-    /// read (0: never; see `with_array_prefetch`).
-    array_prefetch: u64,
+    /// Small arrays fetched whole at their first chunk read (see `with_array_prefetch`).
+    array_prefetch: ArrayPrefetch,
     /// The lookup of a `*.zarr` directory fetches its metadata documents (see
     /// `with_document_fetch`).
     document_fetch: bool,
@@ -131,15 +132,9 @@ struct KnownArray {
     prefetched: Arc<AtomicBool>,
 }
 
-/// A metadata document's lookup reads up to this much of it (see `with_chunk_trees`); a larger
-/// document gets its true size from the answer and is read as any file is.
-const METADATA_LOOKUP_BYTES: u64 = 1 << 20;
-
-/// An array of more chunk objects than this is never prefetched whole, however small: a
-/// request each would be many requests for one guess.
-const ARRAY_PREFETCH_MAX_CHUNKS: u64 = 256;
-/// Prefetch requests of one array in flight at once.
-const ARRAY_PREFETCH_IN_FLIGHT: usize = 16;
+/// A metadata document's lookup reads up to this much of it (see `with_chunk_trees`), as its
+/// fetch ahead does; a larger document gets its true size from the answer.
+const METADATA_LOOKUP_BYTES: u64 = DOCUMENT_BYTES;
 
 /// Arrays whose chunk trees are kept at once.
 const CHUNK_TREES: usize = 4096;
@@ -155,7 +150,7 @@ impl RawNamespace {
             started: SystemTime::now(),
             trees: None,
             metadata_lookup_bytes: 0,
-            array_prefetch: 0,
+            array_prefetch: ArrayPrefetch::default(),
             document_fetch: false,
         }
     }
@@ -168,15 +163,11 @@ impl RawNamespace {
         self
     }
 
-    /// Fetch all the chunks of a small array (at most `bytes` by its metadata's estimate, and
-    /// at most `ARRAY_PREFETCH_MAX_CHUNKS` objects) as soon as its first chunk is looked up,
-    /// each one whole into the object cache, `ARRAY_PREFETCH_IN_FLIGHT` at a time. Readers ask
-    /// for a few chunks at a time (zarr-python 3 up to 10, through a mount 6 on 2 cores;
-    /// zarr-python 2 and most plain readers one), one round trip per wave; a small array is
-    /// most often read whole (coordinates, masks, thumbnails), so its later waves are then
-    /// served from memory. Needs `with_chunk_trees`.
+    /// Fetch all the chunks of a small array (at most `bytes` by its metadata's estimate, see
+    /// `prefetch::array`) as soon as its first chunk is looked up, each one whole into the
+    /// object cache. Needs `with_chunk_trees`.
     pub fn with_array_prefetch(mut self, bytes: u64) -> Self {
-        self.array_prefetch = bytes;
+        self.array_prefetch = ArrayPrefetch::new(bytes);
         self
     }
 
@@ -236,13 +227,10 @@ impl RawNamespace {
     fn prefetch_array(&self, dir: &str, known: &KnownArray, looking: &str) {
         let Some(bound) = known.chunk_bound else { return };
         let Some(count) = known.tree.chunk_count() else { return };
-        let small = count.saturating_mul(bound) <= self.array_prefetch
-            && (2..=ARRAY_PREFETCH_MAX_CHUNKS).contains(&count)
-            && bound <= self.store.whole_object_limit();
+        let small = self.array_prefetch.wants(count, bound, self.store.whole_object_limit());
         if !small || known.prefetched.swap(true, Ordering::Relaxed) {
             return;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         let keys: Vec<String> = known
             .tree
             .all_chunks()
@@ -250,16 +238,7 @@ impl RawNamespace {
             .filter(|k| k != looking && !self.store.keeps_local_copy(k))
             .collect();
         tracing::debug!(array = dir, chunks = keys.len(), "prefetching a small array");
-        let store = self.store.clone();
-        rt.spawn(async move {
-            use futures::StreamExt;
-            futures::stream::iter(keys)
-                .for_each_concurrent(ARRAY_PREFETCH_IN_FLIGHT, |k| {
-                    let store = store.clone();
-                    async move { store.prefetch(&k, bound, Ahead::Array).await }
-                })
-                .await;
-        });
+        ArrayPrefetch::start(self.store.clone(), keys, bound);
     }
 
     /// The metadata of a chunk object, found by the cheapest request that also serves the
@@ -567,25 +546,6 @@ impl Namespace for RawNamespace {
             _ => None,
         }
     }
-}
-
-/// Fetch the Zarr metadata documents of the node at `dir` (`""`: the root) into the caches
-/// of `store` (see `zarr::METADATA_NAMES`), all at once, each whole up to
-/// `METADATA_LOOKUP_BYTES`: their lookups and reads are then answered from there, present or
-/// absent. Nothing is reported; the reads that follow meet any error themselves.
-pub async fn fetch_documents(store: Arc<dyn Store>, dir: String) {
-    let fetches = crate::zarr::METADATA_NAMES.iter().map(|name| {
-        let key = join_key(&dir, name);
-        let store = &store;
-        async move { store.prefetch(&key, METADATA_LOOKUP_BYTES, Ahead::Documents).await }
-    });
-    futures::future::join_all(fetches).await;
-}
-
-/// A directory name that says "Zarr hierarchy here" (`data.zarr`, `image.ome.zarr`): its
-/// lookup also fetches its metadata documents, which a reader opening it asks for next.
-fn names_zarr_node(name: &str) -> bool {
-    name.len() > 5 && name.get(name.len() - 5..).is_some_and(|s| s.eq_ignore_ascii_case(".zarr"))
 }
 
 /// The names zarr-python (v2 and v3 formats) reads whole right after looking them up.
@@ -968,7 +928,6 @@ pub(crate) mod tests {
         assert_eq!(kind(&ns, "plain").await, Some(true));
         tokio::task::yield_now().await;
         assert_eq!(rec.take(), ["lookup plain"]);
-        assert!(!names_zarr_node(".zarr") && names_zarr_node("x.ome.ZARR"));
         // Without the setting (plain HTTP, a TTL of zero, no cache): the lookup only.
         let off = RawNamespace::new(ns.store().clone()).with_chunk_trees(Duration::from_secs(60));
         assert_eq!(kind(&off, "e.zarr").await, None);

@@ -5,5 +5,4 @@ pub mod io_modes;
 pub mod kernel_mount;
 pub mod notify;
 pub mod openers;
-pub mod read_ahead;
 pub mod session;

@@ -10,8 +10,8 @@ use fuser::{Config, MountOption, SessionACL};
 use super::adapter::FuseAdapter;
 use super::kernel_mount::{self, KernelMountOptions};
 use super::notify;
-use super::read_ahead;
 use crate::fs::ZarrFs;
+use crate::prefetch::kernel_window;
 
 pub struct SessionOptions {
     pub mountpoint: PathBuf,
@@ -147,11 +147,11 @@ pub fn serve(
 /// `--read-ahead`, once the mount is live. Not being allowed to is worth a warning only when
 /// the user asked for a size; by default an unprivileged mount keeps the kernel's window.
 fn set_read_ahead(mountpoint: &Path, asked: Option<u64>) {
-    let bytes = asked.unwrap_or(read_ahead::DEFAULT_BYTES);
+    let bytes = asked.unwrap_or(kernel_window::DEFAULT_BYTES);
     if bytes == 0 {
         return;
     }
-    match read_ahead::apply(mountpoint, bytes) {
+    match kernel_window::apply(mountpoint, bytes) {
         Ok(path) => tracing::debug!(path = %path.display(), bytes, "kernel read-ahead set"),
         Err(e) if asked.is_some() => tracing::warn!(
             error = %e,

@@ -183,14 +183,14 @@ impl CacheKind {
 /// The kinds of fetching ahead (the `kind` label of the read-ahead series).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ahead {
-    /// Within one file: a sequential reader's growing window (`fs/readahead.rs`).
+    /// Within one file: a sequential reader's growing window (`prefetch/within_file.rs`).
     ReadAhead,
-    /// Across files: the next files of a directory read in listing order (`fs/scan_ahead.rs`).
+    /// Across files: the next files of a directory read in listing order (`prefetch/across_files.rs`).
     ScanAhead,
-    /// Every chunk of a small array, at its first chunk read (`RawNamespace::with_array_prefetch`).
+    /// Every chunk of a small array, at its first chunk read (`prefetch/array.rs`).
     Array,
     /// A node's Zarr metadata documents: the root's while the mount starts, a `*.zarr`
-    /// directory's at its lookup (`fs::namespace::fetch_documents`).
+    /// directory's at its lookup (`prefetch/documents.rs`).
     Documents,
 }
 

@@ -18,10 +18,14 @@ fn may_use(module: &str) -> Option<&'static [&'static str]> {
         // The two leaves: bytes by key, and the format without I/O; neither knows the other.
         "store" | "zarr" => Some(&[]),
         "view" => Some(&["zarr"]),
-        "fs" => Some(&["view", "zarr", "store"]),
-        "fuse" => Some(&["fs", "view", "zarr", "store"]),
+        // The read-ahead and prefetch policies: they ask the store to fetch what the format
+        // says a reader wants next; the store's own layers keep only the fetching.
+        "prefetch" => Some(&["zarr", "store"]),
+        "fs" => Some(&["prefetch", "view", "zarr", "store"]),
+        "fuse" => Some(&["fs", "prefetch", "view", "zarr", "store"]),
         m if ENTRY.contains(&m) => Some(&[
-            "fuse", "fs", "view", "zarr", "store", "cli", "mount", "daemon", "source", "fstab",
+            "fuse", "fs", "prefetch", "view", "zarr", "store", "cli", "mount", "daemon", "source",
+            "fstab",
         ]),
         other => panic!("src/{other}: a module the layering check does not know; give it a layer"),
     }

@@ -20,10 +20,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 
-use super::error::FsResult;
-
-/// Fetch `len` bytes of the file at `offset` (fewer at its end).
-pub type Fetcher = Arc<dyn Fn(u64, u64) -> BoxFuture<'static, FsResult<Bytes>> + Send + Sync>;
+/// Fetch `len` bytes of the file at `offset` (fewer at its end); `E` is the caller's error.
+pub type Fetcher<E> = Arc<dyn Fn(u64, u64) -> BoxFuture<'static, Result<Bytes, E>> + Send + Sync>;
 
 /// Windows larger than this are fetched as concurrent parts of this size.
 pub const PART_SIZE: u64 = 8 << 20;
@@ -69,7 +67,7 @@ impl Budget {
 }
 
 #[derive(Debug)]
-pub struct ReadAhead {
+pub struct ReadAhead<E> {
     /// Bytes `start .. start + data.len()` of the file.
     start: u64,
     data: Bytes,
@@ -84,30 +82,30 @@ pub struct ReadAhead {
     unread: u64,
     /// The parts after `data` (or after `next` when it is empty), in file order and contiguous,
     /// fetched in the background.
-    pending: VecDeque<Pending>,
+    pending: VecDeque<Pending<E>>,
 }
 
 #[derive(Debug)]
-struct Pending {
+struct Pending<E> {
     start: u64,
     len: u64,
     /// Bytes reserved from the budget for it.
     held: u64,
-    task: tokio::task::JoinHandle<FsResult<Bytes>>,
+    task: tokio::task::JoinHandle<Result<Bytes, E>>,
 }
 
 fn metrics() -> &'static crate::metrics::AheadMetrics {
     crate::metrics::global().ahead(crate::metrics::Ahead::ReadAhead)
 }
 
-impl Default for ReadAhead {
+impl<E: Send + 'static> Default for ReadAhead<E> {
     /// A read-ahead with a budget of its own (for tests and single files).
     fn default() -> Self {
         ReadAhead::new(Budget::new(DEFAULT_BUDGET))
     }
 }
 
-impl Drop for ReadAhead {
+impl<E> Drop for ReadAhead<E> {
     fn drop(&mut self) {
         self.budget.release(self.held);
         metrics().wasted.inc_by(self.unread);
@@ -129,7 +127,7 @@ fn aligned_end(offset: u64, len: u64, file_size: u64) -> u64 {
 }
 
 /// `len` bytes at `offset`, in concurrent parts of `PART_SIZE` when larger.
-async fn fetch_parts(fetch: &Fetcher, offset: u64, len: u64) -> FsResult<Bytes> {
+async fn fetch_parts<E>(fetch: &Fetcher<E>, offset: u64, len: u64) -> Result<Bytes, E> {
     if len <= PART_SIZE {
         return fetch(offset, len).await;
     }
@@ -149,7 +147,16 @@ async fn fetch_parts(fetch: &Fetcher, offset: u64, len: u64) -> FsResult<Bytes> 
     Ok(out.freeze())
 }
 
-impl ReadAhead {
+impl<E> ReadAhead<E> {
+    fn cancel_pending(&mut self) {
+        for p in self.pending.drain(..) {
+            p.task.abort();
+            self.budget.release(p.held);
+        }
+    }
+}
+
+impl<E: Send + 'static> ReadAhead<E> {
     pub fn new(budget: Arc<Budget>) -> Self {
         ReadAhead {
             start: 0,
@@ -163,13 +170,6 @@ impl ReadAhead {
         }
     }
 
-    fn cancel_pending(&mut self) {
-        for p in self.pending.drain(..) {
-            p.task.abort();
-            self.budget.release(p.held);
-        }
-    }
-
     /// A read of `offset .. offset + size` of a file of `file_size` bytes: from the current
     /// buffer and the parts fetched ahead (waiting for them), else fetched now; then, for a
     /// sequential reader, the parts ahead are topped up in the background.
@@ -178,8 +178,8 @@ impl ReadAhead {
         offset: u64,
         size: u32,
         file_size: u64,
-        fetch: &Fetcher,
-    ) -> FsResult<Bytes> {
+        fetch: &Fetcher<E>,
+    ) -> Result<Bytes, E> {
         let answer = match self.take(offset, size, file_size) {
             Some(data) => Some(data),
             None => self.read_parts(offset, size, file_size).await,
@@ -288,7 +288,7 @@ impl ReadAhead {
 
     /// A sequential reader: keep parts in flight up to the window ahead of it, the window
     /// growing fourfold with each part started (up to `MAX_WINDOW`), from the budget.
-    fn top_up(&mut self, file_size: u64, fetch: &Fetcher) {
+    fn top_up(&mut self, file_size: u64, fetch: &Fetcher<E>) {
         if self.window == 0 {
             return;
         }
@@ -384,7 +384,9 @@ impl ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::error::FsError;
+
+    type ReadAhead = super::ReadAhead<&'static str>;
+    type Fetcher = super::Fetcher<&'static str>;
 
     fn file(len: usize) -> Bytes {
         Bytes::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>())
@@ -555,7 +557,7 @@ mod tests {
         let fl = failed.clone();
         let fetch: Fetcher = Arc::new(move |off, len| {
             if off <= 12 << 20 && off + len > 12 << 20 && !fl.swap(true, Ordering::SeqCst) {
-                return Box::pin(async { Err(FsError::NotFound) });
+                return Box::pin(async { Err("not found") });
             }
             good(off, len)
         });
