@@ -21,6 +21,12 @@ measured at each delay, in one run, against a baseline measured the same way:
      (medians): zarr-python 3 through the raw and default views and zarr-python 2 (v2 array,
      raw view, from .venv-zarr2 when present), each with --array-prefetch 0 and its default,
      against zarr-python 3's obstore store (see bench_chunks).
+  7. (part `goals`) the four goals of issue #40 on one sharded 4096 x 4096 float32 array, each
+     contender on a fresh mount, alternated over rounds (medians): zarr-python 2 through the
+     v2 view against it on a local unsharded v2 copy; zarr-python 3 through the default view
+     against a local unsharded copy, through the raw view against obstore and `rclone mount`,
+     and on a warm --cache-dir remount past the metadata TTL against a local copy, with the
+     object bytes that remount received (see bench_goals).
   5. `rclone mount` of the same S3 prefix through the same proxy (its defaults: no VFS cache,
      chunked ranged reads), a fresh mount and a cold page cache, in 1. and 3., when `rclone` is
      on PATH (scripts/bench.sh --cloud installs it); ratios vs rclone are printed in the same run.
