@@ -269,7 +269,8 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
 /// once the second shard is read, the scan fetches as many shards ahead as fit in its
 /// read-ahead budget (every one of these, at most 16), each whole in one GET, so a reader
 /// walking a row of shards one chunk at a time does not wait a round trip every few shards;
-/// 4 at a time, so the shard the reader waits for keeps most of the bandwidth.
+/// 4 at a time, so the shard the reader waits for keeps most of the bandwidth. What was
+/// fetched ahead is not served past the TTL once the shard changed.
 /// A single chunk read fetches nothing ahead.
 #[tokio::test(start_paused = true)]
 async fn a_scan_of_small_shards_fetches_the_rest_of_the_row_ahead() {
@@ -314,6 +315,15 @@ async fn a_scan_of_small_shards_fetches_the_rest_of_the_row_ahead() {
         assert_eq!(got, chunk(0, x % 4, "v1"), "chunk (0, {x})");
     }
     assert_eq!(b.recording.calls(), Vec::<String>::new());
+
+    // A shard fetched ahead is trusted for the TTL only: rewritten at the store, it is read
+    // new once the TTL has passed.
+    let parts: Vec<(u64, Vec<u8>)> = (0..16).map(|l| (l, chunk(l / 4, l % 4, "v2"))).collect();
+    let parts: Vec<(u64, &[u8])> = parts.iter().map(|(l, c)| (*l, c.as_slice())).collect();
+    let shard = zarr_mount::zarr::sharding::build::build_shard(&sharded_layout(), &parts);
+    b.memory.put("row/c/0/7", Bytes::from(shard.unwrap().unwrap())).await.unwrap();
+    tokio::time::sleep(common::zfs::TTL + Duration::from_secs(1)).await;
+    assert_eq!(read_file(&fs, "row/c/0/28").await.unwrap(), chunk(0, 0, "v2"));
 }
 
 /// A listing reads shard indexes alone, even over a whole-object cache and for shards known
