@@ -10,9 +10,9 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
-use super::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
-use super::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
+use crate::fs::inodes::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
+use crate::fs::write::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
+use crate::fs::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
 use crate::locks::lock;
 use crate::prefetch::within_file;
 use crate::store::{join_key, split_key};

@@ -26,10 +26,10 @@ use std::time::{Instant, SystemTime};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::changes::Watch;
-use super::inode::ROOT_INO;
-use super::write_buf::SharedBuf;
-use super::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
+use crate::fs::cache::changes::Watch;
+use crate::fs::inodes::table::ROOT_INO;
+use crate::fs::write::write_buf::SharedBuf;
+use crate::fs::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key, MetaWanted};
 use crate::view::node::Node;
@@ -173,7 +173,7 @@ impl ZarrFs {
     /// The listing behind a directory handle.
     pub(super) fn dir_listing(&self, fh: u64) -> FsResult<Arc<DirListing>> {
         match lock(&self.handles).get(&fh) {
-            Some(super::Handle::Dir(listing)) => Ok(listing.clone()),
+            Some(crate::fs::Handle::Dir(listing)) => Ok(listing.clone()),
             _ => Err(FsError::BadHandle),
         }
     }
@@ -544,7 +544,7 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::fs::inode::ROOT_INO;
+    use crate::fs::inodes::table::ROOT_INO;
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;

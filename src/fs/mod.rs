@@ -2,37 +2,25 @@
 //! can drive it without a kernel. `fuse::adapter` is the thin layer that turns these answers
 //! into fuser replies.
 //!
-//! Owns: the inode table, the metadata cache (`node_cache`), open handles (`handles`) and the
-//! write buffers of open files (`write_buf`). This module holds `ZarrFs`, path resolution,
-//! attributes and directories; open files are in `files`, unlink/rename/link in `names`.
-//! A file open for writing is buffered whole in memory and written to the namespace as one
-//! object on flush (close) and release, so the backend never sees half a chunk. Files named
-//! `*.partial` (temp files that writers such as zarr-python rename over their target) are kept
-//! in memory until renamed, so only the final key is ever written to the backend.
+//! `ZarrFs` dispatches to subsystems, a folder each: `inodes` (what the kernel holds: inode
+//! numbers, open handles), `cache` (what the mount remembers of the namespace), `write` (write
+//! buffers, spill files, the shard writer) and `namespace` (the chosen view over the store).
+//! This module holds `ZarrFs`, lookups, attributes and directories; open files are in `files`,
+//! unlink/rename/link in `names`. A file open for writing is buffered whole and written to the
+//! namespace as one object on flush (close) and release, so the backend never sees half a
+//! chunk. Files named `*.partial` (temp files that writers such as zarr-python rename over
+//! their target) are kept in memory until renamed, so only the final key is ever written to
+//! the backend.
 
-pub mod changes;
-pub mod decoded_cache;
+pub(crate) mod cache;
 pub mod error;
 mod files;
-pub mod flat;
-mod flat_read;
-mod handles;
-pub mod inode;
+pub mod inodes;
 pub mod listing;
 mod names;
 pub mod namespace;
-mod node_cache;
-pub mod presented;
-pub mod regions;
 mod resolve;
-mod retiled;
-pub mod shard_indexes;
-pub mod shard_writer;
-pub mod spill;
-pub mod trees;
-pub mod unsharded;
-mod walk;
-mod write_buf;
+pub mod write;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -42,13 +30,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lru::LruCache;
 
+use cache::NodeCache;
 pub use error::{FsError, FsResult};
-use handles::{Handle, SharedReadAhead};
-use inode::InodeTable;
+use inodes::handles::{Handle, SharedReadAhead};
+use inodes::table::InodeTable;
 use namespace::Namespace;
-use node_cache::NodeCache;
-pub use write_buf::is_staged_name;
-use write_buf::{SharedBuf, WriteBuf};
+use write::spill;
+pub use write::write_buf::is_staged_name;
+use write::write_buf::{SharedBuf, WriteBuf};
 
 use crate::locks::lock;
 use crate::prefetch::{across_files, within_file};
@@ -415,7 +404,7 @@ impl ZarrFs {
 
 #[cfg(test)]
 mod tests {
-    use super::inode::ROOT_INO;
+    use super::inodes::table::ROOT_INO;
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::Store;

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use super::write_buf::{io_err, is_staged_name, OldName, SharedBuf, WriteBuf};
-use super::{namespace, Attr, FsError, FsResult, ZarrFs};
+use crate::fs::write::write_buf::{io_err, is_staged_name, OldName, SharedBuf, WriteBuf};
+use crate::fs::{namespace, Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::split_key;
 use crate::view::node::Node;
@@ -213,7 +213,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::fs::inode::ROOT_INO;
+    use crate::fs::inodes::table::ROOT_INO;
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;

@@ -2,8 +2,8 @@
 //! the metadata cache, or the namespace's answer), the attributes shown for it, and the answers
 //! that need no I/O.
 
-use super::write_buf::SharedBuf;
-use super::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
+use crate::fs::write::write_buf::SharedBuf;
+use crate::fs::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
 use crate::locks::lock;
 use crate::store::join_key;
 use crate::view::node::Node;

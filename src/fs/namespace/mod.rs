@@ -1,6 +1,16 @@
 //! The async side of a view: resolves paths of the mount to `Node`s by asking the store, and
 //! carries out reads and writes. `RawNamespace` shows the store as it is; other views wrap it.
 
+pub mod decoded_cache;
+pub mod flat;
+mod flat_read;
+pub mod presented;
+pub mod regions;
+mod retiled;
+pub mod shard_indexes;
+pub mod unsharded;
+mod walk;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,8 +19,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::error::{FsError, FsResult};
-use super::spill::Body;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::write::spill::Body;
 use crate::metrics::Ahead;
 use crate::prefetch::array::ArrayPrefetch;
 use crate::prefetch::documents::{fetch_documents, names_zarr_node, DOCUMENT_BYTES};

@@ -12,13 +12,13 @@ use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 
-use super::decoded_cache::DecodedCache;
-use super::error::{FsError, FsResult};
-use super::flat_read::FlatReader;
-use super::namespace::{slice_for_read, Namespace};
-use super::presented::read_doc;
-use super::regions::ChunkSource;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::decoded_cache::DecodedCache;
+use crate::fs::namespace::flat_read::FlatReader;
+use crate::fs::namespace::presented::read_doc;
+use crate::fs::namespace::regions::ChunkSource;
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{slice_for_read, Namespace};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::flat::{array_files, FlatArray, FlatFile, GROUP_FORMATS};
@@ -39,7 +39,7 @@ pub const ROOT_ARRAY_NAME: &str = "array";
 
 /// What a directory of the view below is to this view.
 #[derive(Clone)]
-pub(super) struct Kind {
+pub(in crate::fs) struct Kind {
     /// An array (its directory is not shown) and whether the view can read it.
     array: Option<Option<Arc<FlatArray>>>,
     /// The files shown beside the directory (in its parent): an array's, or a group's.
@@ -339,8 +339,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::fs::namespace::unsharded::UnshardedNamespace;
     use crate::fs::namespace::RawNamespace;
-    use crate::fs::unsharded::UnshardedNamespace;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
     use crate::store::Store;

@@ -1,7 +1,7 @@
 //! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's
 //! metadata documents from the view below, asks the `Presenter` what the directory shows,
 //! and serves generated metadata, translated chunk keys and decoded chunks (through
-//! `fs::regions`), or the tiles of a re-tiled array (`fs::retiled`). Read-only: the mapping
+//! `fs::namespace::regions`), or the tiles of a re-tiled array (`fs::namespace::retiled`). Read-only: the mapping
 //! back to stored bytes is not exact, so every change is EROFS.
 
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 
-use super::decoded_cache::DecodedCache;
-use super::error::{FsError, FsResult};
-use super::namespace::{read_all, slice_for_read, Namespace};
-use super::regions::{is_absent, ChunkSource};
-use super::retiled::TilePath;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::decoded_cache::DecodedCache;
+use crate::fs::namespace::regions::{is_absent, ChunkSource};
+use crate::fs::namespace::retiled::TilePath;
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{read_all, slice_for_read, Namespace};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -39,7 +39,7 @@ pub struct PresentedNamespace {
 
 /// A directory's presentation and the time its metadata last changed (for generated files).
 #[derive(Clone)]
-pub(super) struct Shown {
+pub(in crate::fs) struct Shown {
     show: DirShow,
     modified: SystemTime,
 }
@@ -380,7 +380,7 @@ impl PresentedNamespace {
 }
 
 /// One metadata document of `dir`, if `below` has it as a file, with its modification time.
-pub(super) async fn read_doc(
+pub(in crate::fs) async fn read_doc(
     below: &dyn Namespace,
     dir: &str,
     name: &str,

@@ -3,6 +3,9 @@
 //! overlapped a change is not cached), directory trees dropped by a rename or removal, and the
 //! content version of each inode that the kernel last saw.
 
+pub mod changes;
+pub mod trees;
+
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-use super::changes::{ChangeLog, Watch};
-use super::trees::DroppedTrees;
+use crate::fs::cache::changes::{ChangeLog, Watch};
+use crate::fs::cache::trees::DroppedTrees;
 use crate::locks::lock;
 use crate::view::node::Node;
 

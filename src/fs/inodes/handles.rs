@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::write_buf::SharedBuf;
-use super::FsError;
+use crate::fs::write::write_buf::SharedBuf;
+use crate::fs::FsError;
 use crate::prefetch::within_file::ReadAhead;
 use crate::view::node::Node;
 
@@ -14,7 +14,7 @@ pub enum Handle {
     Read(ReadHandle),
     Write(WriteHandle),
     /// An open directory: its listing, read from the first readdir on (see `listing`).
-    Dir(Arc<super::listing::DirListing>),
+    Dir(Arc<crate::fs::listing::DirListing>),
 }
 
 /// A file open for reading: the node it was opened on, read ahead of the reader.
