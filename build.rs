@@ -1,5 +1,7 @@
-//! Build script: the git commit for `--version` (ZARR_MOUNT_COMMIT), "unknown" outside a git
-//! tree (a crate tarball, an sdist).
+//! Build script: what `--version` says of the build (ZARR_MOUNT_BUILD): the git commit of a
+//! release build ("commit unknown" outside a git tree: a crate tarball, an sdist), "debug
+//! build" otherwise. Debug builds leave the commit out so that a commit does not rebuild the
+//! crate during development.
 
 use std::process::Command;
 
@@ -10,8 +12,13 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    if std::env::var("PROFILE").as_deref() != Ok("release") {
+        println!("cargo:rustc-env=ZARR_MOUNT_BUILD=debug build");
+        return;
+    }
     let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=ZARR_MOUNT_COMMIT={commit}");
+    println!("cargo:rustc-env=ZARR_MOUNT_BUILD=commit {commit}");
     // HEAD moves on a checkout; its reflog on every commit (in a worktree both live in the
     // worktree's own git directory, which --git-path finds).
     for file in ["HEAD", "logs/HEAD"] {
@@ -19,5 +26,4 @@ fn main() {
             println!("cargo:rerun-if-changed={path}");
         }
     }
-    println!("cargo:rerun-if-changed=build.rs");
 }

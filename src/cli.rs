@@ -15,7 +15,7 @@ use crate::view::ViewKind;
 #[derive(Debug, Parser)]
 #[command(
     name = "zarr-mount",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ZARR_MOUNT_COMMIT"), ")"),
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ZARR_MOUNT_BUILD"), ")"),
     about = "Mount a Zarr store as a directory; sharded Zarr v3 arrays appear as unsharded arrays of chunk files.",
     after_help = "SOURCE: a directory path, file:///path, s3://bucket/prefix, gs://, az://, http(s)://, \
                   or a .zip/.ozx archive (zip+URL for other names), \
