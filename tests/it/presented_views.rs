@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use zarr_mount::fs::namespace::presented::PresentedNamespace;
 use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
-use zarr_mount::fs::namespace::{read_all, Namespace, RawNamespace};
+use zarr_mount::fs::namespace::{read_all, Namespace, NamespaceWrites, RawNamespace};
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::Store;
 use zarr_mount::view::decoded::DecodedPresenter;

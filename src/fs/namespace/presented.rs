@@ -16,7 +16,7 @@ use crate::fs::namespace::decoded_cache::DecodedCache;
 use crate::fs::namespace::regions::{is_absent, ChunkSource};
 use crate::fs::namespace::retiled::TilePath;
 use crate::fs::namespace::walk::{self, DirWalk, Step};
-use crate::fs::namespace::{read_all, slice_for_read, Namespace};
+use crate::fs::namespace::{read_all, slice_for_read, Namespace, ReadOnlyView};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -28,7 +28,6 @@ use crate::zarr::codecs::{BytesChain, CodecError};
 const SHOW_CACHE: usize = 65_536;
 /// Child directories checked at once when a listing must drop hidden arrays.
 const CHECK_CONCURRENCY: usize = 16;
-const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
 
 pub struct PresentedNamespace {
     below: Arc<dyn Namespace>,
@@ -474,34 +473,6 @@ impl Namespace for PresentedNamespace {
         }
     }
 
-    async fn check_writable(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn remove_file(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn mkdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rmdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
     fn capacity(&self) -> Option<(u64, u64)> {
         self.below.capacity()
     }
@@ -526,3 +497,5 @@ impl Namespace for PresentedNamespace {
         self.below.local_copy(node)
     }
 }
+
+impl ReadOnlyView for PresentedNamespace {}

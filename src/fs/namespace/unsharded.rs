@@ -17,7 +17,7 @@ use crate::fs::error::{FsError, FsResult};
 use crate::fs::is_staged_name;
 use crate::fs::namespace::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
 use crate::fs::namespace::walk::{self, DirWalk, Step};
-use crate::fs::namespace::{read_all, read_range, Namespace, RawNamespace};
+use crate::fs::namespace::{read_all, read_range, Namespace, NamespaceWrites, RawNamespace};
 use crate::fs::write::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use crate::fs::write::spill::Body;
 use crate::store::{join_key, split_key, Store, StoreError};
@@ -485,6 +485,24 @@ impl Namespace for UnshardedNamespace {
         self.raw.read(path, node, offset, size).await
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.raw.capacity()
+    }
+
+    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
+    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
+    async fn prefetch(&self, node: &Node) {
+        self.raw.prefetch(node).await
+    }
+
+    /// Files passed through are whole objects of the store; inner chunks are not.
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        self.raw.local_copy(node)
+    }
+}
+
+#[async_trait]
+impl NamespaceWrites for UnshardedNamespace {
     async fn check_writable(&self, path: &str) -> FsResult<()> {
         self.check_mutable(path).await?;
         self.raw.check_writable(path).await
@@ -616,21 +634,6 @@ impl Namespace for UnshardedNamespace {
         self.raw.rmdir(path).await?;
         self.forget_kind(path);
         Ok(())
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.raw.capacity()
-    }
-
-    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
-    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
-    async fn prefetch(&self, node: &Node) {
-        self.raw.prefetch(node).await
-    }
-
-    /// Files passed through are whole objects of the store; inner chunks are not.
-    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
-        self.raw.local_copy(node)
     }
 }
 
