@@ -172,7 +172,7 @@ impl DirListing {
 impl ZarrFs {
     /// The listing behind a directory handle.
     pub(super) fn dir_listing(&self, fh: u64) -> FsResult<Arc<DirListing>> {
-        match lock(&self.handles).get(&fh) {
+        match self.handles.lock().get(&fh) {
             Some(crate::fs::Handle::Dir(listing)) => Ok(listing.clone()),
             _ => Err(FsError::BadHandle),
         }
@@ -383,7 +383,7 @@ impl ZarrFs {
             }
         }
         let buffered: Vec<(usize, SharedBuf)> = {
-            let bufs = lock(&self.bufs);
+            let bufs = self.writes.bufs();
             if bufs.is_empty() {
                 Vec::new()
             } else {
@@ -493,7 +493,9 @@ impl ZarrFs {
     async fn finish_listing(&self, listing: &DirListing, src: Source) -> FsResult<()> {
         let path = &listing.path;
         let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
-        let pending: Vec<(String, SharedBuf)> = lock(&self.bufs)
+        let pending: Vec<(String, SharedBuf)> = self
+            .writes
+            .bufs()
             .iter()
             .filter_map(|(p, b)| {
                 p.strip_prefix(&prefix)
@@ -527,7 +529,7 @@ impl ZarrFs {
             st.complete = true;
             st.reader = None;
         }
-        self.scans.listed(path, files);
+        self.ahead.scans().listed(path, files);
         lock(&self.dirs_listed).insert(listing.ino, src.started);
         Ok(())
     }

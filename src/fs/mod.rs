@@ -22,25 +22,22 @@ pub mod namespace;
 mod resolve;
 pub mod write;
 
-use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
-
-use lru::LruCache;
-
 use cache::NodeCache;
 pub use error::{FsError, FsResult};
-use inodes::handles::{Handle, SharedReadAhead};
+use inodes::handles::{Handle, Handles};
 use inodes::table::InodeTable;
 use namespace::Namespace;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 use write::spill;
 pub use write::write_buf::is_staged_name;
 use write::write_buf::{SharedBuf, WriteBuf};
+use write::Writes;
 
 use crate::locks::lock;
-use crate::prefetch::{across_files, within_file};
+use crate::prefetch::per_mount::MountReadAhead;
 use crate::store::join_key;
 use crate::view::node::Node;
 
@@ -111,10 +108,6 @@ pub struct OpenedDir {
     pub keep_cache: bool,
 }
 
-/// Read-ahead states kept per inode when the kernel sends no OPEN (and so no RELEASE to end them).
-const INODE_READAHEADS: usize = 64;
-/// Files fetched ahead of a reader that reads a directory's files in listing order.
-const SCAN_AHEAD_FILES: usize = 8;
 const MAX_NAME_LEN: usize = 255;
 
 pub struct ZarrFs {
@@ -123,25 +116,15 @@ pub struct ZarrFs {
     inodes: Mutex<InodeTable>,
     /// Resolved nodes, changes through the mount, content versions the kernel has.
     cache: NodeCache,
-    /// path -> the write buffer of a file open for writing (or a staged temp file).
-    bufs: Mutex<HashMap<String, SharedBuf>>,
-    handles: Mutex<HashMap<u64, Handle>>,
-    next_fh: AtomicU64,
-    /// Memory for read-ahead, shared by every file of the mount.
-    readahead_budget: Arc<within_file::Budget>,
-    /// The kernel sends no OPEN/RELEASE (read-only mounts, see `serve_without_open`): reads come
-    /// with handle 0 and are served by inode.
-    openless: AtomicBool,
-    /// Read-ahead per inode for reads without a handle.
-    inode_readaheads: Mutex<LruCache<u64, SharedReadAhead>>,
+    /// Write buffers of open files and where they spill.
+    writes: Writes,
+    handles: Handles,
+    /// The read-ahead budget, windows and scans of the mount.
+    ahead: MountReadAhead<FsError>,
     /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
     /// Directory ino -> when it was last listed (the kernel caches that listing).
     dirs_listed: Mutex<HashMap<u64, Instant>>,
-    /// Which files to fetch ahead of a reader scanning a directory.
-    scans: across_files::ScanAhead,
-    /// Where write buffers go once too large for memory, and the memory they may hold.
-    spill: Arc<spill::Spill>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -166,24 +149,17 @@ impl ZarrFs {
             ns,
             cfg,
             inodes: Mutex::new(InodeTable::default()),
-            bufs: Mutex::new(HashMap::new()),
-            handles: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
-            readahead_budget: within_file::Budget::new(within_file::DEFAULT_BUDGET),
-            openless: AtomicBool::new(false),
-            inode_readaheads: Mutex::new(LruCache::new(
-                NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"),
-            )),
+            writes: Writes::new(spill::Spill::new(spill::SpillConfig::default())),
+            handles: Handles::default(),
+            ahead: MountReadAhead::default(),
             invalidator: OnceLock::new(),
             dirs_listed: Mutex::new(HashMap::new()),
-            scans: across_files::ScanAhead::new(SCAN_AHEAD_FILES),
-            spill: spill::Spill::new(spill::SpillConfig::default()),
         }
     }
 
     /// Use `spill` (`--spill-dir`, `--write-buffer-budget`) for write buffers from now on.
     pub fn with_spill(mut self, spill: Arc<spill::Spill>) -> Self {
-        self.spill = spill;
+        self.writes = Writes::new(spill);
         self
     }
 
@@ -197,7 +173,7 @@ impl ZarrFs {
 
     /// The write buffers' spill directory and memory accounting.
     pub fn spill(&self) -> &Arc<spill::Spill> {
-        &self.spill
+        self.writes.spill()
     }
 
     /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
@@ -207,13 +183,13 @@ impl ZarrFs {
     /// read) is answered with an invalidation instead of at open. Returns whether it is on.
     pub fn serve_without_open(&self) -> bool {
         if self.cfg.read_only {
-            self.openless.store(true, Ordering::Relaxed);
+            self.handles.set_openless();
         }
-        self.openless.load(Ordering::Relaxed)
+        self.handles.is_openless()
     }
 
     pub fn is_openless(&self) -> bool {
-        self.openless.load(Ordering::Relaxed)
+        self.handles.is_openless()
     }
 
     /// How to tell the kernel to drop its cached pages of an inode. Called from any thread,
@@ -253,7 +229,7 @@ impl ZarrFs {
     /// What hangs off an inode that no longer exists.
     fn inode_gone(&self, ino: u64) {
         self.cache.forget_version(ino);
-        lock(&self.inode_readaheads).pop(&ino);
+        self.ahead.forget_inode(ino);
         lock(&self.dirs_listed).remove(&ino);
     }
 
@@ -348,7 +324,7 @@ impl ZarrFs {
     }
 
     pub fn releasedir(&self, fh: u64) {
-        let handle = lock(&self.handles).remove(&fh);
+        let handle = self.handles.lock().remove(&fh);
         if let Some(Handle::Dir(listing)) = handle {
             self.release_listing(&listing);
         }
@@ -378,9 +354,7 @@ impl ZarrFs {
     // ---- handles ----
 
     fn new_handle(&self, h: Handle) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, h);
-        fh
+        self.handles.insert(h)
     }
 
     pub fn statfs(&self) -> (u64, u64) {
@@ -390,11 +364,11 @@ impl ZarrFs {
     /// Figures for the metrics endpoint, read when scraped. A write buffer locked right now
     /// (being written) is counted without its bytes rather than waited for.
     pub fn gauges(&self) -> FsGauges {
-        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let bufs: Vec<SharedBuf> = self.writes.bufs().values().cloned().collect();
         let buffer_bytes =
             bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len())).sum();
         FsGauges {
-            open_handles: lock(&self.handles).len() as u64,
+            open_handles: self.handles.lock().len() as u64,
             known_inodes: lock(&self.inodes).count() as u64,
             write_buffers: bufs.len() as u64,
             buffer_bytes,
@@ -684,7 +658,7 @@ mod tests {
         assert_eq!(store.get("f").await.unwrap().len(), 23456);
 
         // The close of `a` holds the buffer's lock when another open takes the buffer.
-        let x = lock(&fs.bufs)["f"].clone();
+        let x = fs.writes.bufs()["f"].clone();
         let held = x.lock().await;
         let before = Arc::strong_count(&x);
         let opening = tokio::spawn({
@@ -695,7 +669,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         // The rest of `release(a)`: the last handle closes it, and it leaves the open files.
-        lock(&fs.handles).remove(&a.fh);
+        fs.handles.lock().remove(&a.fh);
         let mut held = held;
         assert!(held.st.close_handle(true));
         fs.drop_buf("f", &x);

@@ -25,7 +25,7 @@ impl ZarrFs {
     /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
     /// (a writer's, if any), or the node it was opened on.
     fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
-        let handles = lock(&self.handles);
+        let handles = self.handles.lock();
         let mut found = None;
         for h in handles.values() {
             if let Some(content) = h.content_of(ino) {
@@ -59,7 +59,7 @@ impl ZarrFs {
     }
 
     pub(super) async fn pending_node(&self, path: &str) -> Option<Node> {
-        let buf = lock(&self.bufs).get(path).cloned()?;
+        let buf = self.writes.bufs().get(path).cloned()?;
         let b = buf.lock().await;
         (!b.is_unlinked()).then(|| buf_node(&b))
     }
@@ -101,7 +101,7 @@ impl ZarrFs {
         }
         let Some(v) = node.content_version() else { return };
         if self.cache.note_version(ino, v) {
-            lock(&self.inode_readaheads).pop(&ino);
+            self.ahead.forget_inode(ino);
             if let Some(invalidate) = self.invalidator.get() {
                 invalidate(ino);
             }
@@ -115,7 +115,7 @@ impl ZarrFs {
 
     /// The cached node at `path`, unless a write buffer (whose lock is async) is involved.
     pub(super) fn cached_node(&self, path: &str) -> Option<Option<Node>> {
-        if lock(&self.bufs).contains_key(path) {
+        if self.writes.bufs().contains_key(path) {
             return None;
         }
         self.cache.get(path)

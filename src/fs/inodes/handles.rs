@@ -1,14 +1,55 @@
 //! Open handles. A file is open either for reading or for writing, and each has its own
 //! variant, so a reader that writes back or a writer without a buffer cannot be built.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::FsError;
-use crate::prefetch::within_file::ReadAhead;
 use crate::view::node::Node;
 
-pub type SharedReadAhead = Arc<tokio::sync::Mutex<ReadAhead<FsError>>>;
+pub type SharedReadAhead = crate::prefetch::per_mount::SharedReadAhead<FsError>;
+
+/// The open handles of a mount by number; 0 is never one (reads without a handle carry it).
+pub struct Handles {
+    open: Mutex<HashMap<u64, Handle>>,
+    next: AtomicU64,
+    /// The kernel sends no OPEN/RELEASE (read-only mounts, see `ZarrFs::serve_without_open`):
+    /// reads come with handle 0 and are served by inode.
+    openless: AtomicBool,
+}
+
+impl Default for Handles {
+    fn default() -> Self {
+        Handles {
+            open: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            openless: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Handles {
+    /// Open `h`: its number.
+    pub fn insert(&self, h: Handle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(fh, h);
+        fh
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<u64, Handle>> {
+        crate::locks::lock(&self.open)
+    }
+
+    pub fn set_openless(&self) {
+        self.openless.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_openless(&self) -> bool {
+        self.openless.load(Ordering::Relaxed)
+    }
+}
 
 pub enum Handle {
     Read(ReadHandle),
