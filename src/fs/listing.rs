@@ -12,7 +12,7 @@
 //! and unpins exactly what was handed out; pages in flight are never pinned.
 //!
 //! The kernel may cache a listing (FOPEN_CACHE_DIR); only a complete one is recorded as
-//! listed (`dirs_listed`), so only a complete one is kept across opens.
+//! listed (`NodeCache::listed`), so only a complete one is kept across opens.
 //!
 //! A plain READDIR needs names and kinds only (`find` sends nothing else), READDIRPLUS also
 //! attributes. Each request says which it is (`MetaWanted`), and the pages read after it are
@@ -530,7 +530,7 @@ impl ZarrFs {
             st.reader = None;
         }
         self.ahead.scans().listed(path, files);
-        lock(&self.dirs_listed).insert(listing.ino, src.started);
+        self.cache.listed(listing.ino, src.started);
         Ok(())
     }
 }

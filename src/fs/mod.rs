@@ -22,15 +22,15 @@ pub mod namespace;
 mod resolve;
 pub mod write;
 
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
 use cache::NodeCache;
 pub use error::{FsError, FsResult};
 use inodes::handles::{Handle, Handles};
 use inodes::table::InodeTable;
 use namespace::Namespace;
-use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
 use write::spill;
 pub use write::write_buf::is_staged_name;
 use write::write_buf::{SharedBuf, WriteBuf};
@@ -114,7 +114,7 @@ pub struct ZarrFs {
     ns: Arc<dyn Namespace>,
     cfg: FsConfig,
     inodes: Mutex<InodeTable>,
-    /// Resolved nodes, changes through the mount, content versions the kernel has.
+    /// Resolved nodes, changes through the mount, what the kernel has cached.
     cache: NodeCache,
     /// Write buffers of open files and where they spill.
     writes: Writes,
@@ -123,8 +123,6 @@ pub struct ZarrFs {
     ahead: MountReadAhead<FsError>,
     /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
-    /// Directory ino -> when it was last listed (the kernel caches that listing).
-    dirs_listed: Mutex<HashMap<u64, Instant>>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -153,7 +151,6 @@ impl ZarrFs {
             handles: Handles::default(),
             ahead: MountReadAhead::default(),
             invalidator: OnceLock::new(),
-            dirs_listed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -228,9 +225,8 @@ impl ZarrFs {
 
     /// What hangs off an inode that no longer exists.
     fn inode_gone(&self, ino: u64) {
-        self.cache.forget_version(ino);
+        self.cache.forget_inode(ino);
         self.ahead.forget_inode(ino);
-        lock(&self.dirs_listed).remove(&ino);
     }
 
     /// A listing is gone: the inodes only it held go too.
@@ -291,9 +287,7 @@ impl ZarrFs {
     /// first readdir, which never comes when the kernel still has the listing cached.
     pub fn opendir_lazy(&self, ino: u64) -> FsResult<OpenedDir> {
         let path = self.path_of(ino)?;
-        let keep_cache = lock(&self.dirs_listed)
-            .get(&ino)
-            .is_some_and(|at| crate::clock::since(*at) < self.cfg.metadata_ttl);
+        let keep_cache = self.cache.listing_fresh(ino);
         let fh = self.new_handle(Handle::Dir(Arc::new(listing::DirListing::new(ino, path))));
         Ok(OpenedDir { fh, keep_cache })
     }
