@@ -55,7 +55,7 @@ impl ZarrFs {
     /// ftruncate() (also of a file unlinked while open): changes the handle's buffer, which
     /// that handle writes back. `None` when `fh` is no writer handle.
     pub(super) async fn truncate_handle(&self, fh: Option<u64>, size: u64) -> Option<FsResult<()>> {
-        let buf = self.dirty_writer_buf(fh?)?;
+        let buf = self.handles.dirty_writer_buf(fh?)?;
         let result = buf.lock().await.truncate(size);
         Some(result)
     }
@@ -283,7 +283,7 @@ impl ZarrFs {
     }
 
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
+        let buf = self.handles.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
         buf.lock().await.write(offset, data)?;
         Ok(data.len() as u32)
     }
@@ -313,19 +313,11 @@ impl ZarrFs {
                 crate::metrics::global().create_conflicts.inc();
                 tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
                 drop(b);
-                self.drop_buf(&path, buf);
+                self.writes.drop_buf(&path, buf);
                 self.cache.invalidate(&path);
             }
         }
         result
-    }
-
-    /// Forget `buf` as the write buffer of `path` (if it still is).
-    pub(super) fn drop_buf(&self, path: &str, buf: &SharedBuf) {
-        let mut bufs = self.writes.bufs();
-        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
-            bufs.remove(path);
-        }
     }
 
     /// close(): the buffer goes to the store if this handle changed it since its last flush,
@@ -341,37 +333,15 @@ impl ZarrFs {
     }
 
     async fn write_back_from(&self, fh: u64, whole_file: bool) -> FsResult<()> {
-        let Some((buf, handle_dirty)) = self.take_dirty(fh)? else { return Ok(()) };
+        let Some((buf, handle_dirty)) = self.handles.take_dirty(fh)? else { return Ok(()) };
         if !buf.lock().await.st.wants_write_back(handle_dirty, whole_file) {
             return Ok(());
         }
         let result = self.write_back(&buf).await;
         if result.is_err() && handle_dirty {
-            self.dirty_writer_buf(fh); // still this handle's to write
+            self.handles.dirty_writer_buf(fh); // still this handle's to write
         }
         result
-    }
-
-    /// The write buffer of a handle open for writing, which is about to change it: the handle
-    /// is marked dirty. `None` for a reader or an unknown handle.
-    fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
-        match self.handles.lock().get_mut(&fh) {
-            Some(Handle::Write(h)) => {
-                h.dirty = true;
-                Some(h.buf.clone())
-            }
-            _ => None,
-        }
-    }
-
-    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
-    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
-    fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
-        match self.handles.lock().get_mut(&fh) {
-            Some(Handle::Write(h)) => Ok(Some((h.buf.clone(), std::mem::take(&mut h.dirty)))),
-            Some(Handle::Read(_)) => Ok(None),
-            _ => Err(FsError::BadHandle),
-        }
     }
 
     /// Whether opens look for a local copy for the kernel to read directly (FUSE passthrough).
@@ -393,21 +363,13 @@ impl ZarrFs {
 
     /// The content version of the file open as `fh` (see `Node::content_version`).
     pub fn handle_version(&self, fh: u64) -> Option<String> {
-        match self.handles.lock().get(&fh)? {
-            Handle::Read(h) => h.node.content_version(),
-            _ => None,
-        }
+        self.handles.version(fh)
     }
 
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
-        let mut handles = self.handles.lock();
-        if handles.get(&fh).is_some_and(Handle::is_reader) {
-            handles.remove(&fh);
-            return true;
-        }
-        false
+        self.handles.remove_reader(fh)
     }
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
@@ -422,7 +384,7 @@ impl ZarrFs {
             // Out of `bufs` before its lock is let go: an open waiting on that lock finds it
             // retired, looks again, and no longer finds it there.
             let path = b.path.clone();
-            self.drop_buf(&path, &buf);
+            self.writes.drop_buf(&path, &buf);
         }
         result
     }

@@ -666,7 +666,7 @@ mod tests {
         fs.handles.lock().remove(&a.fh);
         let mut held = held;
         assert!(held.st.close_handle(true));
-        fs.drop_buf("f", &x);
+        fs.writes.drop_buf("f", &x);
         drop(held);
         let b = opening.await.unwrap();
 

@@ -2,7 +2,6 @@
 //! the metadata cache, or the namespace's answer), the attributes shown for it, and the answers
 //! that need no I/O.
 
-use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
 use crate::locks::lock;
 use crate::store::join_key;
@@ -22,25 +21,10 @@ impl ZarrFs {
         Ok(path.to_string())
     }
 
-    /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
-    /// (a writer's, if any), or the node it was opened on.
-    fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
-        let handles = self.handles.lock();
-        let mut found = None;
-        for h in handles.values() {
-            if let Some(content) = h.content_of(ino) {
-                if found.is_none() || h.is_writer() {
-                    found = Some(content);
-                }
-            }
-        }
-        found
-    }
-
     /// fstat() of a file unlinked (or replaced) while open: what the open handle holds, with no
     /// links. Without an open handle the inode is just stale.
     pub(super) async fn unlinked_attr(&self, ino: u64) -> FsResult<Attr> {
-        let node = match self.open_content(ino) {
+        let node = match self.handles.open_content(ino) {
             Some((Some(buf), _)) => buf_node(&*buf.lock().await),
             Some((None, Some(node))) => node,
             _ => return Err(FsError::Stale),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::fs::write::write_buf::SharedBuf;
-use crate::fs::FsError;
+use crate::fs::{FsError, FsResult};
 use crate::view::node::Node;
 
 pub type SharedReadAhead = crate::prefetch::per_mount::SharedReadAhead<FsError>;
@@ -48,6 +48,61 @@ impl Handles {
 
     pub fn is_openless(&self) -> bool {
         self.openless.load(Ordering::Relaxed)
+    }
+
+    /// The write buffer of a handle open for writing, which is about to change it: the handle
+    /// is marked dirty. `None` for a reader or an unknown handle.
+    pub fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
+        match self.lock().get_mut(&fh) {
+            Some(Handle::Write(h)) => {
+                h.dirty = true;
+                Some(h.buf.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
+    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
+    pub fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
+        match self.lock().get_mut(&fh) {
+            Some(Handle::Write(h)) => Ok(Some((h.buf.clone(), std::mem::take(&mut h.dirty)))),
+            Some(Handle::Read(_)) => Ok(None),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    /// The content version of the file open as `fh` (see `Node::content_version`).
+    pub fn version(&self, fh: u64) -> Option<String> {
+        match self.lock().get(&fh)? {
+            Handle::Read(h) => h.node.content_version(),
+            _ => None,
+        }
+    }
+
+    /// Close `fh` if it is a reader (nothing to write back): whether it was.
+    pub fn remove_reader(&self, fh: u64) -> bool {
+        let mut handles = self.lock();
+        if handles.get(&fh).is_some_and(Handle::is_reader) {
+            handles.remove(&fh);
+            return true;
+        }
+        false
+    }
+
+    /// An open handle's view of an inode whose name is gone (see `ZarrFs::path_of`): its write
+    /// buffer (a writer's, if any), or the node it was opened on.
+    pub fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
+        let handles = self.lock();
+        let mut found = None;
+        for h in handles.values() {
+            if let Some(content) = h.content_of(ino) {
+                if found.is_none() || h.is_writer() {
+                    found = Some(content);
+                }
+            }
+        }
+        found
     }
 }
 

@@ -32,4 +32,12 @@ impl Writes {
     pub fn spill(&self) -> &Arc<Spill> {
         &self.spill
     }
+
+    /// Forget `buf` as the write buffer of `path` (if it still is).
+    pub fn drop_buf(&self, path: &str, buf: &SharedBuf) {
+        let mut bufs = self.bufs();
+        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
+            bufs.remove(path);
+        }
+    }
 }
