@@ -118,6 +118,7 @@ pub struct ZarrFs {
     cache: NodeCache,
     /// Write buffers of open files and where they spill.
     writes: Writes,
+    /// Open handles by number.
     handles: Handles,
     /// The read-ahead budget, windows and scans of the mount.
     ahead: MountReadAhead<FsError>,
