@@ -551,7 +551,8 @@ mod tests {
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::{
-        ListPages, Listing, Lookup, ObjectMeta, PutMode, Store, StoreHints, StoreResult,
+        ListPages, ListStore, Listing, Lookup, ObjectMeta, PutMode, ReadStore, StoreHints,
+        StoreResult, WriteStore,
     };
 
     /// A store whose listings come in pages of `page` names (files, then directories), every
@@ -575,7 +576,7 @@ mod tests {
     }
 
     #[async_trait]
-    impl Store for GatedPages {
+    impl ReadStore for GatedPages {
         async fn get(&self, key: &str) -> StoreResult<Bytes> {
             self.inner.get(key).await
         }
@@ -585,15 +586,10 @@ mod tests {
         async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
             self.inner.head(key).await
         }
-        async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-            self.inner.put_opts(key, data, mode).await
-        }
-        async fn delete(&self, key: &str) -> StoreResult<()> {
-            self.inner.delete(key).await
-        }
-        async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-            self.inner.delete_if_version(key, version).await
-        }
+    }
+
+    #[async_trait]
+    impl ListStore for GatedPages {
         async fn list(&self, prefix: &str) -> StoreResult<Listing> {
             self.inner.list(prefix).await
         }
@@ -627,6 +623,19 @@ mod tests {
         }
         async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
             self.inner.lookup(key).await
+        }
+    }
+
+    #[async_trait]
+    impl WriteStore for GatedPages {
+        async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+            self.inner.put_opts(key, data, mode).await
+        }
+        async fn delete(&self, key: &str) -> StoreResult<()> {
+            self.inner.delete(key).await
+        }
+        async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+            self.inner.delete_if_version(key, version).await
         }
     }
 

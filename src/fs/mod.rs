@@ -376,7 +376,7 @@ mod tests {
     use super::inodes::table::ROOT_INO;
     use super::*;
     use crate::store::backends::memory::MemoryStore;
-    use crate::store::Store;
+    use crate::store::prelude::*;
     use bytes::Bytes;
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {

@@ -217,7 +217,7 @@ mod tests {
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     /// unlink() of a stored file that is open for writing with changes not yet stored: the
     /// stored object goes too (the name must not come back with the old content).

@@ -372,7 +372,8 @@ async fn names_an_object_store_cannot_hold_are_refused_at_create() {
     use zarr_mount::fs::inodes::table::ROOT_INO;
     use zarr_mount::fs::FsError;
     use zarr_mount::store::backends::object::ObjectStoreBackend;
-    use zarr_mount::store::{Store, StoreError};
+    use zarr_mount::store::prelude::*;
+    use zarr_mount::store::StoreError;
 
     let bucket = std::sync::Arc::new(object_store::memory::InMemory::new());
     let store: std::sync::Arc<dyn Store> =

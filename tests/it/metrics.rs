@@ -32,7 +32,7 @@ use zarr_mount::store::layers::cache::{CacheConfig, CachingStore};
 use zarr_mount::store::layers::fault::{self, Fault, FaultPlan, FaultStore};
 use zarr_mount::store::layers::metered::MeteredStore;
 use zarr_mount::store::layers::recording::{RecordingStore, READS};
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 /// A port free right now on the loopback interface.
 fn free_port() -> u16 {

@@ -316,7 +316,7 @@ mod tests {
     use crate::fs::namespace::{NamespaceWrites, RawNamespace};
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
-    use crate::store::Store;
+    use crate::store::prelude::*;
     use crate::view::flat::npy::header;
 
     const SHAPE: [u64; 2] = [5, 7];

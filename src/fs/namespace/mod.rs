@@ -46,7 +46,7 @@ pub trait Namespace: NamespaceWrites + Send + Sync + 'static {
     /// all pages, an error ending the listing: a directory can then be shown before it has
     /// been read whole. A page read while `wanted` is false may leave out the attributes of
     /// files (`None`) where they would cost a request per file (see
-    /// `Store::list_entry_pages`). By default the whole `list` as one page, every node known
+    /// `ListStore::list_entry_pages`). By default the whole `list` as one page, every node known
     /// (views that must see every key of a directory before they know their own entries keep
     /// it that way).
     fn list_pages<'a>(&'a self, dir: &'a str, _wanted: MetaWanted) -> NodePages<'a> {
@@ -77,7 +77,7 @@ pub trait NamespaceWrites: Send + Sync {
     /// Replace the whole content of the file at `path`.
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
     /// `write_file` of a write buffer that may have spilled to disk. By default the body is
-    /// read into memory; views over a store stream a spilled body to it (`Store::put_file`).
+    /// read into memory; views over a store stream a spilled body to it (`WriteStore::put_file`).
     async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
         let data = body.into_bytes().map_err(|e| StoreError::from_io(path, e))?;
         self.write_file(path, data).await
@@ -227,12 +227,11 @@ impl RawNamespace {
     ///
     /// On the same stores, the lookup of a Zarr metadata document's name (`zarr.json`,
     /// `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`) is one GET of its first 1 MiB, in place of
-    /// a HEAD and a directory probe (`Store::lookup_reading`), and the caches below keep the
+    /// a HEAD and a directory probe (`ListStore::lookup_reading`), and the caches below keep the
     /// document: zarr-python's read of it right after is then served from memory, one round
     /// trip fewer before the first chunk, and its probes of the absent ones cost a GET each,
-    /// as with its own S3 store. These names are documents, never directories (as chunk
-    /// names inside a known tree are files): a prefix below one shows in its parent's
-    /// listing, not to a lookup; a directory made through the mount is still one.
+    /// as with its own S3 store. These names are documents, never directories (the rule:
+    /// `ListStore::lookup_reading`); a directory made through the mount is still one.
     pub fn with_chunk_trees(mut self, ttl: Duration) -> Self {
         if !self.store.has_real_dirs() && !ttl.is_zero() {
             self.trees = Some(TtlCache::new(CHUNK_TREES, ttl));
@@ -677,6 +676,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
+    use crate::store::prelude::*;
 
     pub(crate) const V3_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
     const V2_NESTED: &str = r#"{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}"#;

@@ -128,7 +128,7 @@ mod tests {
     use crate::fs::namespace::{read_all, Namespace, RawNamespace};
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
-    use crate::store::Store;
+    use crate::store::prelude::*;
     use crate::view::v2::V2Presenter;
     use crate::zarr::chunk_grid::tests::{fixture_files, fixtures};
 

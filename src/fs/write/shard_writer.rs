@@ -282,6 +282,7 @@ mod tests {
     use super::*;
     use crate::store::backends::local::LocalStore;
     use crate::store::backends::memory::MemoryStore;
+    use crate::store::prelude::*;
     use crate::zarr::sharding::index::tests::layout;
     use crate::zarr::sharding::IndexLocation;
 
