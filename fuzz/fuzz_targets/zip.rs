@@ -15,7 +15,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::backends::zip::ZipStore;
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 /// Directories and files visited per input (a hostile archive may list many).
 const MAX_VISITS: usize = 512;

@@ -13,7 +13,8 @@ use super::backends::object::ObjectStoreBackend;
 use super::layers::cache::{CacheConfig, CachingStore};
 use super::layers::fault::{FaultPlan, FaultStore};
 use super::layers::recording::RecordingStore;
-use super::{PutMode, Store, StoreError};
+use super::prelude::*;
+use super::{PutMode, StoreError};
 
 fn b(s: &'static str) -> Bytes {
     Bytes::from_static(s.as_bytes())

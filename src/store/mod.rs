@@ -1,22 +1,50 @@
-//! The storage layer: one async key/value trait over every backend.
+//! The storage layer: one async key/value interface over every backend, split by
+//! capability: `ReadStore` (objects' bytes and metadata), `ListStore` (listings, lookups),
+//! `WriteStore` (puts, deletes, renames, directories) and `StoreHints` (what a store says of
+//! itself). A `Store` has them all. Layers (caches, metering) forward what they do not change
+//! (`capability`); read-only backends refuse writes in one place (`read_only`).
 //!
 //! Keys are `/`-separated relative paths without a leading slash (`group/array/c/0/1`).
 //! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
 pub mod backends;
+mod capability;
 #[cfg(test)]
 mod conditional_tests;
 pub mod egress;
+mod hints;
 pub mod layers;
+mod list;
 pub mod location;
+mod read;
 pub mod read_only;
+mod write;
 
-use std::ops::Range;
 use std::time::SystemTime;
 
-use async_trait::async_trait;
-use bytes::Bytes;
+pub use hints::{HintsLayer, StoreHints};
+pub use list::{
+    with_all_metadata, EntryListing, EntryPages, ListLayer, ListPages, ListStore, Listing, Lookup,
+    MetaWanted,
+};
+pub use read::{
+    absent_if_not_found, as_one_piece, found, one_piece, revalidate_by_head, same_version, Body,
+    ByteRange, ReadLayer, ReadStore, Revalidated,
+};
+pub use write::{read_file_at, PutMode, WriteLayer, WriteStore};
+
+/// A whole store: every capability. Code that holds a store holds an `Arc<dyn Store>`;
+/// backends and layers implement the capabilities, and this follows.
+pub trait Store: ReadStore + WriteStore + ListStore + StoreHints {}
+
+impl<S: ReadStore + WriteStore + ListStore + StoreHints + ?Sized> Store for S {}
+
+/// The capabilities, to call a store's operations on a concrete store type (`Store` alone
+/// serves `dyn Store`).
+pub mod prelude {
+    pub use super::{ListStore, ReadStore, Store, StoreHints, WriteStore};
+}
 
 /// What a store knows about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,150 +53,6 @@ pub struct ObjectMeta {
     pub modified: SystemTime,
     /// An opaque version tag (ETag, or mtime+size for local files); changes whenever the content does.
     pub version: String,
-}
-
-/// One level of a delimiter listing below a prefix.
-#[derive(Debug, Default, Clone)]
-pub struct Listing {
-    /// Objects directly below the prefix: (name without the prefix, metadata).
-    pub files: Vec<(String, ObjectMeta)>,
-    /// Sub-prefixes ("directories") directly below the prefix, names only.
-    pub dirs: Vec<String>,
-}
-
-/// The bytes of an answer, piece by piece in order (see `Store::get_streamed`).
-pub type Body = futures::stream::BoxStream<'static, StoreResult<Bytes>>;
-
-/// `data` as a body of one piece.
-pub fn one_piece(data: Bytes) -> Body {
-    Box::pin(futures::stream::once(async move { Ok(data) }))
-}
-
-/// A `get_ranged` answer as a `get_streamed` one: its bytes as one piece.
-pub fn as_one_piece(got: Option<(Bytes, ObjectMeta)>) -> Option<(ObjectMeta, Body)> {
-    got.map(|(data, meta)| (meta, one_piece(data)))
-}
-
-/// A listing read page by page (see `Store::list_pages`).
-pub type ListPages<'a> = futures::stream::BoxStream<'a, StoreResult<Listing>>;
-
-/// A page of a listing whose files may come without their metadata (see
-/// `Store::list_entry_pages`).
-#[derive(Debug, Default, Clone)]
-pub struct EntryListing {
-    /// Objects directly below the prefix, with their metadata, or `None` where the page was
-    /// read without it (the local backend would have had to `lstat` each file for it).
-    pub files: Vec<(String, Option<ObjectMeta>)>,
-    /// Sub-prefixes ("directories") directly below the prefix.
-    pub dirs: Vec<String>,
-}
-
-impl From<Listing> for EntryListing {
-    fn from(l: Listing) -> Self {
-        EntryListing {
-            files: l.files.into_iter().map(|(name, meta)| (name, Some(meta))).collect(),
-            dirs: l.dirs,
-        }
-    }
-}
-
-/// A listing read page by page, files' metadata where wanted (see `Store::list_entry_pages`).
-pub type EntryPages<'a> = futures::stream::BoxStream<'a, StoreResult<EntryListing>>;
-
-/// `pages` as entry pages, every file with its metadata: `list_entry_pages` of a store that
-/// gets the metadata with the listing anyway.
-pub fn with_all_metadata(pages: ListPages<'_>) -> EntryPages<'_> {
-    use futures::StreamExt;
-    Box::pin(pages.map(|page| page.map(EntryListing::from)))
-}
-
-/// Whether the next pages of a listing in progress need the metadata of their files; the
-/// reader of the listing may change it between pages (see `Store::list_entry_pages`).
-#[derive(Debug, Clone)]
-pub struct MetaWanted(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl MetaWanted {
-    pub fn new(wanted: bool) -> Self {
-        MetaWanted(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(wanted)))
-    }
-    pub fn set(&self, wanted: bool) {
-        self.0.store(wanted, std::sync::atomic::Ordering::Relaxed);
-    }
-    pub fn get(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// A byte range to fetch: `Range(a..b)` or the last `Suffix(n)` bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ByteRange {
-    Range(Range<u64>),
-    Suffix(u64),
-}
-
-impl ByteRange {
-    /// The part of an object of `size` bytes this range covers (empty, never inverted, when
-    /// it lies past the end).
-    pub fn clip(&self, size: u64) -> Range<u64> {
-        match self {
-            ByteRange::Range(r) => {
-                let start = r.start.min(size);
-                start..r.end.min(size).max(start)
-            }
-            ByteRange::Suffix(n) => size.saturating_sub(*n)..size,
-        }
-    }
-}
-
-/// What a revalidation found (`Store::get_if_changed`).
-#[derive(Debug)]
-pub enum Revalidated {
-    /// Still at the version known: no object bytes were received.
-    Unchanged,
-    /// Changed or gone: what `get_ranged` of the range answers now (`None`: no object).
-    Changed(Option<(Bytes, ObjectMeta)>),
-}
-
-/// Is `now` the version `known` names? Without a version tag the modification time decides.
-pub fn same_version(now: &ObjectMeta, known: &ObjectMeta) -> bool {
-    now.version == known.version
-        && now.size == known.size
-        && (!now.version.is_empty() || now.modified == known.modified)
-}
-
-/// `Store::get_if_changed` with a HEAD, and a GET of `range` only for a changed object.
-pub async fn revalidate_by_head<S: Store + ?Sized>(
-    store: &S,
-    key: &str,
-    range: ByteRange,
-    known: &ObjectMeta,
-) -> StoreResult<Revalidated> {
-    match store.head(key).await? {
-        Some(now) if same_version(&now, known) => Ok(Revalidated::Unchanged),
-        Some(_) => Ok(Revalidated::Changed(store.get_ranged(key, range).await?)),
-        None => Ok(Revalidated::Changed(None)),
-    }
-}
-
-/// How a put treats an object already at the key. Every backend and every wrapper must carry
-/// the mode through (`Store::put_opts` has no default): a wrapper that turned a conditional put
-/// into an overwrite would silently lose other writers' data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PutMode {
-    /// Replace whatever is there.
-    Overwrite,
-    /// Only if no object is at the key; otherwise `StoreError::AlreadyExists` and nothing written.
-    Create,
-    /// Only if the object at the key is still at this version (`ObjectMeta::version`, as read);
-    /// otherwise (changed or gone) `StoreError::Conflict` and nothing written.
-    Update(String),
-}
-
-/// What a name in the store is. A key can be both an object and a prefix on object stores.
-#[derive(Debug, Clone, Default)]
-pub struct Lookup {
-    pub file: Option<ObjectMeta>,
-    pub dir: bool,
 }
 
 /// Keys are printed escaped (`{:?}`): a key is untrusted text, and a newline in it must not
@@ -259,195 +143,6 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// `len` bytes of `file` from `offset`, read on the blocking pool (for `Store::put_file`).
-pub async fn read_file_at(
-    key: &str,
-    file: std::sync::Arc<std::fs::File>,
-    offset: u64,
-    len: u64,
-) -> StoreResult<Bytes> {
-    use std::os::unix::fs::FileExt;
-    let n = usize::try_from(len).map_err(|_| StoreError::NoSpace)?;
-    let k = key.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut v = vec![0; n];
-        file.read_exact_at(&mut v, offset).map_err(|e| StoreError::from_io(&k, e))?;
-        Ok(Bytes::from(v))
-    })
-    .await
-    .map_err(|e| StoreError::from_io(key, std::io::Error::other(e)))?
-}
-
-/// The one storage trait every backend implements.
-/// What a store says about itself rather than the data it holds: how to name it in logs,
-/// whether it has real directories, which keys it can hold, its capacity, and hints that
-/// change no data (how much to read whole, what to fetch early). Kept apart from `Store` so the
-/// data operations read as one contract; a `Layer` routes both through `inner()`.
-#[async_trait]
-pub trait StoreHints: Send + Sync + 'static {
-    /// A short human description for logs ("local:/data/x.zarr"). Never contains credentials.
-    fn describe(&self) -> String;
-    /// Whether empty directories exist in the store itself (local filesystem) rather than only
-    /// as prefixes of keys (object stores, zips).
-    fn has_real_dirs(&self) -> bool;
-    /// Capacity figures for statfs: (total bytes, free bytes); None when unknown.
-    fn capacity(&self) -> Option<(u64, u64)> {
-        None
-    }
-    /// Whether this store can hold an object (or directory) named `key`, checked before a
-    /// file is created, made or renamed through the mount: a name the backend would refuse
-    /// must fail at create(2) with EINVAL, not later at close(2) or unmount with data lost.
-    fn check_key(&self, key: &str) -> StoreResult<()> {
-        validate_key(key)
-    }
-    /// Objects up to this many bytes are kept whole in memory once a read returns all of them
-    /// (0: no such cache). A reader that needs a small piece of an object likely to be read
-    /// whole soon (a shard index) may then ask for this much at once and save a request.
-    fn whole_object_limit(&self) -> u64 {
-        0
-    }
-    /// A hint that `key` (of `size` bytes, or at most that when its size is not known yet)
-    /// will likely be read soon: a store may start fetching it now. `why` names the guess in
-    /// the metrics. Errors are not reported; the read itself will meet them.
-    async fn prefetch(&self, _key: &str, _size: u64, _why: crate::metrics::Ahead) {}
-    /// A local file holding exactly the bytes of `key` at `version`, for the kernel to read
-    /// directly (FUSE passthrough), when this store keeps one (the disk cache's copies).
-    /// May block on file I/O: call it off the async runtime.
-    fn local_copy(&self, _key: &str, _version: &str) -> Option<std::fs::File> {
-        None
-    }
-    /// Whether a local copy of `key` at its current version (known without a request) is kept:
-    /// a read of the object only to learn its size would then be wasted work. No I/O.
-    fn keeps_local_copy(&self, _key: &str) -> bool {
-        false
-    }
-}
-
-#[async_trait]
-/// The data operations of a store. What a store says about itself (name, directory model,
-/// key rules, capacity, read hints) is its `StoreHints`, so every store is both.
-pub trait Store: StoreHints {
-    async fn get(&self, key: &str) -> StoreResult<Bytes>;
-    /// Bytes `range` of the object; a range past the end is clipped (may return fewer bytes).
-    async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;
-    /// A range of the object together with the object's metadata (whose size tells where the
-    /// object ends), in one request where the backend allows; `Ok(None)` when there is no object.
-    async fn get_ranged(
-        &self,
-        key: &str,
-        range: ByteRange,
-    ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        let Some(meta) = self.head(key).await? else { return Ok(None) };
-        absent_if_not_found(self.get_range(key, range.clip(meta.size)).await.map(|d| (d, meta)))
-    }
-    /// `get_ranged`, answered as soon as the object's metadata is known (an object store's
-    /// response headers), with the bytes following as they arrive: a reader of the start of
-    /// an object need not wait for its end. By default `get_ranged`, its bytes as one piece.
-    async fn get_streamed(
-        &self,
-        key: &str,
-        range: ByteRange,
-    ) -> StoreResult<Option<(ObjectMeta, Body)>> {
-        Ok(as_one_piece(self.get_ranged(key, range).await?))
-    }
-    /// `Ok(None)` when there is no object at `key`.
-    async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>>;
-    /// Whether `key` is still at `known` (metadata read earlier), and if not, `range` of what
-    /// is there now: one conditional GET where the backend has them (a 304 carries no body),
-    /// by default a HEAD (a stat on local disks) and, only for a changed object, a GET.
-    async fn get_if_changed(
-        &self,
-        key: &str,
-        range: ByteRange,
-        known: &ObjectMeta,
-    ) -> StoreResult<Revalidated> {
-        revalidate_by_head(self, key, range, known).await
-    }
-    /// Replace the object atomically: readers see the old or the new content, never a mix.
-    async fn put(&self, key: &str, data: Bytes) -> StoreResult<()> {
-        self.put_opts(key, data, PutMode::Overwrite).await
-    }
-    /// An atomic put under `mode` (see `PutMode`): the condition is checked by the backend
-    /// itself, so two writers (also in two daemons) cannot both pass it.
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()>;
-    /// `put_opts` of the first `len` bytes of `file` (a write buffer spilled to disk). This
-    /// default reads them into memory; the local and object-store backends (and the layers in
-    /// front of them) stream them instead, so a large file costs no more memory than a part.
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        let data = read_file_at(key, file, 0, len).await?;
-        self.put_opts(key, data, mode).await
-    }
-    /// Remove the object; removing a missing object is `NotFound`.
-    async fn delete(&self, key: &str) -> StoreResult<()>;
-    /// Remove the object only if it is still at `version`: `Conflict` if it changed, `NotFound`
-    /// if it is gone. Backends that cannot check and delete in one step say how close they come.
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()>;
-    /// The whole object with the metadata of that same content (its version), or `None`.
-    async fn get_versioned(&self, key: &str) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
-        self.get_ranged(key, ByteRange::Range(0..u64::MAX)).await
-    }
-    /// One level below `prefix` (`""` for the root, otherwise a key prefix without trailing `/`).
-    async fn list(&self, prefix: &str) -> StoreResult<Listing>;
-
-    /// `list`, page by page, so a directory can be shown before it is read whole. Each page
-    /// is sorted by name; over all pages a name comes at most once as a file and once as a
-    /// directory, and a name that is both comes in one page. An error ends the listing. By
-    /// default the whole `list` as one page; the local and object-store backends (and the
-    /// layers that only watch listings) hand out pages as the backend reads them.
-    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        Box::pin(futures::stream::once(self.list(prefix)))
-    }
-
-    /// `list_pages` for a reader that may not need the files' metadata (a plain READDIR wants
-    /// names and kinds only): a page read while `wanted` is false may leave it out (`None`)
-    /// where the backend pays for it per file (the local backend's `lstat`); a page read
-    /// while it is true has it for every file. Hidden entries stay hidden either way. By
-    /// default `list_pages` with every file's metadata (an object store's LIST page has it).
-    fn list_entry_pages<'a>(&'a self, prefix: &'a str, _wanted: MetaWanted) -> EntryPages<'a> {
-        with_all_metadata(self.list_pages(prefix))
-    }
-
-    /// Is `key` an object, a directory, both or neither?
-    async fn lookup(&self, key: &str) -> StoreResult<Lookup>;
-
-    /// `lookup` of a key that names a document, never a directory (Zarr's metadata names,
-    /// which the specs reserve for their documents), and whose whole object is likely read
-    /// right after: a backend whose lookup sends a HEAD and a directory probe may send one GET
-    /// of the first `limit` bytes in their place and return them (from offset 0; all of the
-    /// object when it fits), so that a cache above serves the read that follows without a
-    /// round trip. Its answer then has `dir` false: a prefix below such a name (which no Zarr
-    /// writer makes) shows in listings, not to this lookup. By default `lookup`, and no bytes.
-    async fn lookup_reading(&self, key: &str, _limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
-        Ok((self.lookup(key).await?, None))
-    }
-
-    /// Rename an object, replacing any object at `to`.
-    async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        let data = self.get(from).await?;
-        self.put(to, data).await?;
-        self.delete(from).await
-    }
-
-    /// Create an empty directory (only meaningful where `has_real_dirs`).
-    async fn create_dir(&self, _key: &str) -> StoreResult<()> {
-        Ok(())
-    }
-    /// Remove an empty directory (only meaningful where `has_real_dirs`).
-    async fn remove_dir(&self, _key: &str) -> StoreResult<()> {
-        Ok(())
-    }
-    /// Rename a directory with everything below it.
-    async fn rename_dir(&self, _from: &str, _to: &str) -> StoreResult<()> {
-        Err(StoreError::Unsupported("renaming a directory"))
-    }
-}
-
 /// An error and its sources on one line, each rendered by `render`; a cause whose text is
 /// already there is left out. Client libraries keep the useful part in the source chain
 /// (reqwest: "connection refused"; icechunk: the URL of a failed virtual chunk).
@@ -471,22 +166,6 @@ pub fn error_chain_with(
 /// `error_chain_with` each error's own text.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     error_chain_with(e, |c| c.to_string())
-}
-
-/// A read answered as `get_ranged` answers: an object gone by the time it was read (after
-/// its `head`, or during a local read) is `None`, not an error.
-pub fn absent_if_not_found<T>(read: StoreResult<T>) -> StoreResult<Option<T>> {
-    match read {
-        Ok(found) => Ok(Some(found)),
-        Err(StoreError::NotFound(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The bytes of a read that returned them with their metadata, or `NotFound` for `key`
-/// (for stores whose `get`/`get_range` are `get_ranged` underneath).
-pub fn found(key: &str, read: Option<(Bytes, ObjectMeta)>) -> StoreResult<Bytes> {
-    read.map(|(data, _)| data).ok_or_else(|| StoreError::NotFound(key.to_string()))
 }
 
 /// Join a directory key and a child name.

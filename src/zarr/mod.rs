@@ -19,7 +19,8 @@ pub mod metadata;
 pub mod sharding;
 pub mod v2;
 
-/// The names of Zarr's metadata documents, v3 and v2 (`.zmetadata`: v2 consolidated), which
-/// the specs reserve for their documents: never directories, read whole by readers that open
-/// a node (zarr-python 3 asks for `zarr.json`, `.zarray` and `.zattrs` at once).
+/// The names of Zarr's metadata documents, v3 and v2 (`.zmetadata`: v2 consolidated), read
+/// whole by readers that open a node (zarr-python 3 asks for `zarr.json`, `.zarray` and
+/// `.zattrs` at once). Documents, never directories: the store's `ListStore::lookup_reading`
+/// says what that means for a lookup.
 pub const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];

@@ -13,10 +13,10 @@ use common::zfs::{
     unsharded_fs, write_file,
 };
 use common::{dirs, Mount};
-use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::inodes::table::ROOT_INO;
 use zarr_mount::store::backends::local::LocalStore;
 use zarr_mount::store::backends::memory::MemoryStore;
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 #[tokio::test]
 async fn a_reader_closing_does_not_store_a_writers_unfinished_data() {

@@ -19,7 +19,7 @@ use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::layers::cache::{CacheConfig, CachingStore};
 use zarr_mount::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
 use zarr_mount::store::layers::recording::{RecordingStore, READS};
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 /// memory <- faults <- recording: `recording` sees every request the layers above make,
 /// including the ones the plan then fails.
@@ -515,12 +515,30 @@ struct StaleVersionStore {
     window: Duration,
 }
 
-#[async_trait::async_trait]
 impl zarr_mount::store::layers::Layer for StaleVersionStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         self.inner.as_ref()
     }
+}
 
+#[async_trait::async_trait]
+impl zarr_mount::store::layers::ReadLayer for StaleVersionStore {
+    async fn get_ranged(
+        &self,
+        key: &str,
+        range: zarr_mount::store::ByteRange,
+    ) -> zarr_mount::store::StoreResult<Option<(Bytes, zarr_mount::store::ObjectMeta)>> {
+        let got = self.inner.get_ranged(key, range).await?;
+        let old = self.old.lock().unwrap().get(key).cloned();
+        Ok(got.map(|(bytes, meta)| (bytes, old.unwrap_or(meta))))
+    }
+}
+
+impl zarr_mount::store::layers::ListLayer for StaleVersionStore {}
+
+#[async_trait::async_trait]
+impl zarr_mount::store::layers::WriteLayer for StaleVersionStore {
     async fn put_opts(
         &self,
         key: &str,
@@ -535,17 +553,9 @@ impl zarr_mount::store::layers::Layer for StaleVersionStore {
         self.old.lock().unwrap().remove(key);
         r
     }
-
-    async fn get_ranged(
-        &self,
-        key: &str,
-        range: zarr_mount::store::ByteRange,
-    ) -> zarr_mount::store::StoreResult<Option<(Bytes, zarr_mount::store::ObjectMeta)>> {
-        let got = self.inner.get_ranged(key, range).await?;
-        let old = self.old.lock().unwrap().get(key).cloned();
-        Ok(got.map(|(bytes, meta)| (bytes, old.unwrap_or(meta))))
-    }
 }
+
+impl zarr_mount::store::layers::HintsLayer for StaleVersionStore {}
 
 /// A chunk read while this daemon rewrites its shard (moving the chunk) gets the chunk's bytes,
 /// also from a server that pairs new bytes with the old version during the put: the read

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::backends::zip::ZipStore;
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 use zarr_mount::zarr::metadata::parse_zarr_json;
 use zarr_mount::zarr::metadata::NodeMetadata;
 use zarr_mount::zarr::sharding::index::ShardIndex;

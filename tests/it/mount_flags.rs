@@ -13,10 +13,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::zfs::{ino_of, raw_fs, write_file};
 use common::{dirs, Mount};
-use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::inodes::table::ROOT_INO;
 use zarr_mount::fs::SetAttr;
 use zarr_mount::store::backends::memory::MemoryStore;
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 /// (per-mount options, superblock options) of the mount at `mnt`, from /proc/self/mountinfo.
 fn mount_options(mnt: &Path) -> (Vec<String>, Vec<String>) {

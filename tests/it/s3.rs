@@ -624,7 +624,8 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
 fn conditional_puts_are_refused_by_the_server(kind: S3Server) {
     use zarr_mount::source::Cloud;
     use zarr_mount::store::backends::object::{ObjectStoreBackend, RemoteOptions};
-    use zarr_mount::store::{PutMode, Store, StoreError};
+    use zarr_mount::store::prelude::*;
+    use zarr_mount::store::{PutMode, StoreError};
     let Some(s3) = S3::start(kind) else { return };
     let opts = RemoteOptions {
         endpoint_url: Some(s3.endpoint()),

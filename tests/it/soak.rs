@@ -17,7 +17,7 @@ use common::Mount;
 use zarr_mount::fs::{FsError, ZarrFs};
 use zarr_mount::store::backends::local::LocalStore;
 use zarr_mount::store::layers::fault::{FaultPlan, FaultStore, Op};
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 /// A backing directory holding the directory `d/` and the empty sharded array `a`.
 fn backing(rt: &tokio::runtime::Runtime, dir: &Path) -> Arc<dyn Store> {

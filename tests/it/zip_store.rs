@@ -12,9 +12,10 @@ use zarr_mount::store::backends::local::LocalStore;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::backends::zip::{ZipError, ZipStore};
 use zarr_mount::store::layers::recording::RecordingStore;
+use zarr_mount::store::prelude::*;
 use zarr_mount::store::read_only::ReadOnly;
 use zarr_mount::store::StoreHints;
-use zarr_mount::store::{ByteRange, Store, StoreError};
+use zarr_mount::store::{ByteRange, StoreError};
 
 const ZIPS: [&str; 5] = ["v2.zip", "v3.zip", "deflated.zip", "zip64.zip", "hostile.zip"];
 

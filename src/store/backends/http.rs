@@ -335,16 +335,15 @@ fn scrub_userinfo(message: &str) -> String {
 }
 
 /// Only lookups and listings are HTTP's own; reads and everything else go to the backend.
-#[async_trait]
 impl crate::store::layers::Layer for HttpStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         self.inner.as_ref()
     }
+}
 
-    fn has_real_dirs(&self) -> bool {
-        false
-    }
-
+#[async_trait]
+impl crate::store::layers::ReadLayer for HttpStore {
     /// Reads pass through to the backend, so their bytes reach the cache as they arrive.
     async fn get_streamed(
         &self,
@@ -362,7 +361,10 @@ impl crate::store::layers::Layer for HttpStore {
         }
         Ok(self.resolve(key).await?.file)
     }
+}
 
+#[async_trait]
+impl crate::store::layers::ListLayer for HttpStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         validate_key(prefix)?;
         let mut children = self.tree().await?.and_then(|t| t.children(prefix));
@@ -421,6 +423,14 @@ impl crate::store::layers::Layer for HttpStore {
             return Ok(Lookup { file: None, dir: true });
         }
         self.resolve(key).await
+    }
+}
+
+impl crate::store::layers::WriteLayer for HttpStore {}
+
+impl crate::store::layers::HintsLayer for HttpStore {
+    fn has_real_dirs(&self) -> bool {
+        false
     }
 }
 

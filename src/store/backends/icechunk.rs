@@ -33,11 +33,12 @@ use icechunk::{Repository, Storage};
 
 use crate::store::backends::object::RemoteOptions;
 use crate::store::location::{Cloud, Location};
-use crate::store::read_only::{ReadBackend, ReadOnly};
+use crate::store::read_only::ReadOnly;
 use crate::store::StoreHints;
 use crate::store::{
     absent_if_not_found, ByteRange, Listing, Lookup, ObjectMeta, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore};
 
 /// Chunk directories along an axis of at most this many chunks are listed from the chunk grid
 /// (see `IcechunkStore::list_chunks`).
@@ -726,7 +727,7 @@ impl StoreHints for IcechunkStore {
 }
 
 #[async_trait]
-impl ReadBackend for IcechunkStore {
+impl ReadStore for IcechunkStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.get_range(key, 0..u64::MAX).await
     }
@@ -753,7 +754,10 @@ impl ReadBackend for IcechunkStore {
         let cur = self.current().await;
         self.head_in(&cur, key).await
     }
+}
 
+#[async_trait]
+impl ListStore for IcechunkStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let cur = self.current().await;
         self.list_in(&cur, prefix).await
@@ -770,7 +774,7 @@ impl ReadBackend for IcechunkStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     #[test]
     fn refs_parse() {

@@ -29,15 +29,15 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::store::StoreHints;
 use crate::store::{
     split_key, validate_key, ByteRange, EntryListing, EntryPages, HiddenKeys, ListPages, Listing,
-    Lookup, MetaWanted, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    Lookup, MetaWanted, ObjectMeta, PutMode, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore, StoreHints, WriteStore};
 
 /// Names of our own in-flight temp files; hidden from listings.
 const TEMP_MARKER: &str = ".zarr-mount-tmp.";
-/// Entries per page of a listing (`Store::list_pages`): small enough that the first page of a
+/// Entries per page of a listing (`ListStore::list_pages`): small enough that the first page of a
 /// large directory goes out in about a millisecond, large enough that a directory of up to
 /// this many entries is one sorted page, as before listings were paged.
 const LIST_PAGE: usize = 1024;
@@ -646,7 +646,7 @@ impl StoreHints for LocalStore {
 }
 
 #[async_trait]
-impl Store for LocalStore {
+impl ReadStore for LocalStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         Ok(self.read(key, ByteRange::Range(0..u64::MAX)).await?.0)
     }
@@ -671,7 +671,10 @@ impl Store for LocalStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl ListStore for LocalStore {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         let key = key.to_string();
         self.blocking(move |s| match s.stat(&key)? {
@@ -682,6 +685,32 @@ impl Store for LocalStore {
         .await
     }
 
+    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
+        let prefix = prefix.to_string();
+        self.blocking(move |s| {
+            let mut dir = s.open_dir(&prefix)?;
+            let mut listing = EntryListing::default();
+            while s.read_page(&prefix, &mut dir, usize::MAX, true, &mut listing)? {}
+            Ok(with_meta(listing))
+        })
+        .await
+    }
+
+    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per file) on the
+    /// blocking pool when asked for: no thread waits between pages for a slow reader.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        use futures::StreamExt;
+        Box::pin(self.pages(prefix, None).map(|page| page.map(with_meta)))
+    }
+
+    /// As `list_pages`, but a page read while no metadata is wanted costs no `lstat`.
+    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
+        self.pages(prefix, Some(wanted))
+    }
+}
+
+#[async_trait]
+impl WriteStore for LocalStore {
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
         let key = key.to_string();
         self.blocking(move |s| s.put_with_mode(&key, Payload::Mem(&data), &mode)).await
@@ -708,29 +737,6 @@ impl Store for LocalStore {
     async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
         let (key, version) = (key.to_string(), version.to_string());
         self.blocking(move |s| s.delete_locked(&key, Some(&version))).await
-    }
-
-    async fn list(&self, prefix: &str) -> StoreResult<Listing> {
-        let prefix = prefix.to_string();
-        self.blocking(move |s| {
-            let mut dir = s.open_dir(&prefix)?;
-            let mut listing = EntryListing::default();
-            while s.read_page(&prefix, &mut dir, usize::MAX, true, &mut listing)? {}
-            Ok(with_meta(listing))
-        })
-        .await
-    }
-
-    /// Pages of `LIST_PAGE` entries, each read (readdir and an lstat per file) on the
-    /// blocking pool when asked for: no thread waits between pages for a slow reader.
-    fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        use futures::StreamExt;
-        Box::pin(self.pages(prefix, None).map(|page| page.map(with_meta)))
-    }
-
-    /// As `list_pages`, but a page read while no metadata is wanted costs no `lstat`.
-    fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
-        self.pages(prefix, Some(wanted))
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {

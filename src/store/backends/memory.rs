@@ -8,10 +8,10 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::store::StoreHints;
 use crate::store::{
-    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, Store, StoreError, StoreResult,
+    validate_key, ByteRange, Listing, Lookup, ObjectMeta, PutMode, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore, StoreHints, WriteStore};
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -58,7 +58,7 @@ impl StoreHints for MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl ReadStore for MemoryStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.with(|m| {
             m.get(key).map(|(b, _)| b.clone()).ok_or_else(|| StoreError::NotFound(key.into()))
@@ -88,38 +88,10 @@ impl Store for MemoryStore {
             })
         }))
     }
+}
 
-    /// The condition is checked and the object replaced under one lock of the map.
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        validate_key(key)?;
-        let meta = self.meta_for(&data);
-        self.with(|m| {
-            match (&mode, m.get(key)) {
-                (PutMode::Overwrite, _) | (PutMode::Create, None) => {}
-                (PutMode::Create, Some(_)) => return Err(StoreError::AlreadyExists(key.into())),
-                (PutMode::Update(v), Some((_, cur))) if cur.version == *v => {}
-                (PutMode::Update(_), _) => return Err(StoreError::Conflict(key.into())),
-            }
-            m.insert(key.to_string(), (data, meta));
-            Ok(())
-        })
-    }
-
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.with(|m| m.remove(key)).map(|_| ()).ok_or_else(|| StoreError::NotFound(key.into()))
-    }
-
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.with(|m| match m.get(key) {
-            None => Err(StoreError::NotFound(key.into())),
-            Some((_, cur)) if cur.version != version => Err(StoreError::Conflict(key.into())),
-            Some(_) => {
-                m.remove(key);
-                Ok(())
-            }
-        })
-    }
-
+#[async_trait]
+impl ListStore for MemoryStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let mut listing = Listing::default();
         self.with(|m| {
@@ -153,6 +125,40 @@ impl Store for MemoryStore {
                     .is_some_and(|(k, _)| k.starts_with(&dir_prefix))
             });
         Ok(Lookup { file, dir })
+    }
+}
+
+#[async_trait]
+impl WriteStore for MemoryStore {
+    /// The condition is checked and the object replaced under one lock of the map.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        validate_key(key)?;
+        let meta = self.meta_for(&data);
+        self.with(|m| {
+            match (&mode, m.get(key)) {
+                (PutMode::Overwrite, _) | (PutMode::Create, None) => {}
+                (PutMode::Create, Some(_)) => return Err(StoreError::AlreadyExists(key.into())),
+                (PutMode::Update(v), Some((_, cur))) if cur.version == *v => {}
+                (PutMode::Update(_), _) => return Err(StoreError::Conflict(key.into())),
+            }
+            m.insert(key.to_string(), (data, meta));
+            Ok(())
+        })
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.with(|m| m.remove(key)).map(|_| ()).ok_or_else(|| StoreError::NotFound(key.into()))
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.with(|m| match m.get(key) {
+            None => Err(StoreError::NotFound(key.into())),
+            Some((_, cur)) if cur.version != version => Err(StoreError::Conflict(key.into())),
+            Some(_) => {
+                m.remove(key);
+                Ok(())
+            }
+        })
     }
 }
 

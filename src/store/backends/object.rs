@@ -21,11 +21,11 @@ use object_store::{
 };
 
 use crate::store::location::Cloud;
-use crate::store::StoreHints;
 use crate::store::{
     error_chain, join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing,
-    Lookup, ObjectMeta, PutMode, Revalidated, Store, StoreError, StoreResult,
+    Lookup, ObjectMeta, PutMode, Revalidated, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore, StoreHints, WriteStore};
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
 pub const MULTIPART_THRESHOLD: usize = 8 << 20;
@@ -1010,7 +1010,7 @@ impl StoreHints for ObjectStoreBackend {
 }
 
 #[async_trait]
-impl Store for ObjectStoreBackend {
+impl ReadStore for ObjectStoreBackend {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         let path = self.path(key)?;
         let r = self.store.get(&path).await.map_err(|e| self.err(key, e))?;
@@ -1162,98 +1162,10 @@ impl Store for ObjectStoreBackend {
         let data = result.bytes().await.map_err(|e| self.err(key, e))?;
         Ok(Revalidated::Changed(Some((data, meta))))
     }
+}
 
-    /// Conditional puts are one PUT with `If-None-Match: *` (create) or `If-Match: <etag>`
-    /// (update), whatever the size: the condition of a multipart upload is not carried by
-    /// object_store, and a single PUT takes objects up to 5 GiB on S3.
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.check_writable()?;
-        if key.is_empty() {
-            return Err(StoreError::IsADirectory(String::new()));
-        }
-        let path = self.path(key)?;
-        self.shapes.forget(key);
-        let mode = match mode {
-            PutMode::Overwrite if data.len() > MULTIPART_THRESHOLD => {
-                return self.put_multipart(key, &path, data).await;
-            }
-            PutMode::Overwrite => object_store::PutMode::Overwrite,
-            PutMode::Create => object_store::PutMode::Create,
-            // Our version tag is the ETag the store gave (see `to_meta`). GCS conditions on the
-            // object's generation instead: a HEAD finds the generation of the version read (if
-            // it is still current), and the PUT is then conditional on that generation.
-            PutMode::Update(v) => {
-                let version = if self.update_by_generation {
-                    match self.store.head(&path).await {
-                        Ok(m) if m.e_tag.as_deref() == Some(v.as_str()) => m.version,
-                        Ok(_) | Err(object_store::Error::NotFound { .. }) => {
-                            return Err(StoreError::Conflict(key.to_string()));
-                        }
-                        Err(e) => return Err(self.err(key, e)),
-                    }
-                } else {
-                    None
-                };
-                object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version })
-            }
-        };
-        let update = matches!(mode, object_store::PutMode::Update(_));
-        let opts = PutOptions { mode, ..Default::default() };
-        match self.store.put_opts(&path, PutPayload::from_bytes(data), opts).await {
-            Ok(_) => Ok(()),
-            // If-Match of a key that is gone: S3 and moto answer 404, s3s-fs 412. Either way
-            // the version read is no longer there: a conflict, which the writer retries.
-            Err(object_store::Error::NotFound { .. }) if update => {
-                Err(StoreError::Conflict(key.to_string()))
-            }
-            Err(e) => Err(self.err(key, e)),
-        }
-    }
-
-    /// Large unconditional puts stream from the file; the rest (small, or conditional: one
-    /// PUT) are read into memory and go through `put_opts`.
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        if mode == PutMode::Overwrite && len > MULTIPART_THRESHOLD as u64 && !key.is_empty() {
-            self.check_writable()?;
-            let path = self.path(key)?;
-            self.shapes.forget(key);
-            return self.put_multipart_file(key, &path, file, len).await;
-        }
-        let data = crate::store::read_file_at(key, file, 0, len).await?;
-        self.put_opts(key, data, mode).await
-    }
-
-    /// S3 has no conditional DELETE that every server honours: the version is checked with a
-    /// HEAD just before the DELETE. A write by another daemon landing between the two (one
-    /// round trip) is deleted with the object; docs/SEMANTICS.md says so.
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.check_writable()?;
-        let path = self.path(key)?;
-        self.shapes.forget(key);
-        match self.head_opt(key).await? {
-            None => Err(StoreError::NotFound(key.to_string())),
-            Some(m) if m.version != version => Err(StoreError::Conflict(key.to_string())),
-            Some(_) => self.store.delete(&path).await.map_err(|e| self.err(key, e)),
-        }
-    }
-
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.check_writable()?;
-        let path = self.path(key)?;
-        // S3 answers DELETE of a missing key with success; the trait wants NotFound.
-        if self.head_opt(key).await?.is_none() {
-            return Err(StoreError::NotFound(key.to_string()));
-        }
-        self.shapes.forget(key);
-        self.store.delete(&path).await.map_err(|e| self.err(key, e))
-    }
-
+#[async_trait]
+impl ListStore for ObjectStoreBackend {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         validate_key(prefix)?;
         let full = self.full_key(prefix);
@@ -1387,7 +1299,7 @@ impl Store for ObjectStoreBackend {
     }
 
     /// One GET of the first `limit` bytes in place of `lookup`'s HEAD and directory probe (see
-    /// `Store::lookup_reading`: the name is a document's). The probe is a LIST, which stores
+    /// `ListStore::lookup_reading`: the name is a document's). The probe is a LIST, which stores
     /// answer more slowly than a GET (S3's LIST is several times slower, moto's too): waiting
     /// for it made the open of a Zarr array slower than zarr-python's own S3 store. A GET that
     /// fails (s3s-fs answers 500 for a key that is a directory on its disk) takes `lookup`'s
@@ -1402,6 +1314,100 @@ impl Store for ObjectStoreBackend {
             Ok(None) => Ok((Lookup { file: None, dir: false }, None)),
             Err(_) => Ok((self.lookup(key).await?, None)),
         }
+    }
+}
+
+#[async_trait]
+impl WriteStore for ObjectStoreBackend {
+    /// Conditional puts are one PUT with `If-None-Match: *` (create) or `If-Match: <etag>`
+    /// (update), whatever the size: the condition of a multipart upload is not carried by
+    /// object_store, and a single PUT takes objects up to 5 GiB on S3.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.check_writable()?;
+        if key.is_empty() {
+            return Err(StoreError::IsADirectory(String::new()));
+        }
+        let path = self.path(key)?;
+        self.shapes.forget(key);
+        let mode = match mode {
+            PutMode::Overwrite if data.len() > MULTIPART_THRESHOLD => {
+                return self.put_multipart(key, &path, data).await;
+            }
+            PutMode::Overwrite => object_store::PutMode::Overwrite,
+            PutMode::Create => object_store::PutMode::Create,
+            // Our version tag is the ETag the store gave (see `to_meta`). GCS conditions on the
+            // object's generation instead: a HEAD finds the generation of the version read (if
+            // it is still current), and the PUT is then conditional on that generation.
+            PutMode::Update(v) => {
+                let version = if self.update_by_generation {
+                    match self.store.head(&path).await {
+                        Ok(m) if m.e_tag.as_deref() == Some(v.as_str()) => m.version,
+                        Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+                            return Err(StoreError::Conflict(key.to_string()));
+                        }
+                        Err(e) => return Err(self.err(key, e)),
+                    }
+                } else {
+                    None
+                };
+                object_store::PutMode::Update(UpdateVersion { e_tag: Some(v), version })
+            }
+        };
+        let update = matches!(mode, object_store::PutMode::Update(_));
+        let opts = PutOptions { mode, ..Default::default() };
+        match self.store.put_opts(&path, PutPayload::from_bytes(data), opts).await {
+            Ok(_) => Ok(()),
+            // If-Match of a key that is gone: S3 and moto answer 404, s3s-fs 412. Either way
+            // the version read is no longer there: a conflict, which the writer retries.
+            Err(object_store::Error::NotFound { .. }) if update => {
+                Err(StoreError::Conflict(key.to_string()))
+            }
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+
+    /// Large unconditional puts stream from the file; the rest (small, or conditional: one
+    /// PUT) are read into memory and go through `put_opts`.
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        if mode == PutMode::Overwrite && len > MULTIPART_THRESHOLD as u64 && !key.is_empty() {
+            self.check_writable()?;
+            let path = self.path(key)?;
+            self.shapes.forget(key);
+            return self.put_multipart_file(key, &path, file, len).await;
+        }
+        let data = crate::store::read_file_at(key, file, 0, len).await?;
+        self.put_opts(key, data, mode).await
+    }
+
+    /// S3 has no conditional DELETE that every server honours: the version is checked with a
+    /// HEAD just before the DELETE. A write by another daemon landing between the two (one
+    /// round trip) is deleted with the object; docs/SEMANTICS.md says so.
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.check_writable()?;
+        let path = self.path(key)?;
+        self.shapes.forget(key);
+        match self.head_opt(key).await? {
+            None => Err(StoreError::NotFound(key.to_string())),
+            Some(m) if m.version != version => Err(StoreError::Conflict(key.to_string())),
+            Some(_) => self.store.delete(&path).await.map_err(|e| self.err(key, e)),
+        }
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.check_writable()?;
+        let path = self.path(key)?;
+        // S3 answers DELETE of a missing key with success; the trait wants NotFound.
+        if self.head_opt(key).await?.is_none() {
+            return Err(StoreError::NotFound(key.to_string()));
+        }
+        self.shapes.forget(key);
+        self.store.delete(&path).await.map_err(|e| self.err(key, e))
     }
 
     /// Copy, then delete the source.

@@ -27,11 +27,12 @@ use ::zip::CompressionMethod;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::store::read_only::{ReadBackend, ReadOnly};
+use crate::store::read_only::ReadOnly;
 use crate::store::StoreHints;
 use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore};
 
 /// Bytes fetched from the end of the archive at open: the largest EOCD (22 bytes + a 64 KiB
 /// comment), the ZIP64 locator (20) and ZIP64 EOCD record (56), and some slack.
@@ -678,7 +679,7 @@ impl StoreHints for ZipStore {
 }
 
 #[async_trait]
-impl ReadBackend for ZipStore {
+impl ReadStore for ZipStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read(key, 0..u64::MAX).await
     }
@@ -699,7 +700,10 @@ impl ReadBackend for ZipStore {
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         Ok(self.files.get(key).map(|e| e.meta.clone()))
     }
+}
 
+#[async_trait]
+impl ListStore for ZipStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let Some(node) = self.dirs.get(prefix) else { return Ok(Listing::default()) };
         let files = node
@@ -725,6 +729,7 @@ impl ReadBackend for ZipStore {
 mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
+    use crate::store::prelude::*;
 
     /// A minimal stored zip: entries (name, data), optional comment. Hand-built so the tests
     /// control every field.

@@ -326,7 +326,7 @@ impl CachingStore {
     }
 
     /// The first `limit` bytes of a metadata document, asked as its lookup would ask
-    /// (`Store::lookup_reading`): the layers below then record a lookup (the disk cache
+    /// (`ListStore::lookup_reading`): the layers below then record a lookup (the disk cache
     /// replays it on a remount). One that answers without the bytes (a replayed lookup) is
     /// read after.
     async fn ask_by_lookup(
@@ -471,45 +471,21 @@ fn left(e: &Entry) {
     }
 }
 
-#[async_trait]
 impl crate::store::layers::Layer for CachingStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
+}
 
+#[async_trait]
+impl crate::store::layers::ReadLayer for CachingStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         crate::store::found(key, self.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         crate::store::found(key, self.read(key, ByteRange::Range(range)).await?)
-    }
-
-    /// The bytes a lookup brought (a metadata document's, see `Store::lookup_reading`) are
-    /// kept as a whole read's are, so the read that follows sends nothing. Without room for
-    /// them, a plain lookup.
-    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
-        if self.cfg.capacity == 0 || key.is_empty() {
-            return Ok((crate::store::layers::Layer::lookup(self, key).await?, None));
-        }
-        // Fetched ahead (`fs::namespace::fetch_documents`) or being fetched: answered from
-        // that, as a read of it would be, with no request of its own.
-        if self.fetched_ahead(key) {
-            let found = self.read(key, ByteRange::Range(0..limit)).await?;
-            let file = found.as_ref().map(|(_, meta)| meta.clone());
-            return Ok((Lookup { file, dir: false }, found.map(|(data, _)| data)));
-        }
-        let epoch = self.objects.epoch();
-        let (l, data) = self.inner.lookup_reading(key, limit).await?;
-        self.observe(key, l.file.as_ref());
-        if let (Some(meta), Some(data)) = (&l.file, &data) {
-            if data.len() as u64 == meta.size {
-                if let Some((entry, size)) = self.entry(&(data.clone(), meta.clone())) {
-                    self.objects.insert_since(epoch, key, entry, size);
-                }
-            }
-        }
-        Ok((l, data))
     }
 
     async fn get_ranged(
@@ -575,41 +551,35 @@ impl crate::store::layers::Layer for CachingStore {
         self.observe(key, m.as_ref());
         Ok(m)
     }
+}
 
-    /// Whatever the outcome, the cached copy goes: after a conflict it is likely what was
-    /// stale, and the writer's next read must see the store's current version.
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.put_opts(key, data, mode).await;
-        self.invalidate(key);
-        r
-    }
-
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.put_file(key, file, len, mode).await;
-        self.invalidate(key);
-        r
-    }
-
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.delete(key).await;
-        self.invalidate(key);
-        r
-    }
-
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.delete_if_version(key, version).await;
-        self.invalidate(key);
-        r
+#[async_trait]
+impl crate::store::layers::ListLayer for CachingStore {
+    /// The bytes a lookup brought (a metadata document's, see `ListStore::lookup_reading`) are
+    /// kept as a whole read's are, so the read that follows sends nothing. Without room for
+    /// them, a plain lookup.
+    async fn lookup_reading(&self, key: &str, limit: u64) -> StoreResult<(Lookup, Option<Bytes>)> {
+        if self.cfg.capacity == 0 || key.is_empty() {
+            return Ok((crate::store::ListStore::lookup(self, key).await?, None));
+        }
+        // Fetched ahead (`fs::namespace::fetch_documents`) or being fetched: answered from
+        // that, as a read of it would be, with no request of its own.
+        if self.fetched_ahead(key) {
+            let found = self.read(key, ByteRange::Range(0..limit)).await?;
+            let file = found.as_ref().map(|(_, meta)| meta.clone());
+            return Ok((Lookup { file, dir: false }, found.map(|(data, _)| data)));
+        }
+        let epoch = self.objects.epoch();
+        let (l, data) = self.inner.lookup_reading(key, limit).await?;
+        self.observe(key, l.file.as_ref());
+        if let (Some(meta), Some(data)) = (&l.file, &data) {
+            if data.len() as u64 == meta.size {
+                if let Some((entry, size)) = self.entry(&(data.clone(), meta.clone())) {
+                    self.objects.insert_since(epoch, key, entry, size);
+                }
+            }
+        }
+        Ok((l, data))
     }
 
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
@@ -648,6 +618,45 @@ impl crate::store::layers::Layer for CachingStore {
         }
         Ok(l)
     }
+}
+
+#[async_trait]
+impl crate::store::layers::WriteLayer for CachingStore {
+    /// Whatever the outcome, the cached copy goes: after a conflict it is likely what was
+    /// stale, and the writer's next read must see the store's current version.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.put_opts(key, data, mode).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.put_file(key, file, len, mode).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.delete(key).await;
+        self.invalidate(key);
+        r
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.invalidate(key);
+        let r = self.inner.delete_if_version(key, version).await;
+        self.invalidate(key);
+        r
+    }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.invalidate(from);
@@ -666,7 +675,10 @@ impl crate::store::layers::Layer for CachingStore {
         self.invalidate_prefix(to);
         r
     }
+}
 
+#[async_trait]
+impl crate::store::layers::HintsLayer for CachingStore {
     fn whole_object_limit(&self) -> u64 {
         if self.cfg.capacity > 0 {
             self.cfg.object_limit.min(self.cfg.capacity)
@@ -698,6 +710,7 @@ mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::{RecordingStore, READS};
+    use crate::store::prelude::*;
     use crate::store::StoreHints;
 
     /// A cache over a recording in-memory store whose reads each take `delay`.
@@ -897,11 +910,15 @@ mod tests {
         }
     }
 
-    #[async_trait]
     impl crate::store::layers::Layer for Trickle {
+        type Below = dyn Store;
         fn inner(&self) -> &dyn Store {
             &*self.inner
         }
+    }
+
+    #[async_trait]
+    impl crate::store::layers::ReadLayer for Trickle {
         async fn get_ranged(
             &self,
             key: &str,
@@ -938,6 +955,12 @@ mod tests {
             Ok(Some((meta, Box::pin(body))))
         }
     }
+
+    impl crate::store::layers::ListLayer for Trickle {}
+
+    impl crate::store::layers::WriteLayer for Trickle {}
+
+    impl crate::store::layers::HintsLayer for Trickle {}
 
     fn trickling(capacity: u64) -> (Arc<Trickle>, Arc<CachingStore>) {
         let t = Trickle::new();

@@ -18,7 +18,7 @@
 //!
 //! Revalidation: past the TTL a known version whose bytes are on disk is confirmed, not fetched
 //! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
-//! at once); a read sends one conditional GET (`Store::get_if_changed`): unchanged, the blocks
+//! at once); a read sends one conditional GET (`ReadStore::get_if_changed`): unchanged, the blocks
 //! are served; changed, the answer carries the new bytes; deleted, the read finds nothing. Any
 //! answer naming another version drops the old version's files (`drop_version`). The journal
 //! keeps versions past the TTL for this (never served as answers). `--immutable` sets the
@@ -1257,20 +1257,15 @@ fn parse_copy_name(name: &str) -> Option<(String, u32)> {
 /// The layer as a `Store`: an `Arc` inside, because reads hand work to background tasks.
 pub struct DiskCache(pub Arc<DiskCacheStore>);
 
-#[async_trait]
 impl crate::store::layers::Layer for DiskCache {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         &*self.0.inner
     }
+}
 
-    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
-        self.0.local_copy(key, version)
-    }
-
-    fn keeps_local_copy(&self, key: &str) -> bool {
-        self.0.keeps_local_copy(key)
-    }
-
+#[async_trait]
+impl crate::store::layers::ReadLayer for DiskCache {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         crate::store::found(key, self.0.read(key, ByteRange::Range(0..u64::MAX)).await?)
     }
@@ -1307,43 +1302,10 @@ impl crate::store::layers::Layer for DiskCache {
         self.0.record_version(key, m.as_ref());
         Ok(m)
     }
+}
 
-    // Writes go through to the backend; the key's version is forgotten before and after, so
-    // whatever the outcome (a lost condition included) the next read asks the backend again.
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.0.forget(key);
-        let r = self.0.inner.put_opts(key, data, mode).await;
-        self.0.forget(key);
-        r
-    }
-
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        self.0.forget(key);
-        let r = self.0.inner.put_file(key, file, len, mode).await;
-        self.0.forget(key);
-        r
-    }
-
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.0.forget(key);
-        let r = self.0.inner.delete(key).await;
-        self.0.forget(key);
-        r
-    }
-
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.0.forget(key);
-        let r = self.0.inner.delete_if_version(key, version).await;
-        self.0.forget(key);
-        r
-    }
-
+#[async_trait]
+impl crate::store::layers::ListLayer for DiskCache {
     // Listings and lookups: an earlier daemon's answer within the TTL is used as it is (the
     // versions it names were seeded into `known` at open); this run's answers are recorded.
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
@@ -1456,6 +1418,45 @@ impl crate::store::layers::Layer for DiskCache {
         }
         Ok((l, data))
     }
+}
+
+#[async_trait]
+impl crate::store::layers::WriteLayer for DiskCache {
+    // Writes go through to the backend; the key's version is forgotten before and after, so
+    // whatever the outcome (a lost condition included) the next read asks the backend again.
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.put_opts(key, data, mode).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.put_file(key, file, len, mode).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.delete(key).await;
+        self.0.forget(key);
+        r
+    }
+
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.0.forget(key);
+        let r = self.0.inner.delete_if_version(key, version).await;
+        self.0.forget(key);
+        r
+    }
 
     async fn create_dir(&self, key: &str) -> StoreResult<()> {
         self.0.forget(key);
@@ -1490,11 +1491,22 @@ impl crate::store::layers::Layer for DiskCache {
     }
 }
 
+impl crate::store::layers::HintsLayer for DiskCache {
+    fn local_copy(&self, key: &str, version: &str) -> Option<std::fs::File> {
+        self.0.local_copy(key, version)
+    }
+
+    fn keeps_local_copy(&self, key: &str) -> bool {
+        self.0.keeps_local_copy(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::{RecordingStore, READS};
+    use crate::store::prelude::*;
 
     const BS: u64 = 1000;
 
@@ -1893,11 +1905,15 @@ mod tests {
     /// store hands out slices of what it holds).
     struct FreshBuffers(Arc<dyn Store>);
 
-    #[async_trait]
     impl crate::store::layers::Layer for FreshBuffers {
+        type Below = dyn Store;
         fn inner(&self) -> &dyn Store {
             &*self.0
         }
+    }
+
+    #[async_trait]
+    impl crate::store::layers::ReadLayer for FreshBuffers {
         async fn get_ranged(
             &self,
             key: &str,
@@ -1907,6 +1923,12 @@ mod tests {
             Ok(got.map(|(b, m)| (Bytes::copy_from_slice(&b), m)))
         }
     }
+
+    impl crate::store::layers::ListLayer for FreshBuffers {}
+
+    impl crate::store::layers::WriteLayer for FreshBuffers {}
+
+    impl crate::store::layers::HintsLayer for FreshBuffers {}
 
     /// The memory the cache adds stays inside the reader's own: when a cold read returns, its
     /// blocks are on disk and nothing but the answer holds the fetched buffer (so the

@@ -201,12 +201,15 @@ fn gated_pages<'a, P: Send + 'a>(
     Box::pin(once(pages).flatten())
 }
 
-#[async_trait]
 impl crate::store::layers::Layer for FaultStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
+}
 
+#[async_trait]
+impl crate::store::layers::ReadLayer for FaultStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.gate(Op::Read, key).await?;
         self.inner.get(key).await
@@ -227,18 +230,10 @@ impl crate::store::layers::Layer for FaultStore {
         self.gate(Op::Stat, key).await?;
         self.inner.head(key).await
     }
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.gate(Op::Put, key).await?;
-        self.inner.put_opts(key, data, mode).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.gate(Op::Delete, key).await?;
-        self.inner.delete(key).await
-    }
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.gate(Op::Delete, key).await?;
-        self.inner.delete_if_version(key, version).await
-    }
+}
+
+#[async_trait]
+impl crate::store::layers::ListLayer for FaultStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.gate(Op::List, prefix).await?;
         self.inner.list(prefix).await
@@ -261,6 +256,22 @@ impl crate::store::layers::Layer for FaultStore {
         self.gate(Op::Stat, key).await?;
         self.inner.lookup_reading(key, limit).await
     }
+}
+
+#[async_trait]
+impl crate::store::layers::WriteLayer for FaultStore {
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        self.gate(Op::Put, key).await?;
+        self.inner.put_opts(key, data, mode).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.gate(Op::Delete, key).await?;
+        self.inner.delete(key).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.gate(Op::Delete, key).await?;
+        self.inner.delete_if_version(key, version).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.gate_rename(from, to).await?;
         self.inner.rename(from, to).await
@@ -279,10 +290,13 @@ impl crate::store::layers::Layer for FaultStore {
     }
 }
 
+impl crate::store::layers::HintsLayer for FaultStore {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
+    use crate::store::prelude::*;
 
     #[tokio::test]
     async fn rules_count_down_match_keys_and_clear() {

@@ -136,12 +136,15 @@ fn metered_body(body: Body, started: Instant, first_byte: Option<std::time::Dura
     }))
 }
 
-#[async_trait]
 impl crate::store::layers::Layer for MeteredStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
+}
 
+#[async_trait]
+impl crate::store::layers::ReadLayer for MeteredStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         metered(Kind::Get, 0, |b: &Bytes| b.len() as u64, self.inner.get(key)).await
     }
@@ -186,25 +189,10 @@ impl crate::store::layers::Layer for MeteredStore {
         };
         metered(Kind::Revalidate, 0, got, self.inner.get_if_changed(key, range, known)).await
     }
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        let n = data.len() as u64;
-        metered(Kind::Put, n, nothing, self.inner.put_opts(key, data, mode)).await
-    }
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        metered(Kind::Put, len, nothing, self.inner.put_file(key, file, len, mode)).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        metered(Kind::Delete, 0, nothing, self.inner.delete(key)).await
-    }
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        metered(Kind::Delete, 0, nothing, self.inner.delete_if_version(key, version)).await
-    }
+}
+
+#[async_trait]
+impl crate::store::layers::ListLayer for MeteredStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         metered(Kind::List, 0, nothing, self.inner.list(prefix)).await
     }
@@ -225,6 +213,29 @@ impl crate::store::layers::Layer for MeteredStore {
         let len = |r: &(Lookup, Option<Bytes>)| r.1.as_ref().map_or(0, |b| b.len() as u64);
         metered(Kind::Lookup, 0, len, self.inner.lookup_reading(key, limit)).await
     }
+}
+
+#[async_trait]
+impl crate::store::layers::WriteLayer for MeteredStore {
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        let n = data.len() as u64;
+        metered(Kind::Put, n, nothing, self.inner.put_opts(key, data, mode)).await
+    }
+    async fn put_file(
+        &self,
+        key: &str,
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        mode: PutMode,
+    ) -> StoreResult<()> {
+        metered(Kind::Put, len, nothing, self.inner.put_file(key, file, len, mode)).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        metered(Kind::Delete, 0, nothing, self.inner.delete(key)).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        metered(Kind::Delete, 0, nothing, self.inner.delete_if_version(key, version)).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         metered(Kind::Copy, 0, nothing, self.inner.rename(from, to)).await
     }
@@ -238,3 +249,5 @@ impl crate::store::layers::Layer for MeteredStore {
         metered(Kind::Copy, 0, nothing, self.inner.rename_dir(from, to)).await
     }
 }
+
+impl crate::store::layers::HintsLayer for MeteredStore {}

@@ -87,12 +87,15 @@ impl RecordingStore {
     }
 }
 
-#[async_trait]
 impl crate::store::layers::Layer for RecordingStore {
+    type Below = dyn Store;
     fn inner(&self) -> &dyn Store {
         &*self.inner
     }
+}
 
+#[async_trait]
+impl crate::store::layers::ReadLayer for RecordingStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.record_read(format!("get {key}")).await;
         self.read_bytes(self.inner.get(key).await, Bytes::len)
@@ -127,22 +130,10 @@ impl crate::store::layers::Layer for RecordingStore {
             _ => 0,
         })
     }
-    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        match &mode {
-            PutMode::Overwrite => self.record(format!("put {key}")),
-            m => self.record(format!("put {key} {m:?}")),
-        }
-        self.bytes_written.fetch_add(data.len() as u64, Ordering::SeqCst);
-        self.inner.put_opts(key, data, mode).await
-    }
-    async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.record(format!("delete {key}"));
-        self.inner.delete(key).await
-    }
-    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.record(format!("delete {key} if {version}"));
-        self.inner.delete_if_version(key, version).await
-    }
+}
+
+#[async_trait]
+impl crate::store::layers::ListLayer for RecordingStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         self.record(format!("list {prefix}"));
         self.inner.list(prefix).await
@@ -163,6 +154,26 @@ impl crate::store::layers::Layer for RecordingStore {
         self.record(format!("lookup_reading {key}"));
         self.inner.lookup_reading(key, limit).await
     }
+}
+
+#[async_trait]
+impl crate::store::layers::WriteLayer for RecordingStore {
+    async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
+        match &mode {
+            PutMode::Overwrite => self.record(format!("put {key}")),
+            m => self.record(format!("put {key} {m:?}")),
+        }
+        self.bytes_written.fetch_add(data.len() as u64, Ordering::SeqCst);
+        self.inner.put_opts(key, data, mode).await
+    }
+    async fn delete(&self, key: &str) -> StoreResult<()> {
+        self.record(format!("delete {key}"));
+        self.inner.delete(key).await
+    }
+    async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
+        self.record(format!("delete {key} if {version}"));
+        self.inner.delete_if_version(key, version).await
+    }
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         self.record(format!("rename {from} {to}"));
         self.inner.rename(from, to).await
@@ -180,3 +191,5 @@ impl crate::store::layers::Layer for RecordingStore {
         self.inner.rename_dir(from, to).await
     }
 }
+
+impl crate::store::layers::HintsLayer for RecordingStore {}

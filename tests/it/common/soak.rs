@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zarr_mount::store::Store;
+use zarr_mount::store::prelude::*;
 
 use super::zfs::{local_of, stored_chunks};
 

@@ -33,11 +33,12 @@ use serde_json::{Map, Value};
 
 use crate::python_json;
 use crate::store::location::{Cloud, Location};
-use crate::store::read_only::{ReadBackend, ReadOnly};
+use crate::store::read_only::ReadOnly;
 use crate::store::StoreHints;
 use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
 };
+use crate::store::{ListStore, ReadStore};
 use parquet::ParquetRefs;
 use template::{render, Scope};
 
@@ -751,7 +752,7 @@ impl StoreHints for ReferenceStore {
 }
 
 #[async_trait]
-impl ReadBackend for ReferenceStore {
+impl ReadStore for ReferenceStore {
     async fn get(&self, key: &str) -> StoreResult<Bytes> {
         self.read_key(key, 0..u64::MAX).await
     }
@@ -777,7 +778,10 @@ impl ReadBackend for ReferenceStore {
             None => Ok(None),
         }
     }
+}
 
+#[async_trait]
+impl ListStore for ReferenceStore {
     async fn list(&self, prefix: &str) -> StoreResult<Listing> {
         let Some(node) = self.tree.dirs.get(prefix) else { return Ok(Listing::default()) };
         let mut refs: Vec<(String, Ref)> = node
@@ -820,6 +824,7 @@ mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
+    use crate::store::prelude::*;
 
     /// A target store holding `data.nc` (bytes 0..=199) and `sub/other.bin`, recording every
     /// request, and the labels of the stores the reference store asked the opener for.

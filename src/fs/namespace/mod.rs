@@ -1,6 +1,16 @@
 //! The async side of a view: resolves paths of the mount to `Node`s by asking the store, and
 //! carries out reads and writes. `RawNamespace` shows the store as it is; other views wrap it.
 
+pub mod decoded_cache;
+pub mod flat;
+mod flat_read;
+pub mod presented;
+pub mod regions;
+mod retiled;
+pub mod shard_indexes;
+pub mod unsharded;
+mod walk;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,8 +19,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::error::{FsError, FsResult};
-use super::spill::Body;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::write::spill::Body;
 use crate::metrics::Ahead;
 use crate::prefetch::array::ArrayPrefetch;
 use crate::prefetch::documents::{fetch_documents, names_zarr_node, DOCUMENT_BYTES};
@@ -28,7 +38,7 @@ pub type NodePages<'a> = futures::stream::BoxStream<'a, FsResult<Vec<(String, Op
 
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
 #[async_trait]
-pub trait Namespace: Send + Sync + 'static {
+pub trait Namespace: NamespaceWrites + Send + Sync + 'static {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>>;
     /// The children of a directory, sorted by name.
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>>;
@@ -36,7 +46,7 @@ pub trait Namespace: Send + Sync + 'static {
     /// all pages, an error ending the listing: a directory can then be shown before it has
     /// been read whole. A page read while `wanted` is false may leave out the attributes of
     /// files (`None`) where they would cost a request per file (see
-    /// `Store::list_entry_pages`). By default the whole `list` as one page, every node known
+    /// `ListStore::list_entry_pages`). By default the whole `list` as one page, every node known
     /// (views that must see every key of a directory before they know their own entries keep
     /// it that way).
     fn list_pages<'a>(&'a self, dir: &'a str, _wanted: MetaWanted) -> NodePages<'a> {
@@ -47,12 +57,27 @@ pub trait Namespace: Send + Sync + 'static {
     }
     /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
+    /// (total bytes, free bytes) for statfs, when the backend knows.
+    fn capacity(&self) -> Option<(u64, u64)>;
+    /// The file resolved to `node` will likely be read soon (see `prefetch::across_files`): start
+    /// fetching what backs it. Nothing by default.
+    async fn prefetch(&self, _node: &Node) {}
+    /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
+    /// `StoreHints::local_copy`). None by default. May block: call it off the runtime.
+    fn local_copy(&self, _node: &Node) -> Option<std::fs::File> {
+        None
+    }
+}
+
+/// The writes of a namespace. A view that takes none is a `ReadOnlyView`.
+#[async_trait]
+pub trait NamespaceWrites: Send + Sync {
     /// Whether a file at `path` may be created or replaced (checked at open, before any data).
     async fn check_writable(&self, path: &str) -> FsResult<()>;
     /// Replace the whole content of the file at `path`.
     async fn write_file(&self, path: &str, data: Bytes) -> FsResult<()>;
     /// `write_file` of a write buffer that may have spilled to disk. By default the body is
-    /// read into memory; views over a store stream a spilled body to it (`Store::put_file`).
+    /// read into memory; views over a store stream a spilled body to it (`WriteStore::put_file`).
     async fn write_file_body(&self, path: &str, body: Body) -> FsResult<()> {
         let data = body.into_bytes().map_err(|e| StoreError::from_io(path, e))?;
         self.write_file(path, data).await
@@ -65,15 +90,35 @@ pub trait Namespace: Send + Sync + 'static {
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()>;
     async fn mkdir(&self, path: &str) -> FsResult<()>;
     async fn rmdir(&self, path: &str) -> FsResult<()>;
-    /// (total bytes, free bytes) for statfs, when the backend knows.
-    fn capacity(&self) -> Option<(u64, u64)>;
-    /// The file resolved to `node` will likely be read soon (see `prefetch::across_files`): start
-    /// fetching what backs it. Nothing by default.
-    async fn prefetch(&self, _node: &Node) {}
-    /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
-    /// `StoreHints::local_copy`). None by default. May block: call it off the runtime.
-    fn local_copy(&self, _node: &Node) -> Option<std::fs::File> {
-        None
+}
+
+/// A view that shows the store without taking writes: every write is refused as read-only.
+pub trait ReadOnlyView: Send + Sync {}
+
+const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
+
+#[async_trait]
+impl<T: ReadOnlyView> NamespaceWrites for T {
+    async fn check_writable(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn remove_file(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn mkdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn rmdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
     }
 }
 
@@ -182,12 +227,11 @@ impl RawNamespace {
     ///
     /// On the same stores, the lookup of a Zarr metadata document's name (`zarr.json`,
     /// `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`) is one GET of its first 1 MiB, in place of
-    /// a HEAD and a directory probe (`Store::lookup_reading`), and the caches below keep the
+    /// a HEAD and a directory probe (`ListStore::lookup_reading`), and the caches below keep the
     /// document: zarr-python's read of it right after is then served from memory, one round
     /// trip fewer before the first chunk, and its probes of the absent ones cost a GET each,
-    /// as with its own S3 store. These names are documents, never directories (as chunk
-    /// names inside a known tree are files): a prefix below one shows in its parent's
-    /// listing, not to a lookup; a directory made through the mount is still one.
+    /// as with its own S3 store. These names are documents, never directories (the rule:
+    /// `ListStore::lookup_reading`); a directory made through the mount is still one.
     pub fn with_chunk_trees(mut self, ttl: Duration) -> Self {
         if !self.store.has_real_dirs() && !ttl.is_zero() {
             self.trees = Some(TtlCache::new(CHUNK_TREES, ttl));
@@ -423,6 +467,29 @@ impl Namespace for RawNamespace {
         }
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.store.capacity()
+    }
+
+    async fn prefetch(&self, node: &Node) {
+        if let Backing::Object { key, .. } = &node.backing {
+            self.store.prefetch(key, node.size, Ahead::ScanAhead).await;
+        }
+    }
+
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        match &node.backing {
+            // Metadata documents are read through the daemon, which learns the array's chunk
+            // tree from them (`learn_tree`); the kernel would read a copy without telling it.
+            Backing::Object { key, .. } if is_metadata_doc(split_key(key).1) => None,
+            Backing::Object { key, version } => self.store.local_copy(key, version),
+            _ => None,
+        }
+    }
+}
+
+#[async_trait]
+impl NamespaceWrites for RawNamespace {
     async fn check_writable(&self, path: &str) -> FsResult<()> {
         Ok(self.store.check_key(path)?)
     }
@@ -526,26 +593,6 @@ impl Namespace for RawNamespace {
             Err(FsError::NotFound)
         }
     }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.store.capacity()
-    }
-
-    async fn prefetch(&self, node: &Node) {
-        if let Backing::Object { key, .. } = &node.backing {
-            self.store.prefetch(key, node.size, Ahead::ScanAhead).await;
-        }
-    }
-
-    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
-        match &node.backing {
-            // Metadata documents are read through the daemon, which learns the array's chunk
-            // tree from them (`learn_tree`); the kernel would read a copy without telling it.
-            Backing::Object { key, .. } if is_metadata_doc(split_key(key).1) => None,
-            Backing::Object { key, version } => self.store.local_copy(key, version),
-            _ => None,
-        }
-    }
 }
 
 /// The names zarr-python (v2 and v3 formats) reads whole right after looking them up.
@@ -629,6 +676,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
+    use crate::store::prelude::*;
 
     pub(crate) const V3_ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
     const V2_NESTED: &str = r#"{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}"#;

@@ -180,6 +180,7 @@ mod tests {
     use crate::fs::error::FsError;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::fault::{Fault, FaultPlan, FaultStore, Op};
+    use crate::store::prelude::*;
     use crate::zarr::sharding::index::tests::{layout, raw_index};
 
     /// Readers that share one failed index fetch each get its errno (EACCES here; a shared

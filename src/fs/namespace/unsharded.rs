@@ -3,7 +3,7 @@
 //! shards, and passes everything else to the raw namespace. The mapping itself is pure logic
 //! in `view::unsharded` (keys, shards, listings; the chunk tree is `zarr::chunk_tree`) and
 //! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
-//! root is `fs::walk`. This module only fetches what that logic asks for.
+//! root is `fs::namespace::walk`. This module only fetches what that logic asks for.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,13 +13,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 
-use super::error::{FsError, FsResult};
-use super::is_staged_name;
-use super::namespace::{read_all, read_range, Namespace, RawNamespace};
-use super::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
-use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
-use super::spill::Body;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::is_staged_name;
+use crate::fs::namespace::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{read_all, read_range, Namespace, NamespaceWrites, RawNamespace};
+use crate::fs::write::shard_writer::{ChunkOp, InGrid, ShardWriter};
+use crate::fs::write::spill::Body;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -503,6 +503,24 @@ impl Namespace for UnshardedNamespace {
         self.raw.read(path, node, offset, size).await
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.raw.capacity()
+    }
+
+    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
+    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
+    async fn prefetch(&self, node: &Node) {
+        self.raw.prefetch(node).await
+    }
+
+    /// Files passed through are whole objects of the store; inner chunks are not.
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        self.raw.local_copy(node)
+    }
+}
+
+#[async_trait]
+impl NamespaceWrites for UnshardedNamespace {
     async fn check_writable(&self, path: &str) -> FsResult<()> {
         self.check_mutable(path).await?;
         self.raw.check_writable(path).await
@@ -634,21 +652,6 @@ impl Namespace for UnshardedNamespace {
         self.raw.rmdir(path).await?;
         self.forget_kind(path);
         Ok(())
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.raw.capacity()
-    }
-
-    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
-    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
-    async fn prefetch(&self, node: &Node) {
-        self.raw.prefetch(node).await
-    }
-
-    /// Files passed through are whole objects of the store; inner chunks are not.
-    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
-        self.raw.local_copy(node)
     }
 }
 
