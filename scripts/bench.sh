@@ -10,7 +10,10 @@
 #   scripts/bench.sh --quick    smaller data for a smoke run (about a minute)
 #   scripts/bench.sh --cloud    also S3 behind a latency proxy at 0 and 20 ms (scripts/bench_cloud.py:
 #                               disk cache cold and warm, large-object reads, peak RSS);
-#                               --cloud-args="--big-mib 256 --delays 20" passes options to it;
+#                               --cloud-args="--big-mib 256 --delays 20" passes options to it
+#                               (alone, it runs just that part: --cloud-args="--parts goals
+#                               --delays 20" measures the goals of cloud reads against a local
+#                               disk, obstore and rclone mount);
 #                               --cloud-only runs just that part
 #
 # Other arguments go to bench.py and bench_scale.py, e.g. --only files,listing (parts: files,
@@ -47,6 +50,10 @@ for a in "$@"; do
         *) base_args+=("$a") scale_args+=("$a") ;;
     esac
 done
+# --cloud-args alone asks for the cloud part only.
+if [[ $cloud == 0 && ${#cloud_args[@]} -gt 0 ]]; then
+    cloud=2
+fi
 scripts/setup.sh >/dev/null
 scripts/s3-server.sh install >/dev/null
 # zarr-python's own S3 store, the baseline of the zarr-s3 part (not a test requirement)

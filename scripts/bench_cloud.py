@@ -21,6 +21,12 @@ measured at each delay, in one run, against a baseline measured the same way:
      (medians): zarr-python 3 through the raw and default views and zarr-python 2 (v2 array,
      raw view, from .venv-zarr2 when present), each with --array-prefetch 0 and its default,
      against zarr-python 3's obstore store (see bench_chunks).
+  7. (part `goals`) the four goals of issue #40 on one sharded 4096 x 4096 float32 array, each
+     contender on a fresh mount, alternated over rounds (medians): zarr-python 2 through the
+     v2 view against it on a local unsharded v2 copy; zarr-python 3 through the default view
+     against a local unsharded copy, through the raw view against obstore and `rclone mount`,
+     and on a warm --cache-dir remount past the metadata TTL against a local copy, with the
+     object bytes that remount received (see bench_goals).
   5. `rclone mount` of the same S3 prefix through the same proxy (its defaults: no VFS cache,
      chunked ranged reads), a fresh mount and a cold page cache, in 1. and 3., when `rclone` is
      on PATH (scripts/bench.sh --cloud installs it); ratios vs rclone are printed in the same run.
@@ -160,7 +166,7 @@ def mount_args(proxy, *extra):
 
 
 def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref, parts,
-                big_server, conn_mbps=0.0):
+                big_server, conn_mbps=0.0, goals_ref=None, rounds=5):
     cap = f", each connection capped at {conn_mbps:g} MB/s" if conn_mbps else ""
     print(f"## added latency {delay:g} ms{cap}", flush=True)
     (work / "mnt").mkdir(exist_ok=True)
@@ -171,6 +177,8 @@ def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, loca
             bench_zarr(binary, work, proxy, delay, ref)
         if "chunks" in parts:
             bench_chunks(binary, work, proxy, ref)
+        if "goals" in parts:
+            bench_goals(binary, work, proxy, goals_ref, rounds)
         if "big" in parts and big_server == "moto":
             bench_big(binary, work, proxy, delay, big_mib, "moto", single_stream_get, lambda: None)
     if "big" in parts and big_server != "moto":
@@ -241,6 +249,18 @@ def backend_requests(port):
                 counts[kind] = n
     return counts
 
+
+def backend_traffic(port):
+    """(object bytes received, requests by kind) of the daemon so far (its --metrics-addr
+    endpoint): the bodies of GETs, ranged GETs and revalidations; a 304 carries none."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    received = 0
+    for line in text.splitlines():
+        if line.startswith("zarr_mount_backend_received_bytes_total{"):
+            kind = line.split('kind="')[1].split('"')[0]
+            if kind in ("get", "range", "revalidate"):
+                received += int(float(line.split()[-1]))
+    return received, backend_requests(port)
 
 def bench_zarr(binary, work: Path, proxy, delay, ref):
     """2. zarr-python whole-array read: obstore through the proxy (the baseline), zarr-python on a
@@ -370,6 +390,147 @@ def bench_chunks(binary, work: Path, proxy, ref, rounds=5):
         ratio_line(f"64 chunks, {name} vs obstore", base, statistics.median(ts), ref.nbytes)
 
 
+# zarr-python 2 reading a whole array at argv[1] (a directory), as ZARR2_READ.
+GOALS_ARRAY = "goals.zarr"
+
+
+def goals_data(s3_url, n):
+    """The sharded v3 array of part `goals` on S3 (N x N float32, 256 x 256 chunks in 1024 x 1024
+    shards, zstd), and its reference values."""
+    from obstore.store import S3Store
+    store = zarr.storage.ObjectStore(S3Store(
+        "bench", prefix=GOALS_ARRAY, endpoint=s3_url, access_key_id="test", secret_access_key="test",
+        region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
+    ref = np.random.default_rng(7).standard_normal((n, n), dtype="float32")
+    zarr.create_array(store, shape=(n, n), chunks=(256, 256), shards=(1024, 1024), dtype="float32",
+                      compressors=zarr.codecs.ZstdCodec(level=1))[:] = ref
+    return ref
+
+
+def zarr2_time(path: Path, want: float) -> float:
+    """zarr-python 2 (its own venv, one chunk at a time) reading the array at `path` whole."""
+    out = subprocess.run([str(ZARR2_PYTHON), "-c", ZARR2_READ, str(path)], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"zarr-python 2: {out.stderr}")
+    ms, total = out.stdout.split()
+    if abs(float(total) - want) > 1e-3 * abs(want) + 1e-3:
+        sys.exit("zarr-python 2: bad read")
+    return float(ms) / 1000
+
+
+def bench_goals(binary, work: Path, proxy, ref, rounds=5):
+    """7. (part `goals`) The four goals of issue #40 on one sharded array (`goals_data`), each
+    contender on a fresh mount (or a cold page cache of its local copy), rounds alternating the
+    contenders, medians compared:
+      G1 zarr-python 2 through --view v2 >= 0.8x zarr-python 2 on a local unsharded v2 copy;
+      G2 zarr-python 3 through the default (unsharded) view >= 1.0x it on a local unsharded copy;
+      G3 zarr-python 3 through the raw view >= 1.0x its obstore store, >= 1.5x `rclone mount`;
+      G4 zarr-python 3, raw view, a warm --cache-dir remount after the metadata TTL (the test
+         clock starts each such mount past it) >= 0.8x it on a local copy, 0 object bytes.
+    The array: 4096 x 4096 float32 (64 MiB, 256 chunks of 256 KiB in 16 shards) is above the
+    default --array-prefetch (so no contender is served by fetching the array whole), has
+    enough chunks that a per-file cost shows (256 LOOKUP/OPEN/READ), and shards of 4 MiB, a
+    size real sharded data uses."""
+    import statistics
+    from obstore.store import S3Store
+    mnt = work / "mnt"
+    mnt.mkdir(exist_ok=True)
+    want = float(ref.sum(dtype="float64"))
+    local_v2, local_v3, local_sharded = (work / f"goals-local-{k}.zarr" for k in ("v2", "v3", "sharded"))
+    if not local_v2.exists():
+        import numcodecs
+        zarr.create_array(str(local_v2), shape=ref.shape, chunks=(256, 256), dtype="float32", zarr_format=2,
+                          compressors=numcodecs.Zstd(level=1))[:] = ref
+        zarr.create_array(str(local_v3), shape=ref.shape, chunks=(256, 256), dtype="float32",
+                          compressors=zarr.codecs.ZstdCodec(level=1))[:] = ref
+        zarr.create_array(str(local_sharded), shape=ref.shape, chunks=(256, 256), shards=(1024, 1024),
+                          dtype="float32", compressors=zarr.codecs.ZstdCodec(level=1))[:] = ref
+    check = lambda store: np.array_equal(zarr.open_array(store, mode="r")[:], ref) or sys.exit("bad read")
+
+    def local3(path):
+        evict(path)
+        return timed(lambda: check(str(path)))
+
+    def local2(path):
+        evict(path)
+        return zarr2_time(path, want)
+
+    def mounted(reader, *extra, env=S3_ENV, after=None):
+        port = free_port()
+        with Mounted(binary, f"s3://bench/{GOALS_ARRAY}", mnt, *mount_args(proxy, *extra),
+                     "--metrics-addr", f"127.0.0.1:{port}", env=env):
+            t = reader(mnt)
+            if after:
+                after(port)
+            return t
+
+    def obstore_read():
+        store = zarr.storage.ObjectStore(S3Store(
+            "bench", prefix=GOALS_ARRAY, endpoint=proxy.url, access_key_id="test", secret_access_key="test",
+            region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}),
+            read_only=True)
+        return timed(lambda: check(store))
+
+    def rclone_read():
+        remote = (f':s3,provider=Other,endpoint="{proxy.url}",access_key_id=test,secret_access_key=test,'
+                  f'force_path_style=true:bench/{GOALS_ARRAY}')
+        with Proc(["rclone", "mount", remote, str(mnt), "--read-only"], mnt, S3_ENV):
+            return timed(lambda: check(str(mnt)))
+
+    # G4: the cache filled once; each warm mount starts its clock further past the TTL (60 s)
+    # than the one before, so every cached object is past its TTL when read.
+    cache = work / "goals-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    mounted(lambda m: timed(lambda: check(str(m))), "--view", "raw", "--cache-dir", str(cache))
+    warm_runs = []
+    warm_traffic = []
+
+    def warm_read():
+        warm_runs.append(None)
+        env = dict(S3_ENV, ZM_TEST_CLOCK_OFFSET=str(120 * len(warm_runs)))
+        evict(cache)
+        return mounted(lambda m: timed(lambda: check(str(m))), "--view", "raw", "--cache-dir", str(cache),
+                       env=env, after=lambda port: warm_traffic.append(backend_traffic(port)))
+
+    obstore_read()  # connections up, as a long-running reader has them
+    contenders = {
+        "G1 local v2 copy, zarr 2": lambda: local2(local_v2),
+        "G1 v2 view, zarr 2": lambda: mounted(lambda m: zarr2_time(m, want), "--view", "v2"),
+        "G2 local unsharded copy, zarr 3": lambda: local3(local_v3),
+        "G2 default view, zarr 3": lambda: mounted(lambda m: timed(lambda: check(str(m)))),
+        "G3 obstore, zarr 3": obstore_read,
+        "G3 raw view, zarr 3": lambda: mounted(lambda m: timed(lambda: check(str(m))), "--view", "raw"),
+        "G4 local sharded copy, zarr 3": lambda: local3(local_sharded),
+        "G4 raw view, warm cache past TTL, zarr 3": warm_read,
+    }
+    if shutil.which("rclone"):
+        contenders["G3 rclone mount, zarr 3"] = rclone_read
+    times = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, run in contenders.items():
+            times[name].append(run())
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    for name, t in med.items():
+        print(f"{name:58s} median {t:6.3f} s  (runs {' '.join(f'{x:.3f}' for x in times[name])})", flush=True)
+    ratio_line("G1 zarr 2, v2 view of sharded S3 vs local v2 copy", med["G1 local v2 copy, zarr 2"],
+               med["G1 v2 view, zarr 2"], ref.nbytes, 0.8)
+    ratio_line("G2 zarr 3, default view vs local unsharded copy", med["G2 local unsharded copy, zarr 3"],
+               med["G2 default view, zarr 3"], ref.nbytes, 1.0)
+    ratio_line("G3 zarr 3, raw view vs obstore", med["G3 obstore, zarr 3"], med["G3 raw view, zarr 3"],
+               ref.nbytes, 1.0)
+    if "G3 rclone mount, zarr 3" in med:
+        ratio_line("G3 zarr 3, raw view vs rclone mount", med["G3 rclone mount, zarr 3"],
+                   med["G3 raw view, zarr 3"], ref.nbytes, 1.5)
+    else:
+        print("G3 vs rclone mount: skipped (no rclone on PATH)", flush=True)
+    ratio_line("G4 zarr 3, warm cache past TTL vs local copy", med["G4 local sharded copy, zarr 3"],
+               med["G4 raw view, warm cache past TTL, zarr 3"], ref.nbytes, 0.8)
+    received = max(t[0] for t in warm_traffic)
+    print(f"{'':58s} G4 object bytes received (most of any run): {received}"
+          f"  (goal 0: {'met' if received == 0 else 'NOT met'}); requests {warm_traffic[-1][1]}", flush=True)
+    shutil.rmtree(cache, ignore_errors=True)
+
+
 def bench_big(binary, work: Path, proxy, delay, big_mib, server, get_one, warm):
     """3. one large object, sequential, through `proxy`. `warm` puts the server's copy of it back
     in the page cache after the caches were dropped (a real store's disks are not ours: the
@@ -411,7 +572,9 @@ def main():
     ap.add_argument("--big-mib", type=int, default=1024, help="size of the large object in MiB")
     ap.add_argument("--shape", type=int, default=2048, help="the array is SHAPE x SHAPE float32")
     ap.add_argument("--parts", default="files,zarr,big",
-                    help="which parts to run (files, zarr, big, chunks)")
+                    help="which parts to run (files, zarr, big, chunks, goals)")
+    ap.add_argument("--goals-shape", type=int, default=4096, help="the array of part goals is SHAPE x SHAPE")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of part goals (medians)")
     ap.add_argument("--big-server", default="moto", choices=["moto", "s3s-fs"],
                     help="the server of the large object (3.)")
     ap.add_argument("--conn-mbps", type=float, default=0.0,
@@ -463,9 +626,10 @@ def main():
                         region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True}))
                     zarr.create_array(store, shape=(n, n), chunks=(256, 256), dtype="float32", zarr_format=fmt,
                                       compressors=codec)[:] = ref
+            goals_ref = goals_data(s3.url, args.goals_shape) if "goals" in parts else None
             for d in [float(x) for x in args.delays.split(",")]:
                 bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server,
-                            args.conn_mbps)
+                            args.conn_mbps, goals_ref, args.rounds)
 
 
 if __name__ == "__main__":

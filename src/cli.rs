@@ -187,7 +187,7 @@ pub struct MountConfig {
     /// `--cache-dir`: the persistent disk cache (locked for this mount), if any.
     pub disk_cache: Option<crate::store::layers::disk_cache::DiskCacheOptions>,
     /// `--spill-dir`, `--write-buffer-budget`, `--spill-threshold`.
-    pub spill: crate::fs::spill::SpillConfig,
+    pub spill: crate::fs::write::spill::SpillConfig,
     /// `--metadata-cache-entries` (None: the default).
     pub metadata_cache_entries: Option<usize>,
     /// `--ref` (Icechunk sources).
@@ -391,8 +391,8 @@ fn spill_config(
     dir: Option<&Path>,
     budget: Option<&str>,
     threshold: Option<&str>,
-) -> Result<crate::fs::spill::SpillConfig, UsageError> {
-    let mut cfg = crate::fs::spill::SpillConfig::default();
+) -> Result<crate::fs::write::spill::SpillConfig, UsageError> {
+    let mut cfg = crate::fs::write::spill::SpillConfig::default();
     if let Some(dir) = dir {
         cfg.dir = dir.to_path_buf();
     }

@@ -331,8 +331,8 @@ fn fetches_documents(cfg: &MountConfig) -> bool {
 const MIN_DECODED_CACHE: u64 = 64 << 20;
 
 fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
-    use crate::fs::presented::PresentedNamespace;
-    use crate::fs::unsharded::UnshardedNamespace;
+    use crate::fs::namespace::presented::PresentedNamespace;
+    use crate::fs::namespace::unsharded::UnshardedNamespace;
     let ttl = cfg.metadata_ttl;
     let fetch = fetches_documents(cfg);
     let raw = RawNamespace::new(store)
@@ -360,9 +360,11 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
         ViewKind::V2Decoded => {
             presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
         }
-        ViewKind::Flat => {
-            Arc::new(crate::fs::flat::FlatNamespace::new(unsharded(), ttl, decoded_cache))
-        }
+        ViewKind::Flat => Arc::new(crate::fs::namespace::flat::FlatNamespace::new(
+            unsharded(),
+            ttl,
+            decoded_cache,
+        )),
     }
 }
 
@@ -406,7 +408,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         let _guard = rt.enter();
         build_namespace(&cfg, store)
     };
-    let spill = crate::fs::spill::Spill::new(cfg.spill.clone());
+    let spill = crate::fs::write::spill::Spill::new(cfg.spill.clone());
     if !cfg.read_only {
         if let Err(e) = spill.check() {
             let e = SessionError(format!("--spill-dir {}: {e}", cfg.spill.dir.display()));

@@ -10,9 +10,9 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
-use super::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
-use super::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
+use crate::fs::inodes::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
+use crate::fs::write::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
+use crate::fs::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
 use crate::locks::lock;
 use crate::prefetch::within_file;
 use crate::store::{join_key, split_key};
@@ -34,7 +34,7 @@ async fn join_buf(buf: SharedBuf, truncating: bool) -> Option<SharedBuf> {
 impl ZarrFs {
     /// truncate() of a path: takes effect now (an open file's buffer is written back).
     pub(super) async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
-        let existing = lock(&self.bufs).get(path).cloned();
+        let existing = self.writes.bufs().get(path).cloned();
         if let Some(buf) = existing {
             buf.lock().await.truncate(size)?;
             return self.write_back(&buf).await;
@@ -55,7 +55,7 @@ impl ZarrFs {
     /// ftruncate() (also of a file unlinked while open): changes the handle's buffer, which
     /// that handle writes back. `None` when `fh` is no writer handle.
     pub(super) async fn truncate_handle(&self, fh: Option<u64>, size: u64) -> Option<FsResult<()>> {
-        let buf = self.dirty_writer_buf(fh?)?;
+        let buf = self.handles.dirty_writer_buf(fh?)?;
         let result = buf.lock().await.truncate(size);
         Some(result)
     }
@@ -71,7 +71,7 @@ impl ZarrFs {
         self.check_rw()?;
         self.ns.check_writable(&path).await?;
         let buf = loop {
-            let existing = lock(&self.bufs).get(&path).cloned();
+            let existing = self.writes.bufs().get(&path).cloned();
             let buf = match existing {
                 Some(buf) => join_buf(buf, truncating).await,
                 None => {
@@ -84,8 +84,10 @@ impl ZarrFs {
                     } else {
                         namespace::read_all(&*self.ns, &path, &node).await?
                     };
-                    let mine = WriteBuf::shared(&self.spill, &path, data, truncating)?;
-                    let buf = lock(&self.bufs)
+                    let mine = WriteBuf::shared(self.writes.spill(), &path, data, truncating)?;
+                    let buf = self
+                        .writes
+                        .bufs()
                         .entry(path.clone())
                         .or_insert_with(|| mine.clone())
                         .clone();
@@ -110,24 +112,18 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        let buf = lock(&self.bufs).get(&path).cloned();
+        let buf = self.writes.bufs().get(&path).cloned();
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
-        let ra = self.new_readahead();
+        let ra = self.ahead.for_file();
         let fh = self.new_handle(Handle::Read(ReadHandle { ino, path, node, buf, ra }));
         Ok(Opened { fh, keep_cache, read_only: true })
-    }
-
-    fn new_readahead(&self) -> SharedReadAhead {
-        Arc::new(tokio::sync::Mutex::new(within_file::ReadAhead::new(
-            self.readahead_budget.clone(),
-        )))
     }
 
     pub async fn create(&self, parent: u64, name: &str, flags: i32) -> FsResult<(Attr, Opened)> {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
-        let buf = WriteBuf::shared(&self.spill, &path, Vec::new(), true)?;
+        let buf = WriteBuf::shared(self.writes.spill(), &path, Vec::new(), true)?;
         let exclusive = flags & libc::O_EXCL != 0;
         if exclusive {
             // Ask the store, not the metadata cache: EEXIST at open when the key exists now.
@@ -140,7 +136,7 @@ impl ZarrFs {
             Some(_) => true,
             // Another create of the same name may have made its buffer since: join that one.
             None => {
-                let mut bufs = lock(&self.bufs);
+                let mut bufs = self.writes.bufs();
                 let taken = bufs.contains_key(&path);
                 if !taken {
                     bufs.insert(path.clone(), buf.clone());
@@ -174,7 +170,7 @@ impl ZarrFs {
     }
 
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
-        let from = lock(&self.handles).get(&fh).and_then(Handle::read_from);
+        let from = self.handles.lock().get(&fh).and_then(Handle::read_from);
         match from.ok_or(FsError::BadHandle)? {
             (path, ReadFrom::Buffer(buf)) => {
                 let b = buf.lock().await;
@@ -221,7 +217,7 @@ impl ZarrFs {
     /// listing order, start fetching the next files (those whose node the listing cached).
     fn fetch_next_files(&self, path: &str) {
         let (dir, name) = split_key(path);
-        let next = self.scans.reading(dir, name);
+        let next = self.ahead.scans().reading(dir, name);
         if next.is_empty() {
             return;
         }
@@ -248,7 +244,7 @@ impl ZarrFs {
         if offset == 0 {
             self.fetch_next_files(&path);
         }
-        let ra = lock(&self.inode_readaheads).get_or_insert(ino, || self.new_readahead()).clone();
+        let ra = self.ahead.for_inode(ino);
         self.read_ahead(ino, &ra, &path, &node, offset, size).await
     }
 
@@ -287,7 +283,7 @@ impl ZarrFs {
     }
 
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        let buf = self.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
+        let buf = self.handles.dirty_writer_buf(fh).ok_or(FsError::BadHandle)?;
         buf.lock().await.write(offset, data)?;
         Ok(data.len() as u32)
     }
@@ -317,19 +313,11 @@ impl ZarrFs {
                 crate::metrics::global().create_conflicts.inc();
                 tracing::info!(path = ?path, "exclusive create lost to another writer: EEXIST");
                 drop(b);
-                self.drop_buf(&path, buf);
+                self.writes.drop_buf(&path, buf);
                 self.cache.invalidate(&path);
             }
         }
         result
-    }
-
-    /// Forget `buf` as the write buffer of `path` (if it still is).
-    pub(super) fn drop_buf(&self, path: &str, buf: &SharedBuf) {
-        let mut bufs = lock(&self.bufs);
-        if bufs.get(path).is_some_and(|x| Arc::ptr_eq(x, buf)) {
-            bufs.remove(path);
-        }
     }
 
     /// close(): the buffer goes to the store if this handle changed it since its last flush,
@@ -345,37 +333,15 @@ impl ZarrFs {
     }
 
     async fn write_back_from(&self, fh: u64, whole_file: bool) -> FsResult<()> {
-        let Some((buf, handle_dirty)) = self.take_dirty(fh)? else { return Ok(()) };
+        let Some((buf, handle_dirty)) = self.handles.take_dirty(fh)? else { return Ok(()) };
         if !buf.lock().await.st.wants_write_back(handle_dirty, whole_file) {
             return Ok(());
         }
         let result = self.write_back(&buf).await;
         if result.is_err() && handle_dirty {
-            self.dirty_writer_buf(fh); // still this handle's to write
+            self.handles.dirty_writer_buf(fh); // still this handle's to write
         }
         result
-    }
-
-    /// The write buffer of a handle open for writing, which is about to change it: the handle
-    /// is marked dirty. `None` for a reader or an unknown handle.
-    fn dirty_writer_buf(&self, fh: u64) -> Option<SharedBuf> {
-        match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::Write(h)) => {
-                h.dirty = true;
-                Some(h.buf.clone())
-            }
-            _ => None,
-        }
-    }
-
-    /// A writer handle's buffer and whether the handle was dirty; it is marked clean now,
-    /// before the write-back, so a write during it marks it dirty again. `None` for a reader.
-    fn take_dirty(&self, fh: u64) -> FsResult<Option<(SharedBuf, bool)>> {
-        match lock(&self.handles).get_mut(&fh) {
-            Some(Handle::Write(h)) => Ok(Some((h.buf.clone(), std::mem::take(&mut h.dirty)))),
-            Some(Handle::Read(_)) => Ok(None),
-            _ => Err(FsError::BadHandle),
-        }
     }
 
     /// Whether opens look for a local copy for the kernel to read directly (FUSE passthrough).
@@ -387,7 +353,7 @@ impl ZarrFs {
     /// directly: a whole store object whose store keeps a copy of that version (the disk
     /// cache). A file with a write buffer has none (its bytes are the buffer's).
     pub async fn local_copy(&self, fh: u64) -> Option<std::fs::File> {
-        let node = match lock(&self.handles).get(&fh)? {
+        let node = match self.handles.lock().get(&fh)? {
             Handle::Read(h) if h.buf.is_none() && h.node.size >= PASSTHROUGH_MIN => h.node.clone(),
             _ => return None,
         };
@@ -397,25 +363,17 @@ impl ZarrFs {
 
     /// The content version of the file open as `fh` (see `Node::content_version`).
     pub fn handle_version(&self, fh: u64) -> Option<String> {
-        match lock(&self.handles).get(&fh)? {
-            Handle::Read(h) => h.node.content_version(),
-            _ => None,
-        }
+        self.handles.version(fh)
     }
 
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
-        let mut handles = lock(&self.handles);
-        if handles.get(&fh).is_some_and(Handle::is_reader) {
-            handles.remove(&fh);
-            return true;
-        }
-        false
+        self.handles.remove_reader(fh)
     }
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
-        let Some(handle) = lock(&self.handles).remove(&fh) else { return Err(FsError::BadHandle) };
+        let Some(handle) = self.handles.lock().remove(&fh) else { return Err(FsError::BadHandle) };
         let Handle::Write(WriteHandle { buf, dirty, .. }) = handle else {
             return Ok(());
         };
@@ -426,7 +384,7 @@ impl ZarrFs {
             // Out of `bufs` before its lock is let go: an open waiting on that lock finds it
             // retired, looks again, and no longer finds it there.
             let path = b.path.clone();
-            self.drop_buf(&path, &buf);
+            self.writes.drop_buf(&path, &buf);
         }
         result
     }
@@ -434,7 +392,7 @@ impl ZarrFs {
     /// Write back every dirty buffer and keep staged temp files under their own names (so
     /// nothing written through the mount is lost at unmount). Returns how many failed.
     pub async fn flush_all(&self) -> usize {
-        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let bufs: Vec<SharedBuf> = self.writes.bufs().values().cloned().collect();
         let mut failed = 0;
         for buf in bufs {
             buf.lock().await.st.unstage();

@@ -12,7 +12,7 @@
 //! and unpins exactly what was handed out; pages in flight are never pinned.
 //!
 //! The kernel may cache a listing (FOPEN_CACHE_DIR); only a complete one is recorded as
-//! listed (`dirs_listed`), so only a complete one is kept across opens.
+//! listed (`NodeCache::listed`), so only a complete one is kept across opens.
 //!
 //! A plain READDIR needs names and kinds only (`find` sends nothing else), READDIRPLUS also
 //! attributes. Each request says which it is (`MetaWanted`), and the pages read after it are
@@ -26,10 +26,10 @@ use std::time::{Instant, SystemTime};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::changes::Watch;
-use super::inode::ROOT_INO;
-use super::write_buf::SharedBuf;
-use super::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
+use crate::fs::cache::changes::Watch;
+use crate::fs::inodes::table::ROOT_INO;
+use crate::fs::write::write_buf::SharedBuf;
+use crate::fs::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key, MetaWanted};
 use crate::view::node::Node;
@@ -172,8 +172,8 @@ impl DirListing {
 impl ZarrFs {
     /// The listing behind a directory handle.
     pub(super) fn dir_listing(&self, fh: u64) -> FsResult<Arc<DirListing>> {
-        match lock(&self.handles).get(&fh) {
-            Some(super::Handle::Dir(listing)) => Ok(listing.clone()),
+        match self.handles.lock().get(&fh) {
+            Some(crate::fs::Handle::Dir(listing)) => Ok(listing.clone()),
             _ => Err(FsError::BadHandle),
         }
     }
@@ -383,7 +383,7 @@ impl ZarrFs {
             }
         }
         let buffered: Vec<(usize, SharedBuf)> = {
-            let bufs = lock(&self.bufs);
+            let bufs = self.writes.bufs();
             if bufs.is_empty() {
                 Vec::new()
             } else {
@@ -493,7 +493,9 @@ impl ZarrFs {
     async fn finish_listing(&self, listing: &DirListing, src: Source) -> FsResult<()> {
         let path = &listing.path;
         let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
-        let pending: Vec<(String, SharedBuf)> = lock(&self.bufs)
+        let pending: Vec<(String, SharedBuf)> = self
+            .writes
+            .bufs()
             .iter()
             .filter_map(|(p, b)| {
                 p.strip_prefix(&prefix)
@@ -527,8 +529,8 @@ impl ZarrFs {
             st.complete = true;
             st.reader = None;
         }
-        self.scans.listed(path, files);
-        lock(&self.dirs_listed).insert(listing.ino, src.started);
+        self.ahead.scans().listed(path, files);
+        self.cache.listed(listing.ino, src.started);
         Ok(())
     }
 }
@@ -544,7 +546,7 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::fs::inode::ROOT_INO;
+    use crate::fs::inodes::table::ROOT_INO;
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;

@@ -2,56 +2,42 @@
 //! can drive it without a kernel. `fuse::adapter` is the thin layer that turns these answers
 //! into fuser replies.
 //!
-//! Owns: the inode table, the metadata cache (`node_cache`), open handles (`handles`) and the
-//! write buffers of open files (`write_buf`). This module holds `ZarrFs`, path resolution,
-//! attributes and directories; open files are in `files`, unlink/rename/link in `names`.
-//! A file open for writing is buffered whole in memory and written to the namespace as one
-//! object on flush (close) and release, so the backend never sees half a chunk. Files named
-//! `*.partial` (temp files that writers such as zarr-python rename over their target) are kept
-//! in memory until renamed, so only the final key is ever written to the backend.
+//! `ZarrFs` dispatches to subsystems, a folder each: `inodes` (what the kernel holds: inode
+//! numbers, open handles), `cache` (what the mount remembers of the namespace), `write` (write
+//! buffers, spill files, the shard writer) and `namespace` (the chosen view over the store).
+//! This module holds `ZarrFs`, lookups, attributes and directories; open files are in `files`,
+//! unlink/rename/link in `names`. A file open for writing is buffered whole and written to the
+//! namespace as one object on flush (close) and release, so the backend never sees half a
+//! chunk. Files named `*.partial` (temp files that writers such as zarr-python rename over
+//! their target) are kept in memory until renamed, so only the final key is ever written to
+//! the backend.
 
-pub mod changes;
-pub mod decoded_cache;
+pub(crate) mod cache;
 pub mod error;
 mod files;
-pub mod flat;
-mod flat_read;
-mod handles;
-pub mod inode;
+pub mod inodes;
 pub mod listing;
 mod names;
 pub mod namespace;
-mod node_cache;
-pub mod presented;
-pub mod regions;
 mod resolve;
-mod retiled;
-pub mod shard_indexes;
-pub mod shard_writer;
-pub mod spill;
-pub mod trees;
-pub mod unsharded;
-mod walk;
-mod write_buf;
+pub mod write;
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use lru::LruCache;
-
+use cache::NodeCache;
 pub use error::{FsError, FsResult};
-use handles::{Handle, SharedReadAhead};
-use inode::InodeTable;
+use inodes::handles::{Handle, Handles};
+use inodes::table::InodeTable;
 use namespace::Namespace;
-use node_cache::NodeCache;
-pub use write_buf::is_staged_name;
-use write_buf::{SharedBuf, WriteBuf};
+use write::spill;
+pub use write::write_buf::is_staged_name;
+use write::write_buf::{SharedBuf, WriteBuf};
+use write::Writes;
 
 use crate::locks::lock;
-use crate::prefetch::{across_files, within_file};
+use crate::prefetch::per_mount::MountReadAhead;
 use crate::store::join_key;
 use crate::view::node::Node;
 
@@ -122,37 +108,22 @@ pub struct OpenedDir {
     pub keep_cache: bool,
 }
 
-/// Read-ahead states kept per inode when the kernel sends no OPEN (and so no RELEASE to end them).
-const INODE_READAHEADS: usize = 64;
-/// Files fetched ahead of a reader that reads a directory's files in listing order.
-const SCAN_AHEAD_FILES: usize = 8;
 const MAX_NAME_LEN: usize = 255;
 
 pub struct ZarrFs {
     ns: Arc<dyn Namespace>,
     cfg: FsConfig,
     inodes: Mutex<InodeTable>,
-    /// Resolved nodes, changes through the mount, content versions the kernel has.
+    /// Resolved nodes, changes through the mount, what the kernel has cached.
     cache: NodeCache,
-    /// path -> the write buffer of a file open for writing (or a staged temp file).
-    bufs: Mutex<HashMap<String, SharedBuf>>,
-    handles: Mutex<HashMap<u64, Handle>>,
-    next_fh: AtomicU64,
-    /// Memory for read-ahead, shared by every file of the mount.
-    readahead_budget: Arc<within_file::Budget>,
-    /// The kernel sends no OPEN/RELEASE (read-only mounts, see `serve_without_open`): reads come
-    /// with handle 0 and are served by inode.
-    openless: AtomicBool,
-    /// Read-ahead per inode for reads without a handle.
-    inode_readaheads: Mutex<LruCache<u64, SharedReadAhead>>,
+    /// Write buffers of open files and where they spill.
+    writes: Writes,
+    /// Open handles by number.
+    handles: Handles,
+    /// The read-ahead budget, windows and scans of the mount.
+    ahead: MountReadAhead<FsError>,
     /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
-    /// Directory ino -> when it was last listed (the kernel caches that listing).
-    dirs_listed: Mutex<HashMap<u64, Instant>>,
-    /// Which files to fetch ahead of a reader scanning a directory.
-    scans: across_files::ScanAhead,
-    /// Where write buffers go once too large for memory, and the memory they may hold.
-    spill: Arc<spill::Spill>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -177,24 +148,16 @@ impl ZarrFs {
             ns,
             cfg,
             inodes: Mutex::new(InodeTable::default()),
-            bufs: Mutex::new(HashMap::new()),
-            handles: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
-            readahead_budget: within_file::Budget::new(within_file::DEFAULT_BUDGET),
-            openless: AtomicBool::new(false),
-            inode_readaheads: Mutex::new(LruCache::new(
-                NonZeroUsize::new(INODE_READAHEADS).expect("nonzero"),
-            )),
+            writes: Writes::new(spill::Spill::new(spill::SpillConfig::default())),
+            handles: Handles::default(),
+            ahead: MountReadAhead::default(),
             invalidator: OnceLock::new(),
-            dirs_listed: Mutex::new(HashMap::new()),
-            scans: across_files::ScanAhead::new(SCAN_AHEAD_FILES),
-            spill: spill::Spill::new(spill::SpillConfig::default()),
         }
     }
 
     /// Use `spill` (`--spill-dir`, `--write-buffer-budget`) for write buffers from now on.
     pub fn with_spill(mut self, spill: Arc<spill::Spill>) -> Self {
-        self.spill = spill;
+        self.writes = Writes::new(spill);
         self
     }
 
@@ -208,7 +171,7 @@ impl ZarrFs {
 
     /// The write buffers' spill directory and memory accounting.
     pub fn spill(&self) -> &Arc<spill::Spill> {
-        &self.spill
+        self.writes.spill()
     }
 
     /// Serve reads without OPEN and RELEASE, for a kernel that stops sending them once OPEN
@@ -218,13 +181,13 @@ impl ZarrFs {
     /// read) is answered with an invalidation instead of at open. Returns whether it is on.
     pub fn serve_without_open(&self) -> bool {
         if self.cfg.read_only {
-            self.openless.store(true, Ordering::Relaxed);
+            self.handles.set_openless();
         }
-        self.openless.load(Ordering::Relaxed)
+        self.handles.is_openless()
     }
 
     pub fn is_openless(&self) -> bool {
-        self.openless.load(Ordering::Relaxed)
+        self.handles.is_openless()
     }
 
     /// How to tell the kernel to drop its cached pages of an inode. Called from any thread,
@@ -263,9 +226,8 @@ impl ZarrFs {
 
     /// What hangs off an inode that no longer exists.
     fn inode_gone(&self, ino: u64) {
-        self.cache.forget_version(ino);
-        lock(&self.inode_readaheads).pop(&ino);
-        lock(&self.dirs_listed).remove(&ino);
+        self.cache.forget_inode(ino);
+        self.ahead.forget_inode(ino);
     }
 
     /// A listing is gone: the inodes only it held go too.
@@ -326,9 +288,7 @@ impl ZarrFs {
     /// first readdir, which never comes when the kernel still has the listing cached.
     pub fn opendir_lazy(&self, ino: u64) -> FsResult<OpenedDir> {
         let path = self.path_of(ino)?;
-        let keep_cache = lock(&self.dirs_listed)
-            .get(&ino)
-            .is_some_and(|at| crate::clock::since(*at) < self.cfg.metadata_ttl);
+        let keep_cache = self.cache.listing_fresh(ino);
         let fh = self.new_handle(Handle::Dir(Arc::new(listing::DirListing::new(ino, path))));
         Ok(OpenedDir { fh, keep_cache })
     }
@@ -359,7 +319,7 @@ impl ZarrFs {
     }
 
     pub fn releasedir(&self, fh: u64) {
-        let handle = lock(&self.handles).remove(&fh);
+        let handle = self.handles.lock().remove(&fh);
         if let Some(Handle::Dir(listing)) = handle {
             self.release_listing(&listing);
         }
@@ -389,9 +349,7 @@ impl ZarrFs {
     // ---- handles ----
 
     fn new_handle(&self, h: Handle) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, h);
-        fh
+        self.handles.insert(h)
     }
 
     pub fn statfs(&self) -> (u64, u64) {
@@ -401,11 +359,11 @@ impl ZarrFs {
     /// Figures for the metrics endpoint, read when scraped. A write buffer locked right now
     /// (being written) is counted without its bytes rather than waited for.
     pub fn gauges(&self) -> FsGauges {
-        let bufs: Vec<SharedBuf> = lock(&self.bufs).values().cloned().collect();
+        let bufs: Vec<SharedBuf> = self.writes.bufs().values().cloned().collect();
         let buffer_bytes =
             bufs.iter().filter_map(|b| b.try_lock().ok().map(|b| b.data.len())).sum();
         FsGauges {
-            open_handles: lock(&self.handles).len() as u64,
+            open_handles: self.handles.lock().len() as u64,
             known_inodes: lock(&self.inodes).count() as u64,
             write_buffers: bufs.len() as u64,
             buffer_bytes,
@@ -415,7 +373,7 @@ impl ZarrFs {
 
 #[cfg(test)]
 mod tests {
-    use super::inode::ROOT_INO;
+    use super::inodes::table::ROOT_INO;
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
@@ -695,7 +653,7 @@ mod tests {
         assert_eq!(store.get("f").await.unwrap().len(), 23456);
 
         // The close of `a` holds the buffer's lock when another open takes the buffer.
-        let x = lock(&fs.bufs)["f"].clone();
+        let x = fs.writes.bufs()["f"].clone();
         let held = x.lock().await;
         let before = Arc::strong_count(&x);
         let opening = tokio::spawn({
@@ -706,10 +664,10 @@ mod tests {
             tokio::task::yield_now().await;
         }
         // The rest of `release(a)`: the last handle closes it, and it leaves the open files.
-        lock(&fs.handles).remove(&a.fh);
+        fs.handles.lock().remove(&a.fh);
         let mut held = held;
         assert!(held.st.close_handle(true));
-        fs.drop_buf("f", &x);
+        fs.writes.drop_buf("f", &x);
         drop(held);
         let b = opening.await.unwrap();
 

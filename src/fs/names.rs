@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use super::write_buf::{io_err, is_staged_name, OldName, SharedBuf, WriteBuf};
-use super::{namespace, Attr, FsError, FsResult, ZarrFs};
+use crate::fs::write::write_buf::{io_err, is_staged_name, OldName, SharedBuf, WriteBuf};
+use crate::fs::{namespace, Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::split_key;
 use crate::view::node::Node;
@@ -13,11 +13,11 @@ impl ZarrFs {
     pub async fn unlink(&self, parent: u64, name: &str) -> FsResult<()> {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
-        let buf = lock(&self.bufs).get(&path).cloned();
+        let buf = self.writes.bufs().get(&path).cloned();
         let mut old_name = OldName::Remove;
         if let Some(buf) = buf {
             old_name = buf.lock().await.st.unlink();
-            lock(&self.bufs).remove(&path);
+            self.writes.bufs().remove(&path);
         }
         match old_name {
             OldName::Remove => {
@@ -96,7 +96,7 @@ impl ZarrFs {
             return Err(FsError::IsADirectory);
         }
         self.ns.check_writable(to).await?;
-        let buf = lock(&self.bufs).get(from).cloned();
+        let buf = self.writes.bufs().get(from).cloned();
         let still_open = match buf {
             Some(buf) => self.move_buffer(from, to, buf).await?,
             None => {
@@ -106,12 +106,12 @@ impl ZarrFs {
         };
         // A writer still open on the replaced file now writes nowhere: its file is
         // unlinked, as on POSIX (its close must not bring the old content back).
-        let replaced = lock(&self.bufs).remove(to);
+        let replaced = self.writes.bufs().remove(to);
         if let Some(old) = replaced {
             old.lock().await.st.replaced();
         }
         if let Some(buf) = still_open {
-            lock(&self.bufs).insert(to.to_string(), buf);
+            self.writes.bufs().insert(to.to_string(), buf);
         }
         self.cache.invalidate(from);
         self.cache.invalidate(to);
@@ -139,7 +139,7 @@ impl ZarrFs {
         if remove {
             self.ns.remove_file(from).await?;
         }
-        lock(&self.bufs).remove(from);
+        self.writes.bufs().remove(from);
         let open = b.renamed(to);
         drop(b);
         Ok(open.then_some(buf))
@@ -156,7 +156,7 @@ impl ZarrFs {
         let from = self.path_of(ino)?;
         let to = self.child_path(newparent, newname)?;
         self.ns.check_writable(&to).await?;
-        let buf = lock(&self.bufs).get(&from).cloned();
+        let buf = self.writes.bufs().get(&from).cloned();
         let data = match buf {
             Some(buf) => {
                 let mut b = buf.lock().await;
@@ -181,10 +181,10 @@ impl ZarrFs {
             if self.resolve(&to).await?.is_some() {
                 return Err(FsError::Exists);
             }
-            let staged = WriteBuf::new(&self.spill, &to, data.to_vec(), true)?
+            let staged = WriteBuf::new(self.writes.spill(), &to, data.to_vec(), true)?
                 .without_handles()
                 .into_shared();
-            let mut bufs = lock(&self.bufs);
+            let mut bufs = self.writes.bufs();
             if bufs.contains_key(&to) {
                 return Err(FsError::Exists);
             }
@@ -213,7 +213,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::fs::inode::ROOT_INO;
+    use crate::fs::inodes::table::ROOT_INO;
     use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;

@@ -2,8 +2,7 @@
 //! the metadata cache, or the namespace's answer), the attributes shown for it, and the answers
 //! that need no I/O.
 
-use super::write_buf::SharedBuf;
-use super::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
+use crate::fs::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
 use crate::locks::lock;
 use crate::store::join_key;
 use crate::view::node::Node;
@@ -22,25 +21,10 @@ impl ZarrFs {
         Ok(path.to_string())
     }
 
-    /// An open handle's view of an inode whose name is gone (see `path_of`): its write buffer
-    /// (a writer's, if any), or the node it was opened on.
-    fn open_content(&self, ino: u64) -> Option<(Option<SharedBuf>, Option<Node>)> {
-        let handles = lock(&self.handles);
-        let mut found = None;
-        for h in handles.values() {
-            if let Some(content) = h.content_of(ino) {
-                if found.is_none() || h.is_writer() {
-                    found = Some(content);
-                }
-            }
-        }
-        found
-    }
-
     /// fstat() of a file unlinked (or replaced) while open: what the open handle holds, with no
     /// links. Without an open handle the inode is just stale.
     pub(super) async fn unlinked_attr(&self, ino: u64) -> FsResult<Attr> {
-        let node = match self.open_content(ino) {
+        let node = match self.handles.open_content(ino) {
             Some((Some(buf), _)) => buf_node(&*buf.lock().await),
             Some((None, Some(node))) => node,
             _ => return Err(FsError::Stale),
@@ -59,7 +43,7 @@ impl ZarrFs {
     }
 
     pub(super) async fn pending_node(&self, path: &str) -> Option<Node> {
-        let buf = lock(&self.bufs).get(path).cloned()?;
+        let buf = self.writes.bufs().get(path).cloned()?;
         let b = buf.lock().await;
         (!b.is_unlinked()).then(|| buf_node(&b))
     }
@@ -101,7 +85,7 @@ impl ZarrFs {
         }
         let Some(v) = node.content_version() else { return };
         if self.cache.note_version(ino, v) {
-            lock(&self.inode_readaheads).pop(&ino);
+            self.ahead.forget_inode(ino);
             if let Some(invalidate) = self.invalidator.get() {
                 invalidate(ino);
             }
@@ -115,7 +99,7 @@ impl ZarrFs {
 
     /// The cached node at `path`, unless a write buffer (whose lock is async) is involved.
     pub(super) fn cached_node(&self, path: &str) -> Option<Option<Node>> {
-        if lock(&self.bufs).contains_key(path) {
+        if self.writes.bufs().contains_key(path) {
             return None;
         }
         self.cache.get(path)

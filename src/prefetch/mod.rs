@@ -10,4 +10,5 @@ pub mod across_files;
 pub mod array;
 pub mod documents;
 pub mod kernel_window;
+pub mod per_mount;
 pub mod within_file;

@@ -2,7 +2,7 @@
 //! box of elements overlaps, and how to copy each chunk's part of the box from its decoded
 //! bytes into a buffer holding the box. Used to assemble chunks on a grid the array is not
 //! stored on (`view::retile`); a view serving whole arrays would use it the same way. No I/O:
-//! `fs::regions` fetches and decodes the chunks.
+//! `fs::namespace::regions` fetches and decodes the chunks.
 
 use std::ops::Range;
 

@@ -1,7 +1,7 @@
 //! A truly rectilinear array on a regular grid, for the v2 views (Zarr v2 has no rectilinear
 //! grid): every v2 chunk (a *tile*) is assembled from the decoded source chunks it overlaps.
 //! Pure: which source chunks a tile needs, which tiles a source chunk feeds, and the names of
-//! both chunk trees; `fs::regions` and `fs::retiled` fetch and assemble.
+//! both chunk trees; `fs::namespace::regions` and `fs::namespace::retiled` fetch and assemble.
 //!
 //! The tile is, per dimension, the longest source chunk: the shape of the grid's largest chunk
 //! (every combination of lengths is a chunk), so no tile is larger than a decoded chunk already

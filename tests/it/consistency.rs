@@ -13,7 +13,7 @@ use common::zfs::{
     unsharded_fs, write_file,
 };
 use common::{dirs, Mount};
-use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::inodes::table::ROOT_INO;
 use zarr_mount::store::backends::local::LocalStore;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::prelude::*;

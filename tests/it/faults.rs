@@ -265,6 +265,67 @@ async fn small_shards_behind_a_cache_cost_one_request_each() {
     assert!(calls.iter().any(|c| c.contains(&format!("a/c/0/0 Suffix({index_len})"))), "{calls:?}");
 }
 
+/// A scan in C order over a row of 12 small shards (array "row": 8 x 96, shards of 8 x 8):
+/// once the second shard is read, the scan fetches as many shards ahead as fit in its
+/// read-ahead budget (every one of these, at most 16), each whole in one GET, so a reader
+/// walking a row of shards one chunk at a time does not wait a round trip every few shards;
+/// 4 at a time, so the shard the reader waits for keeps most of the bandwidth. What was
+/// fetched ahead is not served past the TTL once the shard changed.
+/// A single chunk read fetches nothing ahead.
+#[tokio::test(start_paused = true)]
+async fn a_scan_of_small_shards_fetches_the_rest_of_the_row_ahead() {
+    let b = backend();
+    let doc = common::zfs::SHARDED_ARRAY.replace(r#""shape":[16,16]"#, r#""shape":[8,96]"#);
+    b.memory.put("row/zarr.json", Bytes::from(doc)).await.unwrap();
+    let parts: Vec<(u64, Vec<u8>)> = (0..16).map(|l| (l, chunk(l / 4, l % 4, "v1"))).collect();
+    let parts: Vec<(u64, &[u8])> = parts.iter().map(|(l, c)| (*l, c.as_slice())).collect();
+    let shard =
+        zarr_mount::zarr::sharding::build::build_shard(&sharded_layout(), &parts).unwrap().unwrap();
+    let keys: Vec<String> = (0..12).map(|x| format!("row/c/0/{x}")).collect();
+    for k in &keys {
+        b.memory.put(k, Bytes::from(shard.clone())).await.unwrap();
+    }
+    let cfg =
+        CacheConfig { capacity: 1 << 20, object_limit: 1 << 20, ttl: Duration::from_secs(60) };
+    let fs = unsharded_fs(CachingStore::new(b.store(), cfg));
+    read_file(&fs, "row/zarr.json").await.unwrap();
+
+    // Chunk (0, 0): shard 0 alone. On the paused clock this returns once every task waits.
+    read_file(&fs, "row/c/0/0").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fetched_of(&b, &keys), keys[..1], "{:?}", b.recording.calls());
+    // Chunk (0, 4), in shard 1: the scan reads ahead to the end of the row, 4 shards in
+    // flight at a time beside the one read (100 ms each), in order.
+    b.plan.delay(&[Op::Read], Duration::from_millis(100));
+    let fs = Arc::new(fs);
+    let reader = tokio::spawn({
+        let fs = fs.clone();
+        async move { read_file(&fs, "row/c/0/4").await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(fetched_of(&b, &keys), keys[..6], "{:?}", b.recording.calls());
+    reader.await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(fetched_of(&b, &keys), keys, "{:?}", b.recording.calls());
+    b.plan.clear();
+    // Reading every chunk of the row then costs no request: one GET per shard in all.
+    b.recording.take();
+    for x in 0..48u64 {
+        let got = read_file(&fs, &format!("row/c/0/{x}")).await.unwrap();
+        assert_eq!(got, chunk(0, x % 4, "v1"), "chunk (0, {x})");
+    }
+    assert_eq!(b.recording.calls(), Vec::<String>::new());
+
+    // A shard fetched ahead is trusted for the TTL only: rewritten at the store, it is read
+    // new once the TTL has passed.
+    let parts: Vec<(u64, Vec<u8>)> = (0..16).map(|l| (l, chunk(l / 4, l % 4, "v2"))).collect();
+    let parts: Vec<(u64, &[u8])> = parts.iter().map(|(l, c)| (*l, c.as_slice())).collect();
+    let shard = zarr_mount::zarr::sharding::build::build_shard(&sharded_layout(), &parts);
+    b.memory.put("row/c/0/7", Bytes::from(shard.unwrap().unwrap())).await.unwrap();
+    tokio::time::sleep(common::zfs::TTL + Duration::from_secs(1)).await;
+    assert_eq!(read_file(&fs, "row/c/0/28").await.unwrap(), chunk(0, 0, "v2"));
+}
+
 /// A listing reads shard indexes alone, even over a whole-object cache and for shards known
 /// to be small: `ls -R`, `find` or `du` of an array must not download it. Reading the listed
 /// chunks then still costs one GET per shard.

@@ -369,7 +369,7 @@ fn zip_entries_with_overlong_names_are_skipped() {
 #[tokio::test]
 async fn names_an_object_store_cannot_hold_are_refused_at_create() {
     use common::zfs::{ino_of, list, raw_fs, read_file, rename, write_file};
-    use zarr_mount::fs::inode::ROOT_INO;
+    use zarr_mount::fs::inodes::table::ROOT_INO;
     use zarr_mount::fs::FsError;
     use zarr_mount::store::backends::object::ObjectStoreBackend;
     use zarr_mount::store::prelude::*;

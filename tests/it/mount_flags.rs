@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::zfs::{ino_of, raw_fs, write_file};
 use common::{dirs, Mount};
-use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::inodes::table::ROOT_INO;
 use zarr_mount::fs::SetAttr;
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::prelude::*;

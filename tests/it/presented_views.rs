@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use zarr_mount::fs::namespace::{read_all, Namespace, RawNamespace};
-use zarr_mount::fs::presented::PresentedNamespace;
-use zarr_mount::fs::unsharded::UnshardedNamespace;
+use zarr_mount::fs::namespace::presented::PresentedNamespace;
+use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
+use zarr_mount::fs::namespace::{read_all, Namespace, NamespaceWrites, RawNamespace};
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::prelude::*;
 use zarr_mount::view::decoded::DecodedPresenter;

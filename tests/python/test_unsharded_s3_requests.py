@@ -2,12 +2,14 @@
 requests zarr-python's own S3 store would send: each shard fetched once (not its index first
 and the shard after), and a walk of the array's chunk files with `stat` (what `find`, `ls -R`
 or `du` do) reads shard indexes only, never the data, even after a chunk read has shown that
-the shards are small."""
+the shards are small. zarr-python 2, which asks for one chunk file at a time, reading through
+the v2 view sends one GET per shard too (the shards after the one it reads are fetched ahead)."""
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 import urllib.request
 from collections import Counter
 
@@ -64,4 +66,31 @@ def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_
     walked = received_bytes(port) - before
     # Three shard indexes of 16 entries (16 bytes each, and a crc32c): well under 1 KiB each.
     assert walked < 4096, f"the walk received {walked} bytes of {total} bytes of chunks"
+    assert m.stop() == []
+
+
+# zarr-python 2 (its own venv): read the array at argv[1] whole, print its sum.
+ZARR2_SUM = "import sys, zarr; print(zarr.open_array(sys.argv[1], mode='r')[:].sum(dtype='float64'))"
+
+
+def test_zarr_python_2_through_the_v2_view_sends_one_get_per_shard(moto, mount_factory, tmp_path, zarr2_python):
+    local = tmp_path / "arr.zarr"
+    # A row of 8 shards: a C-order scan one chunk at a time walks into each one after the other.
+    shape = (SHARDS[0], SHARDS[1] * 8)
+    expected = np.random.default_rng(15).standard_normal(shape, dtype="float32")
+    zarr.create_array(str(local), shape=shape, chunks=CHUNKS, shards=SHARDS, dtype="float32",
+                      compressors=zarr.codecs.ZstdCodec(level=1))[:] = expected
+    moto.upload(local, "arr.zarr")
+    shards = sorted(str(p.relative_to(local)) for p in (local / "c").rglob("*") if p.is_file())
+    assert len(shards) == 8
+
+    start = moto.log_size()
+    m = mount_factory(moto.url("arr.zarr"), view="v2", read_only=True, env=DAEMON_ENV,
+                      extra_args=moto.mount_args())
+    out = subprocess.run([str(zarr2_python), "-c", ZARR2_SUM, str(m.path)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert abs(float(out.stdout) - float(expected.sum(dtype="float64"))) < 1e-2
+    gets = gets_since(moto, start)
+    assert {s: gets[s] for s in shards} == {s: 1 for s in shards}, gets
     assert m.stop() == []

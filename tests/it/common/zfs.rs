@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zarr_mount::fs::inode::ROOT_INO;
+use zarr_mount::fs::inodes::table::ROOT_INO;
+use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
 use zarr_mount::fs::namespace::RawNamespace;
-use zarr_mount::fs::unsharded::UnshardedNamespace;
 use zarr_mount::fs::{FsConfig, FsResult, ZarrFs};
 use zarr_mount::store::prelude::*;
 use zarr_mount::store::split_key;

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::error::{FsError, FsResult};
-use super::spill;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::write::spill;
 use crate::store::split_key;
 use crate::view::node::{Backing, Node};
 

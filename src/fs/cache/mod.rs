@@ -3,6 +3,9 @@
 //! overlapped a change is not cached), directory trees dropped by a rename or removal, and the
 //! content version of each inode that the kernel last saw.
 
+pub mod changes;
+pub mod trees;
+
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
-use super::changes::{ChangeLog, Watch};
-use super::trees::DroppedTrees;
+use crate::fs::cache::changes::{ChangeLog, Watch};
+use crate::fs::cache::trees::DroppedTrees;
 use crate::locks::lock;
 use crate::view::node::Node;
 
@@ -34,6 +37,8 @@ pub struct NodeCache {
     /// ino -> content version at its last open (or, without opens, the last one the kernel was
     /// shown), to tell the kernel when its cache is still good.
     versions: Mutex<HashMap<u64, String>>,
+    /// Directory ino -> when it was last listed whole (the kernel caches that listing).
+    dirs_listed: Mutex<HashMap<u64, Instant>>,
 }
 
 impl NodeCache {
@@ -46,6 +51,7 @@ impl NodeCache {
             changes: Arc::new(ChangeLog::default()),
             dropped_trees: Mutex::new(DroppedTrees::new(ttl)),
             versions: Mutex::new(HashMap::new()),
+            dirs_listed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -142,5 +148,21 @@ impl NodeCache {
     /// The kernel's copy of `ino` is not to be trusted (opened for writing, changed, or gone).
     pub fn forget_version(&self, ino: u64) {
         lock(&self.versions).remove(&ino);
+    }
+
+    /// The directory `ino` was listed whole from a read that started `at`.
+    pub fn listed(&self, ino: u64, at: Instant) {
+        lock(&self.dirs_listed).insert(ino, at);
+    }
+
+    /// Whether the kernel's cached listing of directory `ino` (if it has one) is within the TTL.
+    pub fn listing_fresh(&self, ino: u64) -> bool {
+        lock(&self.dirs_listed).get(&ino).is_some_and(|at| crate::clock::since(*at) < self.ttl)
+    }
+
+    /// `ino` no longer exists: nothing the kernel had of it is to be trusted.
+    pub fn forget_inode(&self, ino: u64) {
+        self.forget_version(ino);
+        lock(&self.dirs_listed).remove(&ino);
     }
 }

@@ -12,13 +12,13 @@ use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 
-use super::decoded_cache::DecodedCache;
-use super::error::{FsError, FsResult};
-use super::flat_read::FlatReader;
-use super::namespace::{slice_for_read, Namespace};
-use super::presented::read_doc;
-use super::regions::ChunkSource;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::decoded_cache::DecodedCache;
+use crate::fs::namespace::flat_read::FlatReader;
+use crate::fs::namespace::presented::read_doc;
+use crate::fs::namespace::regions::ChunkSource;
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{slice_for_read, Namespace, ReadOnlyView};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::flat::{array_files, FlatArray, FlatFile, GROUP_FORMATS};
@@ -31,7 +31,6 @@ const KIND_CACHE: usize = 65_536;
 const CHUNK_CACHE: usize = 65_536;
 /// Child directories classified at once when listing.
 const CHECK_CONCURRENCY: usize = 16;
-const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
 /// Zarr documents, not shown: the files say what they hold.
 const ZARR_DOCS: [&str; 5] = ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
 /// The name of the files of an array at the root of the mount (it has no name of its own).
@@ -39,7 +38,7 @@ pub const ROOT_ARRAY_NAME: &str = "array";
 
 /// What a directory of the view below is to this view.
 #[derive(Clone)]
-pub(super) struct Kind {
+pub(in crate::fs) struct Kind {
     /// An array (its directory is not shown) and whether the view can read it.
     array: Option<Option<Arc<FlatArray>>>,
     /// The files shown beside the directory (in its parent): an array's, or a group's.
@@ -299,38 +298,12 @@ impl Namespace for FlatNamespace {
         }
     }
 
-    async fn check_writable(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn remove_file(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn mkdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rmdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
     fn capacity(&self) -> Option<(u64, u64)> {
         self.below.capacity()
     }
 }
+
+impl ReadOnlyView for FlatNamespace {}
 
 #[cfg(test)]
 mod tests {
@@ -339,8 +312,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::fs::namespace::RawNamespace;
-    use crate::fs::unsharded::UnshardedNamespace;
+    use crate::fs::namespace::unsharded::UnshardedNamespace;
+    use crate::fs::namespace::{NamespaceWrites, RawNamespace};
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
     use crate::store::prelude::*;

@@ -5,12 +5,12 @@
 
 use async_trait::async_trait;
 
-use super::error::FsResult;
+use crate::fs::error::FsResult;
 use crate::store::join_key;
 use crate::ttl_cache::TtlCache;
 
 /// What the walk does at a directory of a given kind.
-pub(super) enum Step<A> {
+pub(in crate::fs) enum Step<A> {
     /// Go on towards the path.
     Descend,
     /// The directory is this array: the rest of the path is inside it.
@@ -20,7 +20,7 @@ pub(super) enum Step<A> {
 }
 
 /// Where a path sits relative to the arrays of a view.
-pub(super) enum Place<K, A> {
+pub(in crate::fs) enum Place<K, A> {
     /// Inside the array at `dir`, at `rel` (relative to the array directory, non-empty).
     InArray { dir: String, array: A, rel: String },
     /// Anywhere else; `parent` is the kind of the path's parent directory (or of the
@@ -32,7 +32,7 @@ pub(super) enum Place<K, A> {
 /// place paths. Implementors give the cache, how to read a kind and what a kind means to the
 /// walk; `dir_kind` and `place` are the shared machinery.
 #[async_trait]
-pub(super) trait DirWalk: Sync {
+pub(in crate::fs) trait DirWalk: Sync {
     type Kind: Clone + Send + Sync;
     type Array: Send;
 

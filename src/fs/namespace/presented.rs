@@ -1,7 +1,7 @@
 //! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's
 //! metadata documents from the view below, asks the `Presenter` what the directory shows,
 //! and serves generated metadata, translated chunk keys and decoded chunks (through
-//! `fs::regions`), or the tiles of a re-tiled array (`fs::retiled`). Read-only: the mapping
+//! `fs::namespace::regions`), or the tiles of a re-tiled array (`fs::namespace::retiled`). Read-only: the mapping
 //! back to stored bytes is not exact, so every change is EROFS.
 
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 
-use super::decoded_cache::DecodedCache;
-use super::error::{FsError, FsResult};
-use super::namespace::{read_all, slice_for_read, Namespace};
-use super::regions::{is_absent, ChunkSource};
-use super::retiled::TilePath;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::decoded_cache::DecodedCache;
+use crate::fs::namespace::regions::{is_absent, ChunkSource};
+use crate::fs::namespace::retiled::TilePath;
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{read_all, slice_for_read, Namespace, ReadOnlyView};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -28,7 +28,6 @@ use crate::zarr::codecs::{BytesChain, CodecError};
 const SHOW_CACHE: usize = 65_536;
 /// Child directories checked at once when a listing must drop hidden arrays.
 const CHECK_CONCURRENCY: usize = 16;
-const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
 
 pub struct PresentedNamespace {
     below: Arc<dyn Namespace>,
@@ -39,7 +38,7 @@ pub struct PresentedNamespace {
 
 /// A directory's presentation and the time its metadata last changed (for generated files).
 #[derive(Clone)]
-pub(super) struct Shown {
+pub(in crate::fs) struct Shown {
     show: DirShow,
     modified: SystemTime,
 }
@@ -380,7 +379,7 @@ impl PresentedNamespace {
 }
 
 /// One metadata document of `dir`, if `below` has it as a file, with its modification time.
-pub(super) async fn read_doc(
+pub(in crate::fs) async fn read_doc(
     below: &dyn Namespace,
     dir: &str,
     name: &str,
@@ -474,34 +473,6 @@ impl Namespace for PresentedNamespace {
         }
     }
 
-    async fn check_writable(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn remove_file(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn mkdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
-    async fn rmdir(&self, _path: &str) -> FsResult<()> {
-        Err(READ_ONLY)
-    }
-
     fn capacity(&self) -> Option<(u64, u64)> {
         self.below.capacity()
     }
@@ -526,3 +497,5 @@ impl Namespace for PresentedNamespace {
         self.below.local_copy(node)
     }
 }
+
+impl ReadOnlyView for PresentedNamespace {}

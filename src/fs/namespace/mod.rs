@@ -1,6 +1,16 @@
 //! The async side of a view: resolves paths of the mount to `Node`s by asking the store, and
 //! carries out reads and writes. `RawNamespace` shows the store as it is; other views wrap it.
 
+pub mod decoded_cache;
+pub mod flat;
+mod flat_read;
+pub mod presented;
+pub mod regions;
+mod retiled;
+pub mod shard_indexes;
+pub mod unsharded;
+mod walk;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,8 +19,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::error::{FsError, FsResult};
-use super::spill::Body;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::write::spill::Body;
 use crate::metrics::Ahead;
 use crate::prefetch::array::ArrayPrefetch;
 use crate::prefetch::documents::{fetch_documents, names_zarr_node, DOCUMENT_BYTES};
@@ -28,7 +38,7 @@ pub type NodePages<'a> = futures::stream::BoxStream<'a, FsResult<Vec<(String, Op
 
 /// Paths are store-style keys: relative, `/`-separated, `""` for the root.
 #[async_trait]
-pub trait Namespace: Send + Sync + 'static {
+pub trait Namespace: NamespaceWrites + Send + Sync + 'static {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>>;
     /// The children of a directory, sorted by name.
     async fn list(&self, dir: &str) -> FsResult<Vec<(String, Node)>>;
@@ -47,6 +57,21 @@ pub trait Namespace: Send + Sync + 'static {
     }
     /// Bytes `offset..offset+size` of the file at `path` (resolved earlier to `node`).
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes>;
+    /// (total bytes, free bytes) for statfs, when the backend knows.
+    fn capacity(&self) -> Option<(u64, u64)>;
+    /// The file resolved to `node` will likely be read soon (see `prefetch::across_files`): start
+    /// fetching what backs it. Nothing by default.
+    async fn prefetch(&self, _node: &Node) {}
+    /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
+    /// `StoreHints::local_copy`). None by default. May block: call it off the runtime.
+    fn local_copy(&self, _node: &Node) -> Option<std::fs::File> {
+        None
+    }
+}
+
+/// The writes of a namespace. A view that takes none is a `ReadOnlyView`.
+#[async_trait]
+pub trait NamespaceWrites: Send + Sync {
     /// Whether a file at `path` may be created or replaced (checked at open, before any data).
     async fn check_writable(&self, path: &str) -> FsResult<()>;
     /// Replace the whole content of the file at `path`.
@@ -65,15 +90,35 @@ pub trait Namespace: Send + Sync + 'static {
     async fn rename(&self, from: &str, to: &str, is_dir: bool) -> FsResult<()>;
     async fn mkdir(&self, path: &str) -> FsResult<()>;
     async fn rmdir(&self, path: &str) -> FsResult<()>;
-    /// (total bytes, free bytes) for statfs, when the backend knows.
-    fn capacity(&self) -> Option<(u64, u64)>;
-    /// The file resolved to `node` will likely be read soon (see `prefetch::across_files`): start
-    /// fetching what backs it. Nothing by default.
-    async fn prefetch(&self, _node: &Node) {}
-    /// A local file of exactly `node`'s bytes, for the kernel to read directly (see
-    /// `StoreHints::local_copy`). None by default. May block: call it off the runtime.
-    fn local_copy(&self, _node: &Node) -> Option<std::fs::File> {
-        None
+}
+
+/// A view that shows the store without taking writes: every write is refused as read-only.
+pub trait ReadOnlyView: Send + Sync {}
+
+const READ_ONLY: FsError = FsError::ReadOnly("this view is read-only");
+
+#[async_trait]
+impl<T: ReadOnlyView> NamespaceWrites for T {
+    async fn check_writable(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn write_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn create_file(&self, _path: &str, _data: Bytes) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn remove_file(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn rename(&self, _from: &str, _to: &str, _is_dir: bool) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn mkdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
+    }
+    async fn rmdir(&self, _path: &str) -> FsResult<()> {
+        Err(READ_ONLY)
     }
 }
 
@@ -422,6 +467,29 @@ impl Namespace for RawNamespace {
         }
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.store.capacity()
+    }
+
+    async fn prefetch(&self, node: &Node) {
+        if let Backing::Object { key, .. } = &node.backing {
+            self.store.prefetch(key, node.size, Ahead::ScanAhead).await;
+        }
+    }
+
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        match &node.backing {
+            // Metadata documents are read through the daemon, which learns the array's chunk
+            // tree from them (`learn_tree`); the kernel would read a copy without telling it.
+            Backing::Object { key, .. } if is_metadata_doc(split_key(key).1) => None,
+            Backing::Object { key, version } => self.store.local_copy(key, version),
+            _ => None,
+        }
+    }
+}
+
+#[async_trait]
+impl NamespaceWrites for RawNamespace {
     async fn check_writable(&self, path: &str) -> FsResult<()> {
         Ok(self.store.check_key(path)?)
     }
@@ -523,26 +591,6 @@ impl Namespace for RawNamespace {
             Ok(())
         } else {
             Err(FsError::NotFound)
-        }
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.store.capacity()
-    }
-
-    async fn prefetch(&self, node: &Node) {
-        if let Backing::Object { key, .. } = &node.backing {
-            self.store.prefetch(key, node.size, Ahead::ScanAhead).await;
-        }
-    }
-
-    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
-        match &node.backing {
-            // Metadata documents are read through the daemon, which learns the array's chunk
-            // tree from them (`learn_tree`); the kernel would read a copy without telling it.
-            Backing::Object { key, .. } if is_metadata_doc(split_key(key).1) => None,
-            Backing::Object { key, version } => self.store.local_copy(key, version),
-            _ => None,
         }
     }
 }

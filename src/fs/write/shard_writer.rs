@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::error::{FsError, FsResult};
+use crate::fs::error::{FsError, FsResult};
 use crate::store::{split_key, PutMode, Store, StoreError};
 use crate::zarr::sharding::build::{build_shard, check_new_shard};
 use crate::zarr::sharding::index::ShardIndex;

@@ -1,6 +1,6 @@
 //! The tiles of re-tiled arrays (`view::retile`) in the presented views: a tile exists when
 //! a stored chunk it overlaps does, is looked up from those chunks alone, and reads as the
-//! region assembled from them (`fs::regions`), kept in the decoded-chunk cache. Directories of
+//! region assembled from them (`fs::namespace::regions`), kept in the decoded-chunk cache. Directories of
 //! the tile tree exist from the grid alone and list the tiles of the stored chunks under them.
 
 use std::collections::BTreeMap;
@@ -9,8 +9,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::error::{FsError, FsResult};
-use super::regions::ChunkSource;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::regions::ChunkSource;
 use crate::view::node::{Backing, Node, SourceChunk};
 use crate::view::regions::Placed;
 use crate::view::retile::Retiling;
@@ -123,9 +123,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::fs::namespace::presented::PresentedNamespace;
+    use crate::fs::namespace::unsharded::UnshardedNamespace;
     use crate::fs::namespace::{read_all, Namespace, RawNamespace};
-    use crate::fs::presented::PresentedNamespace;
-    use crate::fs::unsharded::UnshardedNamespace;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::layers::recording::RecordingStore;
     use crate::store::prelude::*;

@@ -6,8 +6,8 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use super::error::{FsError, FsResult};
 use crate::flight_lru::FlightLru;
+use crate::fs::error::{FsError, FsResult};
 
 pub struct DecodedCache {
     cache: FlightLru<Bytes, Bytes, FsError>,

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use super::decoded_cache::DecodedCache;
-use super::error::{FsError, FsResult};
-use super::namespace::{read_all, Namespace};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::decoded_cache::DecodedCache;
+use crate::fs::namespace::{read_all, Namespace};
 use crate::store::{join_key, StoreError};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Node, SourceChunk};

@@ -3,7 +3,7 @@
 //! shards, and passes everything else to the raw namespace. The mapping itself is pure logic
 //! in `view::unsharded` (keys, shards, listings; the chunk tree is `zarr::chunk_tree`) and
 //! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
-//! root is `fs::walk`. This module only fetches what that logic asks for.
+//! root is `fs::namespace::walk`. This module only fetches what that logic asks for.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,13 +13,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 
-use super::error::{FsError, FsResult};
-use super::is_staged_name;
-use super::namespace::{read_all, read_range, Namespace, RawNamespace};
-use super::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
-use super::shard_writer::{ChunkOp, InGrid, ShardWriter};
-use super::spill::Body;
-use super::walk::{self, DirWalk, Step};
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::is_staged_name;
+use crate::fs::namespace::shard_indexes::{IndexFor, ShardIndexCache, ShardState};
+use crate::fs::namespace::walk::{self, DirWalk, Step};
+use crate::fs::namespace::{read_all, read_range, Namespace, NamespaceWrites, RawNamespace};
+use crate::fs::write::shard_writer::{ChunkOp, InGrid, ShardWriter};
+use crate::fs::write::spill::Body;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -33,8 +33,15 @@ const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
 const NOT_IN_GRID: FsError =
     FsError::NotPermitted("not a chunk key of this array's unsharded grid");
-/// How many shards a scan in C order fetches ahead of the one it reads.
-const SHARD_READ_AHEAD: usize = 4;
+/// How many shards a scan in C order fetches ahead of the one it reads: as many as fit in
+/// `SHARD_READ_AHEAD_BYTES` by the metadata's bound, within these limits. A reader walking
+/// chunks in C order touches a whole row of shards at once, so a depth of one row leaves it
+/// waiting a round trip at the start of each row; two rows of 4 MiB shards keep it fed.
+const SHARD_READ_AHEAD: std::ops::RangeInclusive<u64> = 4..=16;
+const SHARD_READ_AHEAD_BYTES: u64 = 32 << 20;
+/// Shards fetched ahead at once, in C order: the shard the reader waits for shares the
+/// connection's bandwidth with these, so the rest of the read-ahead queues behind them.
+const SHARD_READ_AHEAD_IN_FLIGHT: usize = 4;
 
 pub struct UnshardedNamespace {
     raw: RawNamespace,
@@ -44,6 +51,8 @@ pub struct UnshardedNamespace {
     /// (see `lookup`).
     docs: TtlCache<Option<crate::store::ObjectMeta>>,
     indexes: Arc<ShardIndexCache>,
+    /// Slots for shard read-ahead fetches (see `read_shards_ahead`).
+    ahead_slots: Arc<tokio::sync::Semaphore>,
     writer: ShardWriter,
 }
 
@@ -96,6 +105,7 @@ impl UnshardedNamespace {
         let store = raw.store().clone();
         UnshardedNamespace {
             indexes: Arc::new(ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES)),
+            ahead_slots: Arc::new(tokio::sync::Semaphore::new(SHARD_READ_AHEAD_IN_FLIGHT)),
             writer: ShardWriter::new(store.clone()),
             raw,
             store,
@@ -130,7 +140,9 @@ impl UnshardedNamespace {
     /// objects whole: start fetching the indexes of the next shards now, in the background.
     /// When the array's shards are small, each of those fetches brings the whole shard into
     /// the store's cache (see `ShardIndexCache::window`), so the scan finds its chunks there
-    /// instead of waiting for one request after another.
+    /// instead of waiting for one request after another. The fetches take slots in the order
+    /// they are planned (the semaphore is fair); a shard planned again while it waits for one
+    /// is then found fetched.
     fn read_shards_ahead(&self, array: &ShardedArray, shard: &[u64]) {
         if self.store.whole_object_limit() == 0 {
             return;
@@ -141,8 +153,12 @@ impl UnshardedNamespace {
             Some(before) if self.indexes.is_known(&key_of(&before)) => {}
             _ => return,
         }
+        let depth = array.shard_bound.map_or(*SHARD_READ_AHEAD.start(), |bound| {
+            (SHARD_READ_AHEAD_BYTES / bound.max(1))
+                .clamp(*SHARD_READ_AHEAD.start(), *SHARD_READ_AHEAD.end())
+        });
         let mut next = shard.to_vec();
-        for _ in 0..SHARD_READ_AHEAD {
+        for _ in 0..depth {
             let Some(after) = array.array.shard_beside(&next, 1) else { break };
             next = after;
             let key = key_of(&next);
@@ -152,7 +168,9 @@ impl UnshardedNamespace {
             let Some(layout) = array.array.layout_of(&next).map(Cow::into_owned) else { break };
             let (indexes, dir) = (self.indexes.clone(), array.dir.clone());
             let reading = IndexFor::Reading { shard_bound: array.shard_bound };
+            let slots = self.ahead_slots.clone();
             runtime.spawn(async move {
+                let Ok(_slot) = slots.acquire_owned().await else { return };
                 if let Err(e) = indexes.get(&dir, &key, &layout, reading).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
                 }
@@ -485,6 +503,24 @@ impl Namespace for UnshardedNamespace {
         self.raw.read(path, node, offset, size).await
     }
 
+    fn capacity(&self) -> Option<(u64, u64)> {
+        self.raw.capacity()
+    }
+
+    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
+    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
+    async fn prefetch(&self, node: &Node) {
+        self.raw.prefetch(node).await
+    }
+
+    /// Files passed through are whole objects of the store; inner chunks are not.
+    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
+        self.raw.local_copy(node)
+    }
+}
+
+#[async_trait]
+impl NamespaceWrites for UnshardedNamespace {
     async fn check_writable(&self, path: &str) -> FsResult<()> {
         self.check_mutable(path).await?;
         self.raw.check_writable(path).await
@@ -616,21 +652,6 @@ impl Namespace for UnshardedNamespace {
         self.raw.rmdir(path).await?;
         self.forget_kind(path);
         Ok(())
-    }
-
-    fn capacity(&self) -> Option<(u64, u64)> {
-        self.raw.capacity()
-    }
-
-    /// Files passed through (metadata, v2 chunks) are fetched ahead; inner chunks of a shard
-    /// are not: their shard is read ahead as a whole (`read_shards_ahead`).
-    async fn prefetch(&self, node: &Node) {
-        self.raw.prefetch(node).await
-    }
-
-    /// Files passed through are whole objects of the store; inner chunks are not.
-    fn local_copy(&self, node: &Node) -> Option<std::fs::File> {
-        self.raw.local_copy(node)
     }
 }
 

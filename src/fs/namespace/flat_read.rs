@@ -1,7 +1,7 @@
 //! Reads of flat files (`view::flat`): a byte range maps to the layout's parts under it;
 //! literal parts are copied, and the elements of an element part become a few boxes in C
 //! order (`view::flat::layout::c_order_boxes`), each assembled from the decoded chunks under
-//! it (`fs::regions`) into a buffer of the fill value. Only the chunks under the range are
+//! it (`fs::namespace::regions`) into a buffer of the fill value. Only the chunks under the range are
 //! read; a chunk that cannot be decoded fails the reads that touch it (EIO) and no other.
 
 use std::ops::Range;
@@ -9,8 +9,8 @@ use std::ops::Range;
 use bytes::Bytes;
 use futures::future::try_join_all;
 
-use super::error::{FsError, FsResult};
-use super::regions::ChunkSource;
+use crate::fs::error::{FsError, FsResult};
+use crate::fs::namespace::regions::ChunkSource;
 use crate::ttl_cache::TtlCache;
 use crate::view::flat::layout::c_order_boxes;
 use crate::view::flat::{ByteOrder, Content, ElementBox, FlatArray, FlatFile};
