@@ -11,4 +11,5 @@ pub mod array;
 pub mod documents;
 pub mod kernel_window;
 pub mod per_mount;
+pub mod shards;
 pub mod within_file;

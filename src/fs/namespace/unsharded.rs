@@ -20,6 +20,7 @@ use crate::fs::namespace::walk::{self, DirWalk, Step};
 use crate::fs::namespace::{read_all, read_range, Namespace, NamespaceWrites, RawNamespace};
 use crate::fs::write::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use crate::fs::write::spill::Body;
+use crate::prefetch::shards::ShardReadAhead;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -33,16 +34,6 @@ const DIR_KIND_CACHE: usize = 65_536;
 const INDEX_CACHE_BYTES: usize = 256 << 20;
 const NOT_IN_GRID: FsError =
     FsError::NotPermitted("not a chunk key of this array's unsharded grid");
-/// How many shards a scan in C order fetches ahead of the one it reads: as many as fit in
-/// `SHARD_READ_AHEAD_BYTES` by the metadata's bound, within these limits. A reader walking
-/// chunks in C order touches a whole row of shards at once, so a depth of one row leaves it
-/// waiting a round trip at the start of each row; two rows of 4 MiB shards keep it fed.
-const SHARD_READ_AHEAD: std::ops::RangeInclusive<u64> = 4..=16;
-const SHARD_READ_AHEAD_BYTES: u64 = 32 << 20;
-/// Shards fetched ahead at once, in C order: the shard the reader waits for shares the
-/// connection's bandwidth with these, so the rest of the read-ahead queues behind them.
-const SHARD_READ_AHEAD_IN_FLIGHT: usize = 4;
-
 pub struct UnshardedNamespace {
     raw: RawNamespace,
     store: Arc<dyn Store>,
@@ -51,8 +42,8 @@ pub struct UnshardedNamespace {
     /// (see `lookup`).
     docs: TtlCache<Option<crate::store::ObjectMeta>>,
     indexes: Arc<ShardIndexCache>,
-    /// Slots for shard read-ahead fetches (see `read_shards_ahead`).
-    ahead_slots: Arc<tokio::sync::Semaphore>,
+    /// Shards fetched ahead of a scan (see `read_shards_ahead`).
+    shards_ahead: ShardReadAhead,
     writer: ShardWriter,
 }
 
@@ -105,7 +96,7 @@ impl UnshardedNamespace {
         let store = raw.store().clone();
         UnshardedNamespace {
             indexes: Arc::new(ShardIndexCache::new(store.clone(), ttl, INDEX_CACHE_BYTES)),
-            ahead_slots: Arc::new(tokio::sync::Semaphore::new(SHARD_READ_AHEAD_IN_FLIGHT)),
+            shards_ahead: ShardReadAhead::default(),
             writer: ShardWriter::new(store.clone()),
             raw,
             store,
@@ -140,25 +131,20 @@ impl UnshardedNamespace {
     /// objects whole: start fetching the indexes of the next shards now, in the background.
     /// When the array's shards are small, each of those fetches brings the whole shard into
     /// the store's cache (see `ShardIndexCache::window`), so the scan finds its chunks there
-    /// instead of waiting for one request after another. The fetches take slots in the order
-    /// they are planned (the semaphore is fair); a shard planned again while it waits for one
-    /// is then found fetched.
+    /// instead of waiting for one request after another. How far ahead and how many at once is
+    /// `prefetch::shards`'s; a shard planned again while it waits for a slot is then found
+    /// fetched.
     fn read_shards_ahead(&self, array: &ShardedArray, shard: &[u64]) {
         if self.store.whole_object_limit() == 0 {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let key_of = |c: &[u64]| join_key(&array.dir, &array.array.shard_key(c));
         match array.array.shard_beside(shard, -1) {
             Some(before) if self.indexes.is_known(&key_of(&before)) => {}
             _ => return,
         }
-        let depth = array.shard_bound.map_or(*SHARD_READ_AHEAD.start(), |bound| {
-            (SHARD_READ_AHEAD_BYTES / bound.max(1))
-                .clamp(*SHARD_READ_AHEAD.start(), *SHARD_READ_AHEAD.end())
-        });
         let mut next = shard.to_vec();
-        for _ in 0..depth {
+        for _ in 0..ShardReadAhead::depth(array.shard_bound) {
             let Some(after) = array.array.shard_beside(&next, 1) else { break };
             next = after;
             let key = key_of(&next);
@@ -168,9 +154,7 @@ impl UnshardedNamespace {
             let Some(layout) = array.array.layout_of(&next).map(Cow::into_owned) else { break };
             let (indexes, dir) = (self.indexes.clone(), array.dir.clone());
             let reading = IndexFor::Reading { shard_bound: array.shard_bound };
-            let slots = self.ahead_slots.clone();
-            runtime.spawn(async move {
-                let Ok(_slot) = slots.acquire_owned().await else { return };
+            self.shards_ahead.start(async move {
                 if let Err(e) = indexes.get(&dir, &key, &layout, reading).await {
                     tracing::debug!(shard = ?key, error = %e, "shard read-ahead failed");
                 }
