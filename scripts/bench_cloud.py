@@ -364,13 +364,7 @@ def bench_chunks(binary, work: Path, proxy, ref, rounds=5):
     def zarr2_read(extra):
         with Mounted(binary, "s3://bench/chunks2.zarr", mnt, *mount_args(proxy, "--view", "raw", *extra),
                      env=S3_ENV):
-            out = subprocess.run([str(ZARR2_PYTHON), "-c", ZARR2_READ, str(mnt)], capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(f"zarr-python 2: {out.stderr}")
-            ms, total = out.stdout.split()
-            if abs(float(total) - want) > 1e-3 * abs(want) + 1e-3:
-                sys.exit("zarr-python 2: bad read")
-            return float(ms) / 1000
+            return zarr2_time(mnt, want)
 
     obstore_read()  # connections up, as a long-running reader has them
     contenders = {"obstore": obstore_read}
@@ -390,7 +384,6 @@ def bench_chunks(binary, work: Path, proxy, ref, rounds=5):
         ratio_line(f"64 chunks, {name} vs obstore", base, statistics.median(ts), ref.nbytes)
 
 
-# zarr-python 2 reading a whole array at argv[1] (a directory), as ZARR2_READ.
 GOALS_ARRAY = "goals.zarr"
 
 
