@@ -32,13 +32,20 @@ def gets_since(moto: MotoServer, start: int) -> Counter:
     return Counter(re.findall(rf'"GET /{BUCKET}/arr\.zarr/(\S+) HTTP', moto.log_since(start)))
 
 
-def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_factory, tmp_path):
+def upload_sharded(moto: MotoServer, tmp_path, shape, seed):
+    """A float32 array of `shape` written by zarr-python with CHUNKS in SHARDS, uploaded to
+    arr.zarr: its values and its shard keys (relative to the array)."""
     local = tmp_path / "arr.zarr"
-    expected = np.random.default_rng(14).standard_normal(SHAPE, dtype="float32")
-    zarr.create_array(str(local), shape=SHAPE, chunks=CHUNKS, shards=SHARDS, dtype="float32",
+    expected = np.random.default_rng(seed).standard_normal(shape, dtype="float32")
+    zarr.create_array(str(local), shape=shape, chunks=CHUNKS, shards=SHARDS, dtype="float32",
                       compressors=zarr.codecs.ZstdCodec(level=1))[:] = expected
     moto.upload(local, "arr.zarr")
     shards = sorted(str(p.relative_to(local)) for p in (local / "c").rglob("*") if p.is_file())
+    return expected, shards
+
+
+def test_zarr_python_reads_each_shard_once_and_a_walk_reads_no_data(moto, mount_factory, tmp_path):
+    expected, shards = upload_sharded(moto, tmp_path, SHAPE, seed=14)
     assert len(shards) == 4
 
     def mount():
@@ -74,14 +81,8 @@ ZARR2_SUM = "import sys, zarr; print(zarr.open_array(sys.argv[1], mode='r')[:].s
 
 
 def test_zarr_python_2_through_the_v2_view_sends_one_get_per_shard(moto, mount_factory, tmp_path, zarr2_python):
-    local = tmp_path / "arr.zarr"
     # A row of 8 shards: a C-order scan one chunk at a time walks into each one after the other.
-    shape = (SHARDS[0], SHARDS[1] * 8)
-    expected = np.random.default_rng(15).standard_normal(shape, dtype="float32")
-    zarr.create_array(str(local), shape=shape, chunks=CHUNKS, shards=SHARDS, dtype="float32",
-                      compressors=zarr.codecs.ZstdCodec(level=1))[:] = expected
-    moto.upload(local, "arr.zarr")
-    shards = sorted(str(p.relative_to(local)) for p in (local / "c").rglob("*") if p.is_file())
+    expected, shards = upload_sharded(moto, tmp_path, (SHARDS[0], SHARDS[1] * 8), seed=15)
     assert len(shards) == 8
 
     start = moto.log_size()
