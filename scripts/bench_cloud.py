@@ -166,7 +166,7 @@ def mount_args(proxy, *extra):
 
 
 def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, local_files: Path, ref, parts,
-                big_server, conn_mbps=0.0, goals_ref=None, rounds=5):
+                big_server, conn_mbps=0.0, goals_ref=None, rounds=5, goals=("G1", "G2", "G3", "G4")):
     cap = f", each connection capped at {conn_mbps:g} MB/s" if conn_mbps else ""
     print(f"## added latency {delay:g} ms{cap}", flush=True)
     (work / "mnt").mkdir(exist_ok=True)
@@ -178,7 +178,7 @@ def bench_delay(binary, work: Path, s3: MotoServer, delay, nfiles, big_mib, loca
         if "chunks" in parts:
             bench_chunks(binary, work, proxy, ref)
         if "goals" in parts:
-            bench_goals(binary, work, proxy, goals_ref, rounds)
+            bench_goals(binary, work, proxy, goals_ref, rounds, goals)
         if "big" in parts and big_server == "moto":
             bench_big(binary, work, proxy, delay, big_mib, "moto", single_stream_get, lambda: None)
     if "big" in parts and big_server != "moto":
@@ -411,7 +411,7 @@ def zarr2_time(path: Path, want: float) -> float:
     return float(ms) / 1000
 
 
-def bench_goals(binary, work: Path, proxy, ref, rounds=5):
+def bench_goals(binary, work: Path, proxy, ref, rounds=5, goals=("G1", "G2", "G3", "G4")):
     """7. (part `goals`) The four goals of issue #40 on one sharded array (`goals_data`), each
     contender on a fresh mount (or a cold page cache of its local copy), rounds alternating the
     contenders, medians compared:
@@ -498,6 +498,7 @@ def bench_goals(binary, work: Path, proxy, ref, rounds=5):
     }
     if shutil.which("rclone"):
         contenders["G3 rclone mount, zarr 3"] = rclone_read
+    contenders = {name: run for name, run in contenders.items() if name[:2] in goals}
     times = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, run in contenders.items():
@@ -505,22 +506,26 @@ def bench_goals(binary, work: Path, proxy, ref, rounds=5):
     med = {name: statistics.median(ts) for name, ts in times.items()}
     for name, t in med.items():
         print(f"{name:58s} median {t:6.3f} s  (runs {' '.join(f'{x:.3f}' for x in times[name])})", flush=True)
-    ratio_line("G1 zarr 2, v2 view of sharded S3 vs local v2 copy", med["G1 local v2 copy, zarr 2"],
-               med["G1 v2 view, zarr 2"], ref.nbytes, 0.8)
-    ratio_line("G2 zarr 3, default view vs local unsharded copy", med["G2 local unsharded copy, zarr 3"],
-               med["G2 default view, zarr 3"], ref.nbytes, 1.0)
-    ratio_line("G3 zarr 3, raw view vs obstore", med["G3 obstore, zarr 3"], med["G3 raw view, zarr 3"],
-               ref.nbytes, 1.0)
-    if "G3 rclone mount, zarr 3" in med:
-        ratio_line("G3 zarr 3, raw view vs rclone mount", med["G3 rclone mount, zarr 3"],
-                   med["G3 raw view, zarr 3"], ref.nbytes, 1.5)
-    else:
-        print("G3 vs rclone mount: skipped (no rclone on PATH)", flush=True)
-    ratio_line("G4 zarr 3, warm cache past TTL vs local copy", med["G4 local sharded copy, zarr 3"],
-               med["G4 raw view, warm cache past TTL, zarr 3"], ref.nbytes, 0.8)
-    received = max(t[0] for t in warm_traffic)
-    print(f"{'':58s} G4 object bytes received (most of any run): {received}"
-          f"  (goal 0: {'met' if received == 0 else 'NOT met'}); requests {warm_traffic[-1][1]}", flush=True)
+    if "G1" in goals:
+        ratio_line("G1 zarr 2, v2 view of sharded S3 vs local v2 copy", med["G1 local v2 copy, zarr 2"],
+                   med["G1 v2 view, zarr 2"], ref.nbytes, 0.8)
+    if "G2" in goals:
+        ratio_line("G2 zarr 3, default view vs local unsharded copy", med["G2 local unsharded copy, zarr 3"],
+                   med["G2 default view, zarr 3"], ref.nbytes, 1.0)
+    if "G3" in goals:
+        ratio_line("G3 zarr 3, raw view vs obstore", med["G3 obstore, zarr 3"], med["G3 raw view, zarr 3"],
+                   ref.nbytes, 1.0)
+        if "G3 rclone mount, zarr 3" in med:
+            ratio_line("G3 zarr 3, raw view vs rclone mount", med["G3 rclone mount, zarr 3"],
+                       med["G3 raw view, zarr 3"], ref.nbytes, 1.5)
+        else:
+            print("G3 vs rclone mount: skipped (no rclone on PATH)", flush=True)
+    if "G4" in goals:
+        ratio_line("G4 zarr 3, warm cache past TTL vs local copy", med["G4 local sharded copy, zarr 3"],
+                   med["G4 raw view, warm cache past TTL, zarr 3"], ref.nbytes, 0.8)
+        received = max(t[0] for t in warm_traffic)
+        print(f"{'':58s} G4 object bytes received (most of any run): {received}"
+              f"  (goal 0: {'met' if received == 0 else 'NOT met'}); requests {warm_traffic[-1][1]}", flush=True)
     shutil.rmtree(cache, ignore_errors=True)
 
 
@@ -568,6 +573,7 @@ def main():
                     help="which parts to run (files, zarr, big, chunks, goals)")
     ap.add_argument("--goals-shape", type=int, default=4096, help="the array of part goals is SHAPE x SHAPE")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of part goals (medians)")
+    ap.add_argument("--goals", default="G1,G2,G3,G4", help="which goals of part goals to run")
     ap.add_argument("--big-server", default="moto", choices=["moto", "s3s-fs"],
                     help="the server of the large object (3.)")
     ap.add_argument("--conn-mbps", type=float, default=0.0,
@@ -622,7 +628,7 @@ def main():
             goals_ref = goals_data(s3.url, args.goals_shape) if "goals" in parts else None
             for d in [float(x) for x in args.delays.split(",")]:
                 bench_delay(args.bin, work, s3, d, args.files, args.big_mib, local_files, ref, parts, big_server,
-                            args.conn_mbps, goals_ref, args.rounds)
+                            args.conn_mbps, goals_ref, args.rounds, tuple(args.goals.split(",")))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ use bytes::{Bytes, BytesMut};
 use lru::LruCache;
 
 use super::disk_meta::{one_version, to_keep, MetaJournal};
+use super::known_objects::KnownObjects;
+use super::listing_flights::ListingFlights;
 use super::write_watch::{ReadStart, WriteWatch};
 use crate::metrics::Revalidation;
 use crate::store::{
@@ -84,6 +86,11 @@ const COPY: u64 = u64::MAX;
 pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
 /// How many times a read overlapped by writes of its key is asked (see `get_clear_of_writes`).
 const ASKS_PAST_WRITES: u32 = 3;
+/// A directory's stale cached objects are confirmed by one listing page when there are at
+/// least this many (for one, its own conditional GET costs the same round trip, and is exact).
+const LIST_TO_CONFIRM: usize = 2;
+/// At most this many objects a listing is sent to confirm: the objects of an S3 listing page.
+const CONFIRM_PER_LISTING: usize = 1000;
 /// Bytes of fetched data that may wait for their background write at once.
 const WRITE_BACKLOG: u64 = 64 << 20;
 /// How many objects' metadata (version, size) this layer remembers.
@@ -203,7 +210,7 @@ struct State {
     /// Bytes of block files on disk, plus space reserved for writes under way.
     used: u64,
     /// Metadata seen for each key and when (wall clock: it may come from an earlier daemon).
-    known: LruCache<String, (ObjectMeta, SystemTime)>,
+    known: KnownObjects,
     /// Objects kept as copies (their LRU entry is `BlockId { object, index: COPY }`).
     copies: HashMap<String, CopyFile>,
 }
@@ -270,6 +277,8 @@ pub struct DiskCacheStore {
     journal: MetaJournal,
     /// Writes through this layer under way: what a read overlapping one brought is not kept.
     writes: WriteWatch,
+    /// Listings of a directory confirming its stale objects together (`confirm_directory`).
+    listings: ListingFlights,
     _lock: Arc<DirLock>,
 }
 
@@ -362,7 +371,7 @@ impl DiskCacheStore {
         }
         lock.note_pid();
         let journal = MetaJournal::open(&root, &inner.describe(), cfg.ttl)?;
-        let mut known = LruCache::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
+        let mut known = KnownObjects::new(NonZeroUsize::new(KNOWN_OBJECTS).expect("nonzero"));
         for (key, meta, at) in journal.replayed_objects() {
             let meta = match known.peek(&key) {
                 Some((before, _)) => to_keep(before, &meta).clone(),
@@ -382,6 +391,7 @@ impl DiskCacheStore {
             stats: DiskCacheStats::default(),
             journal,
             writes: WriteWatch::default(),
+            listings: ListingFlights::default(),
             _lock: lock,
         };
         // A smaller bound than last time: shrink now.
@@ -565,11 +575,8 @@ impl DiskCacheStore {
 
     fn forget_prefix(&self, prefix: &str) {
         self.journal.forget(prefix, true);
-        let p = format!("{prefix}/");
         let mut st = self.state();
-        let keys: Vec<String> =
-            st.known.iter().map(|(k, _)| k.clone()).filter(|k| k.starts_with(&p)).collect();
-        for k in keys {
+        for k in st.known.keys_below(prefix) {
             st.known.pop(&k);
         }
     }
@@ -944,6 +951,80 @@ impl DiskCacheStore {
         }
     }
 
+    /// The known version of `key`, past the TTL, when some of `range` of it is on disk: what a
+    /// read confirms rather than fetches.
+    fn stale_on_disk(&self, key: &str, range: &ByteRange) -> Option<ObjectMeta> {
+        self.fresh_meta(key).is_none().then_some(())?;
+        self.known_meta(key).filter(|m| self.holds_any(key, m, range))
+    }
+
+    /// Before `key`'s cached version past the TTL is revalidated alone: confirm it together
+    /// with the other stale cached objects of its directory, by one listing page, when there
+    /// are `LIST_TO_CONFIRM` of them and this store's listings can confirm. The reads of that
+    /// directory meanwhile wait for this listing rather than send their own requests. What the
+    /// page did not confirm (not in it, untagged, overlapped by a write) stays past the TTL,
+    /// for its own conditional GET.
+    async fn confirm_directory(&self, key: &str) {
+        if !self.listings.may_confirm() {
+            return;
+        }
+        let (dir, _) = crate::store::split_key(key);
+        self.listings
+            .run(dir, || async move {
+                let whole = ByteRange::Range(0..u64::MAX);
+                let now = crate::clock::system_now();
+                let stale: Vec<String> = {
+                    let st = self.state();
+                    st.known.in_dir(dir, usize::MAX)
+                }
+                .into_iter()
+                .filter(|(_, (_, at))| now.duration_since(*at).map_or(true, |a| a >= self.cfg.ttl))
+                .filter(|(k, (m, _))| self.holds_any(k, m, &whole))
+                .map(|(k, _)| k)
+                .take(CONFIRM_PER_LISTING)
+                .collect();
+                if stale.len() >= LIST_TO_CONFIRM && stale.iter().any(|k| k == key) {
+                    self.confirm_in_listing(dir, &stale).await;
+                }
+            })
+            .await;
+    }
+
+    /// One listing page of `dir`, taken as the answer to a revalidation of each of `stale`
+    /// (keys of `dir`) that it names: as the same version, confirmed; as another, the old
+    /// version's files dropped (the read fetches the new one). A page with an entry without a
+    /// version tag, with no object, or a listing that failed, says this store's listings cannot
+    /// confirm.
+    async fn confirm_in_listing(&self, dir: &str, stale: &[String]) {
+        use futures::StreamExt;
+        let start = self.writes.listing_starts();
+        let page = self.inner.list_pages(dir).next().await;
+        let page = match page {
+            Some(Ok(page)) => page,
+            Some(Err(e)) => {
+                tracing::debug!(dir, error = %e, "disk cache: a confirming listing failed");
+                self.listings.cannot_confirm();
+                return;
+            }
+            None => Listing::default(),
+        };
+        let untagged = crate::store::backends::object::is_untagged;
+        if page.files.is_empty() || page.files.iter().any(|(_, m)| untagged(m)) {
+            tracing::debug!(dir, "disk cache: listings of this store cannot confirm");
+            self.listings.cannot_confirm();
+            return;
+        }
+        for (name, meta) in &page.files {
+            let key = crate::store::join_key(dir, name);
+            if stale.binary_search(&key).is_err() || self.writes.overlapped_in_listing(&start, &key)
+            {
+                continue;
+            }
+            self.observe(&key, Some(meta), true);
+            self.record_version(&key, Some(meta));
+        }
+    }
+
     /// Bytes `want` of an object whose metadata is `meta` (fresh): blocks from disk, the
     /// missing runs from the store (concurrently), the new blocks kept. `None`: the object
     /// changed under us, or a write of it overlapped the fetch (`start`: the read's start),
@@ -1089,15 +1170,16 @@ impl DiskCacheStore {
     ) -> StoreResult<Option<(Bytes, ObjectMeta)>> {
         let (fetch, asked) = widened(&range, self.cfg.block_size);
         let start = self.writes.read_starts(key);
+        if self.stale_on_disk(key, &range).is_some() {
+            self.confirm_directory(key).await;
+        }
         let mut meta = self.fresh_meta(key);
         // What the store answered a revalidation of a changed (or deleted) object with.
         let mut answered = None;
-        if meta.is_none() {
-            if let Some(known) = self.known_meta(key).filter(|m| self.holds_any(key, m, &range)) {
-                match self.revalidate(key, &fetch, known).await? {
-                    Ok(known) => meta = Some(known),
-                    Err(now) => answered = Some(now),
-                }
+        if let Some(known) = self.stale_on_disk(key, &range) {
+            match self.revalidate(key, &fetch, known).await? {
+                Ok(known) => meta = Some(known),
+                Err(now) => answered = Some(now),
             }
         }
         if self.writes.overlapped(&start) {
@@ -1851,9 +1933,11 @@ mod tests {
         assert!(!rec.take().is_empty(), "past the TTL the store is asked");
     }
 
-    /// A daemon started past the TTL confirms what its cache holds instead of fetching it:
-    /// one revalidation per object and no object bytes; a changed object is fetched again, a
-    /// deleted one is gone; a listing confirms every cached object in it at once.
+    /// A daemon started past the TTL confirms what its cache holds instead of fetching it: no
+    /// object bytes (a directory of several cached objects: one listing page, see
+    /// `stale_objects_of_a_directory_are_confirmed_by_one_listing`); a changed object is
+    /// fetched again, a deleted one is gone; a listing the mount makes confirms every cached
+    /// object in it at once.
     #[tokio::test(start_paused = true)]
     async fn past_the_ttl_cached_objects_are_revalidated_not_fetched() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1881,8 +1965,7 @@ mod tests {
         rec.take();
         let before = rec.bytes_read();
         assert_eq!(store.get("a/shard").await.unwrap(), shard);
-        let whole = ByteRange::Range(0..u64::MAX);
-        assert_eq!(rec.take(), vec![format!("get_if_changed a/shard {whole:?}")]);
+        assert_eq!(rec.take(), vec!["list a"]);
         assert_eq!(rec.bytes_read(), before, "an unchanged object costs no object bytes");
         assert_eq!(store.get_range("a/shard", 100..200).await.unwrap(), shard.slice(100..200));
         assert!(rec.take().is_empty(), "confirmed for the TTL");
@@ -1901,6 +1984,167 @@ mod tests {
         assert_eq!(store.get("a/doc").await.unwrap(), doc2);
         assert_eq!(rec.take(), vec!["list a"], "no request per object");
         assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 3);
+    }
+
+    /// A listing of the store below, changed as a server may change it: answered late (so
+    /// that concurrent reads pile up behind it), without some names (a page that does not
+    /// reach them), or without version tags (s3s-fs).
+    struct ListingDouble {
+        inner: Arc<dyn Store>,
+        hidden: Vec<&'static str>,
+        untagged: bool,
+    }
+
+    impl crate::store::layers::Layer for ListingDouble {
+        type Below = dyn Store;
+        fn inner(&self) -> &dyn Store {
+            &*self.inner
+        }
+    }
+
+    impl crate::store::layers::ReadLayer for ListingDouble {}
+
+    impl crate::store::layers::WriteLayer for ListingDouble {}
+
+    impl crate::store::layers::HintsLayer for ListingDouble {}
+
+    #[async_trait]
+    impl crate::store::layers::ListLayer for ListingDouble {
+        fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+            use futures::StreamExt;
+            let pages = self.inner.list_pages(prefix).then(move |page| async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let mut page = page?;
+                page.files.retain(|(name, _)| !self.hidden.contains(&name.as_str()));
+                for (_, m) in page.files.iter_mut().filter(|_| self.untagged) {
+                    let ms = m.modified.duration_since(UNIX_EPOCH).unwrap().as_millis();
+                    m.version = format!("{ms}-{}", m.size);
+                }
+                Ok(page)
+            });
+            Box::pin(pages)
+        }
+    }
+
+    /// A cache of `n` objects `a/c/0/<i>` (and a document `a/zarr.json`) filled by one daemon,
+    /// and a second daemon on it past the TTL, over a `ListingDouble` of the store.
+    async fn stale_directory(
+        dir: &Path,
+        n: u8,
+        hidden: Vec<&'static str>,
+        untagged: bool,
+    ) -> (Arc<RecordingStore>, Arc<DiskCacheStore>) {
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let ttl = Duration::from_secs(60);
+        let cfg = || DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl };
+        let open = |rec: &Arc<RecordingStore>| {
+            let lock = Arc::new(DirLock::acquire(dir).unwrap());
+            let double = ListingDouble { inner: rec.clone(), hidden: hidden.clone(), untagged };
+            let below = Arc::new(double);
+            Arc::new(DiskCacheStore::open(below, lock, cfg()).unwrap())
+        };
+        rec.put("a/zarr.json", data(100, 0)).await.unwrap();
+        for i in 0..n {
+            rec.put(&format!("a/c/0/{i}"), data(2500, i)).await.unwrap();
+        }
+        let c = open(&rec);
+        let store = DiskCache(c.clone());
+        store.get("a/zarr.json").await.unwrap();
+        for i in 0..n {
+            store.get(&format!("a/c/0/{i}")).await.unwrap();
+        }
+        c.settle().await;
+        drop(store);
+        drop(c);
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+        (rec.clone(), open(&rec))
+    }
+
+    fn shown(rec: &RecordingStore) -> Vec<String> {
+        let mut calls = rec.take();
+        calls.sort();
+        calls
+    }
+
+    /// Past the TTL, the concurrent reads of a directory's cached objects (a reader opening
+    /// chunk files by name, no listing of its own) are confirmed by one listing page, not a
+    /// conditional GET each: a changed object is fetched again and read new, a deleted one
+    /// (not in the page) is asked alone and not found.
+    #[tokio::test(start_paused = true)]
+    async fn stale_objects_of_a_directory_are_confirmed_by_one_listing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (rec, c) = stale_directory(tmp.path(), 8, vec![], false).await;
+        let store = DiskCache(c.clone());
+        rec.put("a/c/0/3", data(2500, 103)).await.unwrap(); // behind the cache's back
+        rec.delete("a/c/0/5").await.unwrap();
+        rec.take();
+        let before = rec.bytes_read();
+        let store = &store;
+        let reads = (0..8u8).map(|i| async move { (i, store.get(&format!("a/c/0/{i}")).await) });
+        for (i, got) in futures::future::join_all(reads).await {
+            match i {
+                3 => assert_eq!(got.unwrap(), data(2500, 103), "the changed object, read new"),
+                5 => assert!(matches!(got, Err(StoreError::NotFound(_))), "{got:?}"),
+                _ => assert_eq!(got.unwrap(), data(2500, i)),
+            }
+        }
+        let whole = ByteRange::Range(0..u64::MAX);
+        let want = vec![
+            format!("get_if_changed a/c/0/5 {whole:?}"),
+            format!("get_ranged a/c/0/3 {whole:?}"),
+            "list a/c/0".to_string(),
+        ];
+        assert_eq!(shown(&rec), want, "one listing for the directory");
+        assert_eq!(rec.bytes_read(), before + 2500, "only the changed object's bytes");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 6);
+        assert_eq!(c.stats.changed.load(Ordering::Relaxed), 2);
+        // Confirmed for the TTL; the document, alone in its directory, has its own request.
+        assert_eq!(store.get("a/c/0/0").await.unwrap(), data(2500, 0));
+        assert_eq!(store.get("a/zarr.json").await.unwrap(), data(100, 0));
+        assert_eq!(shown(&rec), [format!("get_if_changed a/zarr.json {whole:?}")]);
+    }
+
+    /// What a listing page cannot confirm is revalidated object by object: a name the page
+    /// does not reach has its conditional GET; a store whose listings carry no version tag
+    /// (s3s-fs) confirms nothing by them, and is not asked for another.
+    #[tokio::test(start_paused = true)]
+    async fn what_a_listing_cannot_confirm_has_its_own_revalidation() {
+        let whole = ByteRange::Range(0..u64::MAX);
+        let tmp = tempfile::tempdir().unwrap();
+        let (rec, c) = stale_directory(tmp.path(), 4, vec!["2"], false).await;
+        let store = DiskCache(c.clone());
+        rec.take();
+        let store = &store;
+        let reads =
+            (0..4u8).map(|i| async move { store.get_range(&format!("a/c/0/{i}"), 0..10).await });
+        for (i, got) in futures::future::join_all(reads).await.into_iter().enumerate() {
+            assert_eq!(got.unwrap(), data(2500, i as u8).slice(0..10));
+        }
+        let want =
+            [format!("get_if_changed a/c/0/2 {:?}", ByteRange::Range(0..BS)), "list a/c/0".into()];
+        assert_eq!(shown(&rec), want);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let (rec, c) = stale_directory(tmp.path(), 4, vec![], true).await;
+        let store = DiskCache(c.clone());
+        rec.take();
+        let store = &store;
+        let reads = (0..4u8).map(|i| async move { store.get(&format!("a/c/0/{i}")).await });
+        for (i, got) in futures::future::join_all(reads).await.into_iter().enumerate() {
+            assert_eq!(got.unwrap(), data(2500, i as u8));
+        }
+        let mut want: Vec<String> =
+            (0..4).map(|i| format!("get_if_changed a/c/0/{i} {whole:?}")).collect();
+        want.push("list a/c/0".into());
+        assert_eq!(shown(&rec), want, "the untagged listing confirmed nothing");
+        assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 4);
+        // Past the TTL again: no listing this time.
+        tokio::time::advance(Duration::from_secs(61)).await;
+        for i in 0..4u8 {
+            assert_eq!(store.get(&format!("a/c/0/{i}")).await.unwrap(), data(2500, i));
+        }
+        assert_eq!(rec.count(&["list"]), 0);
+        assert_eq!(rec.count(&READS), 4);
     }
 
     /// `--immutable`: what the cache learned is trusted for ever, so a restart long after

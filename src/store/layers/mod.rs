@@ -15,6 +15,8 @@ mod disk_meta;
 #[cfg(any(test, feature = "test-doubles"))]
 pub mod fault;
 mod filling;
+mod known_objects;
+mod listing_flights;
 pub mod metered;
 #[cfg(any(test, feature = "test-doubles"))]
 pub mod recording;

@@ -1,0 +1,123 @@
+//! The object versions a disk cache knows (`disk_cache.rs`), with when each was seen: an LRU
+//! bounded by count, indexed by name as well, so that the objects of one directory are found
+//! without a walk over every key (a listing page confirms them together).
+
+use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
+use std::time::SystemTime;
+
+use lru::LruCache;
+
+use crate::store::ObjectMeta;
+
+/// An object's metadata and when the store said it (wall clock: an earlier daemon's too).
+pub type Seen = (ObjectMeta, SystemTime);
+
+pub struct KnownObjects {
+    by_use: LruCache<String, Seen>,
+    /// The same keys, sorted.
+    names: BTreeSet<String>,
+}
+
+impl KnownObjects {
+    pub fn new(cap: NonZeroUsize) -> Self {
+        KnownObjects { by_use: LruCache::new(cap), names: BTreeSet::new() }
+    }
+
+    /// `key`'s entry, refreshing its place in the LRU order.
+    pub fn get(&mut self, key: &str) -> Option<&Seen> {
+        self.by_use.get(key)
+    }
+
+    pub fn peek(&self, key: &str) -> Option<&Seen> {
+        self.by_use.peek(key)
+    }
+
+    /// Keep `seen` for `key`; the least recently used entry goes when full.
+    pub fn put(&mut self, key: String, seen: Seen) {
+        if let Some((gone, _)) = self.by_use.push(key.clone(), seen) {
+            if gone != key {
+                self.names.remove(&gone);
+            }
+        }
+        self.names.insert(key);
+    }
+
+    pub fn pop(&mut self, key: &str) -> Option<Seen> {
+        self.names.remove(key);
+        self.by_use.pop(key)
+    }
+
+    /// The keys below `dir/` at any depth.
+    pub fn keys_below(&self, dir: &str) -> Vec<String> {
+        let from = format!("{dir}/");
+        self.names.range(from.clone()..).take_while(|k| k.starts_with(&from)).cloned().collect()
+    }
+
+    /// Up to `max` keys directly in `dir` (`""`: the root), in name order, with their entries;
+    /// the subdirectories' keys are stepped over, not walked.
+    pub fn in_dir(&self, dir: &str, max: usize) -> Vec<(String, Seen)> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut out = Vec::new();
+        let mut from = prefix.clone();
+        while out.len() < max {
+            let Some(key) = self.names.range(from.clone()..).next() else { break };
+            let Some(rest) = key.strip_prefix(&prefix) else { break };
+            match rest.find('/') {
+                // A subdirectory: on past every key below it ('0' follows '/').
+                Some(i) => from = format!("{prefix}{}0", &rest[..i]),
+                None => {
+                    if let Some(seen) = self.by_use.peek(key) {
+                        out.push((key.clone(), seen.clone()));
+                    }
+                    from = format!("{key}\0");
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn seen(version: &str) -> Seen {
+        (ObjectMeta { size: 1, modified: UNIX_EPOCH, version: version.into() }, UNIX_EPOCH)
+    }
+
+    fn names(found: &[(String, Seen)]) -> Vec<&str> {
+        found.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    #[test]
+    fn a_directory_holds_its_own_keys_only() {
+        let mut k = KnownObjects::new(NonZeroUsize::new(100).unwrap());
+        for key in ["a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "a/c.x", "a/d", "ab/x", "top"] {
+            k.put(key.into(), seen(key));
+        }
+        assert_eq!(names(&k.in_dir("a", 10)), ["a/c.x", "a/d", "a/zarr.json"]);
+        assert_eq!(names(&k.in_dir("a/c/0", 10)), ["a/c/0/0", "a/c/0/1"]);
+        assert_eq!(names(&k.in_dir("a", 2)), ["a/c.x", "a/d"]);
+        assert_eq!(names(&k.in_dir("", 10)), ["top"]);
+        assert!(k.in_dir("a/c", 10).is_empty());
+        assert_eq!(k.in_dir("a/c/0", 10)[1].1 .0.version, "a/c/0/1");
+        assert_eq!(k.keys_below("a/c"), ["a/c/0/0", "a/c/0/1", "a/c/1/0"]);
+        k.pop("a/c/0/0");
+        assert_eq!(names(&k.in_dir("a/c/0", 10)), ["a/c/0/1"]);
+    }
+
+    #[test]
+    fn the_index_follows_evictions() {
+        let mut k = KnownObjects::new(NonZeroUsize::new(2).unwrap());
+        k.put("d/x".into(), seen("1"));
+        k.put("d/y".into(), seen("1"));
+        k.get("d/x");
+        k.put("d/y".into(), seen("2")); // replaced, not evicted
+        k.put("d/z".into(), seen("1")); // evicts d/x
+        assert_eq!(names(&k.in_dir("d", 10)), ["d/y", "d/z"]);
+        assert_eq!(k.peek("d/y").unwrap().0.version, "2");
+        assert!(k.peek("d/x").is_none());
+    }
+}
