@@ -659,6 +659,7 @@ fn past_the_ttl_a_remount_revalidates_and_downloads_nothing(kind: S3Server) {
         ("pre/big.bin".into(), content((3 << 20) + 5, 21)),
         ("pre/d/small".into(), content(3000, 22)),
         ("pre/d/mid".into(), content((1 << 20) + 17, 23)),
+        ("pre/arr/c/0/1".into(), vec![9, 10, 11, 12]),
     ];
     s3.put_all(&objects);
     let cache_arg = cache.to_str().unwrap().to_string();
@@ -686,6 +687,29 @@ fn past_the_ttl_a_remount_revalidates_and_downloads_nothing(kind: S3Server) {
 
     let (mut m, _) = mount_at("0", &[]);
     read_all(&m, &objects);
+    m.stop();
+    drop(m);
+
+    // Past the TTL, a reader that opens the array's files by name, listing nothing itself (as
+    // zarr-python does): the chunks of one directory are confirmed by one listing page, not a
+    // request each. s3s-fs lists no ETags, so there each chunk has its own (a HEAD).
+    let from = s3.log().len();
+    let (mut m, port) = mount_at("5", &[]);
+    for (k, v) in objects.iter().filter(|(k, _)| k.starts_with("pre/arr/")) {
+        let got = std::fs::read(m.path(k.strip_prefix("pre/").unwrap())).unwrap();
+        assert!(got == *v, "{k}: wrong bytes");
+    }
+    let reqs = s3.requests_since(from);
+    let count =
+        |pick: &dyn Fn(&str) -> bool| reqs.iter().filter(|r| pick(&r.replace("%2F", "/"))).count();
+    let chunk_requests =
+        count(&|r| r.split(' ').nth(1).is_some_and(|p| p.starts_with("/bkt/pre/arr/c/0/")));
+    let listings = count(&|r| r.contains("list-type=2") && r.contains("prefix=pre/arr/c/0/&"));
+    match kind {
+        S3Server::Moto => assert_eq!((listings, chunk_requests), (1, 0), "{reqs:#?}"),
+        _ => assert_eq!((listings, chunk_requests), (1, 2), "{reqs:#?}"),
+    }
+    assert_eq!(object_bytes_received(port), 0, "object bytes received past the TTL");
     m.stop();
     drop(m);
 
