@@ -88,6 +88,15 @@ capability! {
             Box::pin(futures::stream::once(Self::list(self, prefix)))
         }
 
+        /// `list_pages` from just after the name `after` (a key's name below `prefix`): the
+        /// names up to `after` may be left out, so that the first page holds the ones a reader
+        /// wants next. Object stores start the listing there (S3's `start-after`); by default
+        /// `list_pages`, every name.
+        provided fn list_pages_after<'a>(&'a self, prefix: &'a str, after: &'a str) -> ListPages<'a> {
+            let _ = after;
+            Self::list_pages(self, prefix)
+        }
+
         /// `list_pages` for a reader that may not need the files' metadata (a plain READDIR
         /// wants names and kinds only): a page read while `wanted` is false may leave it out
         /// (`None`) where the backend pays for it per file (the local backend's `lstat`); a

@@ -398,6 +398,65 @@ impl ObjectStoreBackend {
         self.hidden.report(&self.description, key, reason);
     }
 
+    /// `list_pages` of `prefix`, from just after the name `after` if given.
+    fn level_pages<'a>(&'a self, prefix: &'a str, after: Option<&'a str>) -> ListPages<'a> {
+        use futures::stream::{self, StreamExt};
+        let Some(pager) = self.pager.clone() else {
+            return Box::pin(stream::once(self.list(prefix)));
+        };
+        if let Err(e) = validate_key(prefix) {
+            return Box::pin(stream::once(async { Err(e) }));
+        }
+        let full = self.full_key(prefix);
+        let level = if full.is_empty() { String::new() } else { format!("{full}/") };
+        let mut pager = LevelPager::new(pager, level);
+        pager.cursor = after.filter(|a| !a.is_empty()).map(|name| format!("{}{name}", pager.level));
+        let state = PagedLevel { pager, held: Default::default(), last_dir: None, finished: false };
+        stream::unfold(state, move |mut st| async move {
+            if st.finished {
+                return None;
+            }
+            let level = st.pager.level.clone();
+            let (objects, prefixes) = match st.pager.next(&mut |key| self.hide(key, None)).await {
+                Ok(Some(page)) => page,
+                Ok(None) | Err(object_store::Error::NotFound { .. }) => (Vec::new(), Vec::new()),
+                Err(e) => {
+                    st.finished = true;
+                    return Some((Err(self.err(prefix, e)), st));
+                }
+            };
+            let mut page = self.level_listing(prefix, &level, &objects, &prefixes);
+            page.dirs.sort();
+            page.dirs.dedup();
+            page.dirs.retain(|d| st.last_dir.as_ref().is_none_or(|last| d > last));
+            if let Some(last) = page.dirs.last() {
+                st.last_dir = Some(last.clone());
+            }
+            st.held.extend(page.files.drain(..));
+            for d in &page.dirs {
+                if st.held.remove(d).is_some() {
+                    self.hide(&format!("{level}{d}"), Some(SHADOWED));
+                }
+            }
+            // Files the listing has passed the prefix of (`name/` sorts before the cursor) can
+            // no longer be shadowed; at the end, none can.
+            if st.pager.done {
+                st.finished = true;
+                page.files = std::mem::take(&mut st.held).into_iter().collect();
+            } else {
+                let cursor = st.pager.cursor.clone().unwrap_or_default();
+                let keep = st.held.keys().find(|name| format!("{level}{name}/") >= cursor).cloned();
+                let rest = match keep {
+                    Some(first_kept) => st.held.split_off(&first_kept),
+                    None => Default::default(),
+                };
+                page.files = std::mem::replace(&mut st.held, rest).into_iter().collect();
+            }
+            Some((Ok(page), st))
+        })
+        .boxed()
+    }
+
     /// The entries of one listed level (`level`: the full prefix with its '/'), by name,
     /// unsorted; names that cannot be file names are hidden (and logged once).
     fn level_listing(
@@ -1222,64 +1281,11 @@ impl ListStore for ObjectStoreBackend {
     /// `list`, an object shadowed by a prefix of the same name is left out (it is logged
     /// and cannot be read either way), so no name comes twice over the pages.
     fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
-        use futures::stream::{self, StreamExt};
-        let Some(pager) = self.pager.clone() else {
-            return Box::pin(stream::once(self.list(prefix)));
-        };
-        if let Err(e) = validate_key(prefix) {
-            return Box::pin(stream::once(async { Err(e) }));
-        }
-        let full = self.full_key(prefix);
-        let level = if full.is_empty() { String::new() } else { format!("{full}/") };
-        let state = PagedLevel {
-            pager: LevelPager::new(pager, level),
-            held: Default::default(),
-            last_dir: None,
-            finished: false,
-        };
-        stream::unfold(state, move |mut st| async move {
-            if st.finished {
-                return None;
-            }
-            let level = st.pager.level.clone();
-            let (objects, prefixes) = match st.pager.next(&mut |key| self.hide(key, None)).await {
-                Ok(Some(page)) => page,
-                Ok(None) | Err(object_store::Error::NotFound { .. }) => (Vec::new(), Vec::new()),
-                Err(e) => {
-                    st.finished = true;
-                    return Some((Err(self.err(prefix, e)), st));
-                }
-            };
-            let mut page = self.level_listing(prefix, &level, &objects, &prefixes);
-            page.dirs.sort();
-            page.dirs.dedup();
-            page.dirs.retain(|d| st.last_dir.as_ref().is_none_or(|last| d > last));
-            if let Some(last) = page.dirs.last() {
-                st.last_dir = Some(last.clone());
-            }
-            st.held.extend(page.files.drain(..));
-            for d in &page.dirs {
-                if st.held.remove(d).is_some() {
-                    self.hide(&format!("{level}{d}"), Some(SHADOWED));
-                }
-            }
-            // Files the listing has passed the prefix of (`name/` sorts before the cursor) can
-            // no longer be shadowed; at the end, none can.
-            if st.pager.done {
-                st.finished = true;
-                page.files = std::mem::take(&mut st.held).into_iter().collect();
-            } else {
-                let cursor = st.pager.cursor.clone().unwrap_or_default();
-                let keep = st.held.keys().find(|name| format!("{level}{name}/") >= cursor).cloned();
-                let rest = match keep {
-                    Some(first_kept) => st.held.split_off(&first_kept),
-                    None => Default::default(),
-                };
-                page.files = std::mem::replace(&mut st.held, rest).into_iter().collect();
-            }
-            Some((Ok(page), st))
-        })
-        .boxed()
+        self.level_pages(prefix, None)
+    }
+
+    fn list_pages_after<'a>(&'a self, prefix: &'a str, after: &'a str) -> ListPages<'a> {
+        self.level_pages(prefix, Some(after))
     }
 
     /// HEAD of the key and a one-page LIST of `key/`, concurrently. A listing that shows a

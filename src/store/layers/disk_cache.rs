@@ -91,6 +91,8 @@ const ASKS_PAST_WRITES: u32 = 3;
 const LIST_TO_CONFIRM: usize = 2;
 /// At most this many objects a listing is sent to confirm: the objects of an S3 listing page.
 const CONFIRM_PER_LISTING: usize = 1000;
+/// A confirming page starts at most this many stale names before the one read.
+const RUN_BEFORE: usize = CONFIRM_PER_LISTING / 4;
 /// Bytes of fetched data that may wait for their background write at once.
 const WRITE_BACKLOG: u64 = 64 << 20;
 /// How many objects' metadata (version, size) this layer remembers.
@@ -973,32 +975,41 @@ impl DiskCacheStore {
             .run(dir, || async move {
                 let whole = ByteRange::Range(0..u64::MAX);
                 let now = crate::clock::system_now();
-                let stale: Vec<String> = {
+                let stale =
+                    |at: &SystemTime| now.duration_since(*at).map_or(true, |a| a >= self.cfg.ttl);
+                // The page starts at the run of stale names just before `key` (concurrent
+                // reads of a directory arrive in about name order), and holds the names after
+                // it that a reader in name order (chunk keys) wants next. A name's proper
+                // prefix sorts just before it: the listing starts after that.
+                let (after, candidates) = {
                     let st = self.state();
-                    st.known.in_dir(dir, usize::MAX)
-                }
-                .into_iter()
-                .filter(|(_, (_, at))| now.duration_since(*at).map_or(true, |a| a >= self.cfg.ttl))
-                .filter(|(k, (m, _))| self.holds_any(k, m, &whole))
-                .map(|(k, _)| k)
-                .take(CONFIRM_PER_LISTING)
-                .collect();
+                    let first = st.known.run_start(dir, key, RUN_BEFORE, |_, (_, at)| stale(at));
+                    let (_, name) = crate::store::split_key(&first);
+                    let after = name.char_indices().last().map_or("", |(i, _)| &name[..i]);
+                    let candidates = st.known.in_dir(dir, after, CONFIRM_PER_LISTING);
+                    (after.to_string(), candidates)
+                };
+                let stale: Vec<String> = candidates
+                    .into_iter()
+                    .filter(|(k, (m, at))| stale(at) && self.holds_any(k, m, &whole))
+                    .map(|(k, _)| k)
+                    .collect();
                 if stale.len() >= LIST_TO_CONFIRM && stale.iter().any(|k| k == key) {
-                    self.confirm_in_listing(dir, &stale).await;
+                    self.confirm_in_listing(dir, &after, &stale).await;
                 }
             })
             .await;
     }
 
-    /// One listing page of `dir`, taken as the answer to a revalidation of each of `stale`
-    /// (keys of `dir`) that it names: as the same version, confirmed; as another, the old
+    /// One listing page of `dir` from after the name `after`, taken as the answer to a
+    /// revalidation of each of `stale` (keys of `dir`) that it names: as the same version, confirmed; as another, the old
     /// version's files dropped (the read fetches the new one). A page with an entry without a
     /// version tag, with no object, or a listing that failed, says this store's listings cannot
     /// confirm.
-    async fn confirm_in_listing(&self, dir: &str, stale: &[String]) {
+    async fn confirm_in_listing(&self, dir: &str, after: &str, stale: &[String]) {
         use futures::StreamExt;
         let start = self.writes.listing_starts();
-        let page = self.inner.list_pages(dir).next().await;
+        let page = self.inner.list_pages_after(dir, after).next().await;
         let page = match page {
             Some(Ok(page)) => page,
             Some(Err(e)) => {
@@ -1965,7 +1976,7 @@ mod tests {
         rec.take();
         let before = rec.bytes_read();
         assert_eq!(store.get("a/shard").await.unwrap(), shard);
-        assert_eq!(rec.take(), vec!["list a"]);
+        assert_eq!(rec.take(), vec![r#"list a after "do""#]);
         assert_eq!(rec.bytes_read(), before, "an unchanged object costs no object bytes");
         assert_eq!(store.get_range("a/shard", 100..200).await.unwrap(), shard.slice(100..200));
         assert!(rec.take().is_empty(), "confirmed for the TTL");
@@ -2010,9 +2021,9 @@ mod tests {
 
     #[async_trait]
     impl crate::store::layers::ListLayer for ListingDouble {
-        fn list_pages<'a>(&'a self, prefix: &'a str) -> ListPages<'a> {
+        fn list_pages_after<'a>(&'a self, prefix: &'a str, after: &'a str) -> ListPages<'a> {
             use futures::StreamExt;
-            let pages = self.inner.list_pages(prefix).then(move |page| async move {
+            let pages = self.inner.list_pages_after(prefix, after).then(move |page| async move {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let mut page = page?;
                 page.files.retain(|(name, _)| !self.hidden.contains(&name.as_str()));
@@ -2092,7 +2103,7 @@ mod tests {
         let want = vec![
             format!("get_if_changed a/c/0/5 {whole:?}"),
             format!("get_ranged a/c/0/3 {whole:?}"),
-            "list a/c/0".to_string(),
+            r#"list a/c/0 after """#.to_string(),
         ];
         assert_eq!(shown(&rec), want, "one listing for the directory");
         assert_eq!(rec.bytes_read(), before + 2500, "only the changed object's bytes");
@@ -2120,8 +2131,10 @@ mod tests {
         for (i, got) in futures::future::join_all(reads).await.into_iter().enumerate() {
             assert_eq!(got.unwrap(), data(2500, i as u8).slice(0..10));
         }
-        let want =
-            [format!("get_if_changed a/c/0/2 {:?}", ByteRange::Range(0..BS)), "list a/c/0".into()];
+        let want = [
+            format!("get_if_changed a/c/0/2 {:?}", ByteRange::Range(0..BS)),
+            r#"list a/c/0 after """#.into(),
+        ];
         assert_eq!(shown(&rec), want);
 
         let tmp = tempfile::tempdir().unwrap();
@@ -2135,7 +2148,7 @@ mod tests {
         }
         let mut want: Vec<String> =
             (0..4).map(|i| format!("get_if_changed a/c/0/{i} {whole:?}")).collect();
-        want.push("list a/c/0".into());
+        want.push(r#"list a/c/0 after """#.into());
         assert_eq!(shown(&rec), want, "the untagged listing confirmed nothing");
         assert_eq!(c.stats.unchanged.load(Ordering::Relaxed), 4);
         // Past the TTL again: no listing this time.

@@ -54,12 +54,13 @@ impl KnownObjects {
         self.names.range(from.clone()..).take_while(|k| k.starts_with(&from)).cloned().collect()
     }
 
-    /// Up to `max` keys directly in `dir` (`""`: the root), in name order, with their entries;
-    /// the subdirectories' keys are stepped over, not walked.
-    pub fn in_dir(&self, dir: &str, max: usize) -> Vec<(String, Seen)> {
+    /// Up to `max` keys directly in `dir` (`""`: the root) whose names sort after `after`, in
+    /// name order, with their entries; the subdirectories' keys are stepped over, not walked.
+    pub fn in_dir(&self, dir: &str, after: &str, max: usize) -> Vec<(String, Seen)> {
         let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
         let mut out = Vec::new();
-        let mut from = prefix.clone();
+        // "\0" sorts first: every name after `after`, and `after` itself not.
+        let mut from = if after.is_empty() { prefix.clone() } else { format!("{prefix}{after}\0") };
         while out.len() < max {
             let Some(key) = self.names.range(from.clone()..).next() else { break };
             let Some(rest) = key.strip_prefix(&prefix) else { break };
@@ -75,6 +76,37 @@ impl KnownObjects {
             }
         }
         out
+    }
+}
+
+impl KnownObjects {
+    /// The first of the run of keys directly in `dir` just before `key` (in name order) that
+    /// all pass `keep`, at most `max` of them; `key` when the one before it does not pass.
+    pub fn run_start(
+        &self,
+        dir: &str,
+        key: &str,
+        max: usize,
+        keep: impl Fn(&str, &Seen) -> bool,
+    ) -> String {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut first = key.to_string();
+        let mut below = key.to_string();
+        for _ in 0..max {
+            let Some(k) = self.names.range(..below.clone()).next_back() else { break };
+            let Some(rest) = k.strip_prefix(&prefix) else { break };
+            if let Some(i) = rest.find('/') {
+                // A subdirectory's key: on before all of that subdirectory.
+                below = format!("{prefix}{}/", &rest[..i]);
+                continue;
+            }
+            match self.by_use.peek(k) {
+                Some(seen) if keep(k, seen) => first = k.clone(),
+                _ => break,
+            }
+            below = k.clone();
+        }
+        first
     }
 }
 
@@ -97,15 +129,37 @@ mod tests {
         for key in ["a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "a/c.x", "a/d", "ab/x", "top"] {
             k.put(key.into(), seen(key));
         }
-        assert_eq!(names(&k.in_dir("a", 10)), ["a/c.x", "a/d", "a/zarr.json"]);
-        assert_eq!(names(&k.in_dir("a/c/0", 10)), ["a/c/0/0", "a/c/0/1"]);
-        assert_eq!(names(&k.in_dir("a", 2)), ["a/c.x", "a/d"]);
-        assert_eq!(names(&k.in_dir("", 10)), ["top"]);
-        assert!(k.in_dir("a/c", 10).is_empty());
-        assert_eq!(k.in_dir("a/c/0", 10)[1].1 .0.version, "a/c/0/1");
+        assert_eq!(names(&k.in_dir("a", "", 10)), ["a/c.x", "a/d", "a/zarr.json"]);
+        assert_eq!(names(&k.in_dir("a/c/0", "", 10)), ["a/c/0/0", "a/c/0/1"]);
+        assert_eq!(names(&k.in_dir("a", "", 2)), ["a/c.x", "a/d"]);
+        assert_eq!(names(&k.in_dir("a", "c", 10)), ["a/c.x", "a/d", "a/zarr.json"]);
+        assert_eq!(names(&k.in_dir("a", "c.x", 10)), ["a/d", "a/zarr.json"]);
+        assert_eq!(names(&k.in_dir("a", "d", 10)), ["a/zarr.json"]);
+        assert_eq!(names(&k.in_dir("", "", 10)), ["top"]);
+        assert!(k.in_dir("a/c", "", 10).is_empty());
+        assert_eq!(k.in_dir("a/c/0", "", 10)[1].1 .0.version, "a/c/0/1");
         assert_eq!(k.keys_below("a/c"), ["a/c/0/0", "a/c/0/1", "a/c/1/0"]);
         k.pop("a/c/0/0");
-        assert_eq!(names(&k.in_dir("a/c/0", 10)), ["a/c/0/1"]);
+        assert_eq!(names(&k.in_dir("a/c/0", "", 10)), ["a/c/0/1"]);
+    }
+
+    #[test]
+    fn a_run_of_keys_before_one() {
+        let mut k = KnownObjects::new(NonZeroUsize::new(100).unwrap());
+        for key in ["a/0", "a/1", "a/2", "a/2x/0", "a/2x/1", "a/3", "a/4", "b"] {
+            k.put(key.into(), seen(if key == "a/1" { "fresh" } else { "stale" }));
+        }
+        let stale = |_: &str, s: &Seen| s.0.version == "stale";
+        assert_eq!(k.run_start("a", "a/4", 10, stale), "a/2", "a/1 ends the run");
+        assert_eq!(k.run_start("a", "a/4", 1, stale), "a/3");
+        assert_eq!(k.run_start("a", "a/2", 10, stale), "a/2");
+        assert_eq!(k.run_start("a", "a/0", 10, stale), "a/0");
+        assert_eq!(k.run_start("a", "a/4", 10, |_, _| true), "a/0");
+        assert_eq!(
+            k.run_start("", "b", 10, |_, _| true),
+            "b",
+            "the keys below a/ are not the root's"
+        );
     }
 
     #[test]
@@ -116,7 +170,7 @@ mod tests {
         k.get("d/x");
         k.put("d/y".into(), seen("2")); // replaced, not evicted
         k.put("d/z".into(), seen("1")); // evicts d/x
-        assert_eq!(names(&k.in_dir("d", 10)), ["d/y", "d/z"]);
+        assert_eq!(names(&k.in_dir("d", "", 10)), ["d/y", "d/z"]);
         assert_eq!(k.peek("d/y").unwrap().0.version, "2");
         assert!(k.peek("d/x").is_none());
     }

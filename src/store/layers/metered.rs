@@ -202,6 +202,10 @@ impl crate::store::layers::ListLayer for MeteredStore {
         metered_pages(self.inner.list_pages(prefix))
     }
     /// Counted as `list_pages` is.
+    fn list_pages_after<'a>(&'a self, prefix: &'a str, after: &'a str) -> ListPages<'a> {
+        metered_pages(self.inner.list_pages_after(prefix, after))
+    }
+    /// Counted as `list_pages` is.
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
         metered_pages(self.inner.list_entry_pages(prefix, wanted))
     }

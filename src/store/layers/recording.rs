@@ -142,6 +142,10 @@ impl crate::store::layers::ListLayer for RecordingStore {
         self.record(format!("list {prefix}"));
         self.inner.list_pages(prefix)
     }
+    fn list_pages_after<'a>(&'a self, prefix: &'a str, after: &'a str) -> ListPages<'a> {
+        self.record(format!("list {prefix} after {after:?}"));
+        self.inner.list_pages_after(prefix, after)
+    }
     fn list_entry_pages<'a>(&'a self, prefix: &'a str, wanted: MetaWanted) -> EntryPages<'a> {
         self.record(format!("list {prefix}"));
         self.inner.list_entry_pages(prefix, wanted)
