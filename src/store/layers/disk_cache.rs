@@ -20,8 +20,12 @@
 //!
 //! Revalidation: past the TTL a known version whose bytes are on disk is confirmed, not fetched
 //! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
-//! at once); a read sends one conditional GET (`ReadStore::get_if_changed`): unchanged, the blocks
-//! are served; changed, the answer carries the new bytes; deleted, the read finds nothing. Any
+//! at once). A read of an object whose directory holds other stale cached objects sends one
+//! listing page of that directory for all of them (`confirm_directory`: a reader opening chunks
+//! by name makes no listing, and a conditional GET each would be a round trip each); what the
+//! page did not confirm, and an object alone in its directory, has one conditional GET
+//! (`ReadStore::get_if_changed`): unchanged, the blocks are served; changed, the answer carries
+//! the new bytes; deleted, the read finds nothing. Any
 //! answer naming another version drops the old version's files (`drop_version`). The journal
 //! keeps versions past the TTL for this (never served as answers). `--immutable` sets the
 //! TTL to a century (`IMMUTABLE_TRUST`): nothing is ever revalidated.
@@ -966,6 +970,10 @@ impl DiskCacheStore {
     /// directory meanwhile wait for this listing rather than send their own requests. What the
     /// page did not confirm (not in it, untagged, overlapped by a write) stays past the TTL,
     /// for its own conditional GET.
+    ///
+    /// Its own directory, not an ancestor prefix: chunks read together differ in their last
+    /// coordinate (`c/i/j`: neighbours share `c/i`), and a listing of an ancestor's whole
+    /// subtree would be paged through names far from the ones being read.
     async fn confirm_directory(&self, key: &str) {
         if !self.listings.may_confirm() {
             return;
