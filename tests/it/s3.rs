@@ -33,6 +33,7 @@ s3_tests!(
     decoded_and_v2_views_over_s3,
     a_wrong_endpoint_bucket_or_secret_fails_at_mount_time,
     conditional_puts_are_refused_by_the_server,
+    a_listing_starts_after_a_name_with_the_versions_reads_give,
 );
 
 fn rt() -> tokio::runtime::Runtime {
@@ -615,6 +616,55 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
         .unwrap();
     assert!(out.status.success(), "zarr 2 failed:\n{}", String::from_utf8_lossy(&out.stderr));
     drop(v2);
+}
+
+/// `list_pages_after` (how the disk cache confirms a directory's stale objects past the TTL)
+/// starts after the name given, and on moto names each object with the version its read gives
+/// (s3s-fs lists no ETags: `is_untagged`).
+fn a_listing_starts_after_a_name_with_the_versions_reads_give(kind: S3Server) {
+    use futures::StreamExt;
+    use zarr_mount::source::Cloud;
+    use zarr_mount::store::backends::object::{is_untagged, ObjectStoreBackend, RemoteOptions};
+    use zarr_mount::store::prelude::*;
+    let Some(s3) = S3::start(kind) else { return };
+    let keys = ["d/a1", "d/a2", "d/b", "d/b1", "d/b2", "d/c/x"];
+    s3.put_all(&keys.iter().map(|k| (format!("lpa/{k}"), k.as_bytes())).collect::<Vec<_>>());
+    let opts = RemoteOptions {
+        endpoint_url: Some(s3.endpoint()),
+        region: Some("us-east-1".into()),
+        options: vec![
+            ("aws_access_key_id".into(), ACCESS_KEY.into()),
+            ("aws_secret_access_key".into(), SECRET.into()),
+        ],
+    };
+    let b = ObjectStoreBackend::open(Cloud::S3, &format!("s3://{BUCKET}/lpa"), &opts).unwrap();
+    rt().block_on(async {
+        let listed = |after: &'static str| {
+            let b = &b;
+            async move {
+                let pages: Vec<_> = b.list_pages_after("d", after).collect().await;
+                let (mut files, mut dirs) = (Vec::new(), Vec::new());
+                for page in pages {
+                    let page = page.unwrap();
+                    files.extend(page.files);
+                    dirs.extend(page.dirs);
+                }
+                (files, dirs)
+            }
+        };
+        let (files, dirs) = listed("b").await;
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!((names, dirs), (vec!["b1", "b2"], vec!["c".to_string()]));
+        let (all, _) = listed("").await;
+        assert_eq!(all.len(), 5, "{all:?}");
+        for (name, meta) in &all {
+            let read = b.head(&format!("d/{name}")).await.unwrap().unwrap();
+            match kind {
+                S3Server::Moto => assert_eq!(meta.version, read.version, "{name}"),
+                _ => assert!(is_untagged(meta), "{name}: {meta:?}"),
+            }
+        }
+    });
 }
 
 /// The conditional writes the daemon relies on (issue #20), one at a time against the real
