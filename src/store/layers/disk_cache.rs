@@ -2123,6 +2123,25 @@ mod tests {
         assert_eq!(shown(&rec), [format!("get_if_changed a/zarr.json {whole:?}")]);
     }
 
+    /// A confirming listing that overlapped a write of one of its keys through the cache does
+    /// not confirm that key: its entry may name the version before the write, whose blocks
+    /// would then be served as the current ones.
+    #[tokio::test(start_paused = true)]
+    async fn a_listing_that_overlapped_a_write_does_not_confirm_its_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (rec, c) = stale_directory(tmp.path(), 4, vec![], false).await;
+        let store = Arc::new(DiskCache(c.clone()));
+        let s = store.clone();
+        let reading = tokio::spawn(async move { s.get("a/c/0/0").await });
+        // The listing has read the store and is on its way back (the double holds it 20 ms).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(rec.count(&["list"]), 1);
+        store.put("a/c/0/1", data(2500, 201)).await.unwrap();
+        assert_eq!(reading.await.unwrap().unwrap(), data(2500, 0));
+        let back = store.get("a/c/0/1").await.unwrap();
+        assert!(back == data(2500, 201), "the write reads back as the version before it");
+    }
+
     /// What a listing page cannot confirm is revalidated object by object: a name the page
     /// does not reach has its conditional GET; a store whose listings carry no version tag
     /// (s3s-fs) confirms nothing by them, and is not asked for another.
