@@ -182,6 +182,9 @@ impl UnshardedNamespace {
             ShardState::Missing => Ok(None),
             ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
             ShardState::Present { index, version, modified } => {
+                if index.entry(local).is_none() {
+                    tracing::debug!(shard = ?key, local, version, "chunk absent from the shard's index");
+                }
                 Ok(index.entry(local).map(|e| Node {
                     size: e.nbytes,
                     modified: *modified,
