@@ -20,8 +20,10 @@ servers, one after the other. In each phase:
 Every file's bytes are derived from (path, version) and start with "path@version\\n", so any
 read is checked against the versions ever written to that path (zeros: a chunk never
 written). Checked all the time: a write acknowledged (its close returned 0) reads back
-exactly through its daemon, no read returns bytes that were never written, each daemon's RSS
-stays under --rss-limit-mb, no daemon dies. Errors (EIO during an outage is expected) are
+exactly through its daemon, no read returns bytes that were never written (a read through the
+daemon that rewrites the file in place may mix, page by page, the versions written meanwhile,
+as on a local disk, but none older than the one acknowledged when the read began), each
+daemon's RSS stays under --rss-limit-mb, no daemon dies. Errors (EIO during an outage is expected) are
 counted, by whether they fell within an outage (or the 30 s after it). Prints the figures at
 the end; exits 1 if any check failed.
 """
