@@ -349,7 +349,12 @@ impl UnshardedNamespace {
                 self.store.get_ranged(key, range).await?
             };
             match fetched {
-                Some((bytes, meta)) if &meta.version == version => return Ok(bytes),
+                Some((bytes, meta)) if &meta.version == version => {
+                    if bytes.len() as u64 == r.end - r.start {
+                        return Ok(bytes);
+                    }
+                    super::short_answer(key, &(base + r.start..base + r.end), bytes.len());
+                }
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
             }
         }
