@@ -20,8 +20,10 @@ servers, one after the other. In each phase:
 Every file's bytes are derived from (path, version) and start with "path@version\\n", so any
 read is checked against the versions ever written to that path (zeros: a chunk never
 written). Checked all the time: a write acknowledged (its close returned 0) reads back
-exactly through its daemon, no read returns bytes that were never written, each daemon's RSS
-stays under --rss-limit-mb, no daemon dies. Errors (EIO during an outage is expected) are
+exactly through its daemon, no read returns bytes that were never written (a read through the
+daemon that rewrites the file in place may mix, page by page, the versions written meanwhile,
+as on a local disk, but none older than the one acknowledged when the read began), each
+daemon's RSS stays under --rss-limit-mb, no daemon dies. Errors (EIO during an outage is expected) are
 counted, by whether they fell within an outage (or the 30 s after it). Prints the figures at
 the end; exits 1 if any check failed.
 """
@@ -59,6 +61,8 @@ GRID = SIDE // INNER
 CHUNK_BYTES = INNER * INNER
 RAW_FILES = 24
 RAW_MAX = 300_000
+PAGE = 4096  # the unit in which the kernel's page cache mixes a file rewritten while read
+RUNS_PER_PAGE = 3  # a page caught while a write() copied into it: two versions, maybe three
 OUTAGE_SECS = 5.0
 GRACE_SECS = 30.0  # the documented bound: an outage surfaces as EIO within 30 s
 STUCK_SECS = 120.0
@@ -126,6 +130,10 @@ class Ledger:
         self.lock = threading.Lock()
         self.written: dict[str, set[int]] = {}
         self.acked: dict[str, int] = {}
+        # Per path: rewrites begun (open) and ended (close returned), for telling which reads
+        # overlapped a rewrite through the mount that writes the path.
+        self.begun: Counter = Counter()
+        self.ended: Counter = Counter()
         self.counts = Counter()
         self.errors = Counter()
         self.failures: list[str] = []
@@ -143,6 +151,27 @@ class Ledger:
     def ack(self, path: str, v: int):
         with self.lock:
             self.acked[path] = v
+
+    def rewrite_begins(self, path: str):
+        with self.lock:
+            self.begun[path] += 1
+
+    def rewrite_ends(self, path: str):
+        with self.lock:
+            self.ended[path] += 1
+
+    def read_begins(self, path: str) -> tuple[int, int | None]:
+        """What a read of `path` starts from: the rewrites begun by then and (when none is
+        under way) the number of rewrites begun, else -1; and the version acknowledged."""
+        with self.lock:
+            quiet = self.begun[path] == self.ended[path]
+            return (self.begun[path] if quiet else -1), self.acked.get(path)
+
+    def rewritten_since(self, path: str, start: int) -> bool:
+        """Whether a rewrite of `path` was under way when a read that began at `start` began
+        (-1), or began since."""
+        with self.lock:
+            return start < 0 or self.begun[path] != start
 
     def count(self, what: str, n: int = 1):
         with self.lock:
@@ -194,14 +223,40 @@ class Ledger:
             if self.errors[key] <= 3:
                 self.examples.append(f"{key}: {e.filename}")
 
-    def check(self, path: str, data: bytes, where: str, writing: bool = False) -> int | None:
+    def mixed_from(self, path: str, data: bytes, oldest: int) -> list[int] | None:
+        """The versions (>= `oldest`) that `data` is made of, run by run: a read overlapping
+        in-place rewrites (open with O_TRUNC, write) through its own mount, where the kernel's
+        page cache holds the bytes each write() copies in, a page at a time, while readers
+        read it without a lock (a local disk does the same). A page may be caught half
+        copied: at most RUNS_PER_PAGE runs in a page. None if some bytes were never written
+        at their offset by any of those versions."""
+        with self.lock:
+            versions = sorted(v for v in self.written.get(path, ()) if v >= oldest)
+        bodies = [(v, content(path, v)) for v in versions]
+        made_of = []
+        for at in range(0, len(data), PAGE):
+            runs = page_runs(data, at, min(at + PAGE, len(data)), bodies)
+            if runs is None or len(runs) > RUNS_PER_PAGE:
+                return None
+            made_of += runs
+        return made_of
+
+    def check(self, path: str, data: bytes, where: str, writing: bool = False,
+              overlapped: bool = False, acked: int | None = None) -> int | None:
         """Whether `data` is a version ever written to `path`; records a failure if not.
         `writing`: read through the mount that writes `path`, where POSIX lets a read between
-        a writer's open(O_TRUNC) and its last write see a prefix of the version written."""
+        a writer's open(O_TRUNC) and its last write see a prefix of the version written, and
+        a read that `overlapped` rewrites see their pages mixed (none older than `acked`, the
+        version acknowledged when the read began)."""
         v = version_in(path, data)
         if writing and (v is None or data != content(path, v)) and self.prefix_of_written(path, data):
             self.count("reads of a write under way")
             return v
+        if writing and overlapped and (v is None or data != content(path, v)):
+            made_of = self.mixed_from(path, data, acked or 0)
+            if made_of is not None and len(set(made_of)) > 1:
+                self.count("reads mixed by a rewrite through the same mount")
+                return None
         fill = path.startswith("u.zarr/") and v == 0
         with self.lock:
             known = fill or v in self.written.get(path, ())
@@ -211,9 +266,31 @@ class Ledger:
             return None
         if not whole:
             self.fail(f"{where}: {path}: {len(data)} bytes that were never written "
-                      f"(they claim version {v}; versions written: {len(self.written.get(path, ()))})")
+                      f"(they claim version {v}; versions written: {len(self.written.get(path, ()))}; "
+                      f"a rewrite overlapped the read: {overlapped}; acknowledged when it began: "
+                      f"{acked}; pages: {self.describe_pages(path, data)})")
+            return None
+        if writing and acked is not None and v < acked:
+            self.fail(f"{where}: {path}: version {v}, older than version {acked} acknowledged "
+                      "before the read began")
             return None
         return v
+
+    def describe_pages(self, path: str, data: bytes) -> str:
+        """Pages by the versions they match at their offset, runs of equal pages together
+        (a page of several versions as v1+v2; ? for bytes of none)."""
+        with self.lock:
+            versions = sorted(self.written.get(path, ()))
+        bodies = [(v, content(path, v)) for v in versions]
+        runs: list[list] = []
+        for at in range(0, len(data), PAGE):
+            parts = page_runs(data, at, min(at + PAGE, len(data)), bodies)
+            name = "?" if parts is None else "+".join(f"v{v}" for v in parts)
+            if runs and runs[-1][0] == name:
+                runs[-1][1] += 1
+            else:
+                runs.append([name, 1])
+        return " ".join(f"{name}x{n}" for name, n in runs)
 
 
 # ---------------------------------------------------------------- workers
@@ -228,6 +305,7 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
         data = content(path, v)
         ledger.attempt(path, v)
         busy[threading.get_ident()] = time.monotonic()
+        ledger.rewrite_begins(path)
         try:
             with open(mnt / path, "wb") as f:
                 f.write(data)
@@ -235,6 +313,7 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
             ledger.error("write", e, time.time())
             continue
         finally:
+            ledger.rewrite_ends(path)
             busy.pop(threading.get_ident(), None)
         ledger.ack(path, v)
         ledger.count("writes")
@@ -242,7 +321,7 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
         try:
             back = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read-back through {mnt.name}", client, v)
+            ledger.absent(path, f"read-back through {mnt.name} ({lasting(mnt / path)})", client, v)
             continue
         except OSError as e:
             ledger.error("read-back", e, time.time())
@@ -251,6 +330,38 @@ def writer(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
             ledger.stale_or_lost(path, f"{mnt.name}: {path} version {v} was acknowledged but "
                                  f"reads back as version {version_in(path, back)} "
                                  f"({len(back)} bytes)", v, client)
+
+
+def page_runs(data: bytes, at: int, end: int, bodies: list) -> list[int] | None:
+    """data[at:end] as runs, each the bytes at that offset of one of `bodies` ((version,
+    bytes), longest run first); None when some byte matches none of them."""
+    runs = []
+    while at < end:
+        best, best_len = None, 0
+        for v, b in bodies:
+            n = 0
+            while at + n < end and at + n < len(b) and b[at + n] == data[at + n]:
+                n += 1
+            if n > best_len:
+                best, best_len = v, n
+        if best is None:
+            return None
+        runs.append(best)
+        at += best_len
+    return runs
+
+
+def lasting(path: Path) -> str:
+    """For a failure message: whether an ENOENT lasts (the mount or the kernel holds it) or
+    was one answer (read again at once, three times)."""
+    seen = []
+    for _ in range(3):
+        try:
+            path.read_bytes()
+            seen.append("found")
+        except OSError as e:
+            seen.append(errno.errorcode.get(e.errno or 0, str(e)))
+    return "read again: " + ", ".join(seen)
 
 
 def stored_version(client, path: str) -> int | None:
@@ -280,11 +391,11 @@ def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
     while not stop.is_set():
         path = rng.choice(paths)
         busy[threading.get_ident()] = time.monotonic()
-        acked = ledger.acked_version(path)
+        start, acked = ledger.read_begins(path)
         try:
             data = (mnt / path).read_bytes()
         except FileNotFoundError as e:
-            ledger.absent(path, f"read through {mnt.name}", client, acked)
+            ledger.absent(path, f"read through {mnt.name} ({lasting(mnt / path)})", client, acked)
             continue
         except OSError as e:
             ledger.error(f"read through {mnt.name}", e, time.time())
@@ -293,7 +404,8 @@ def reader(ledger: Ledger, mnt: Path, paths: list[str], stop: threading.Event, b
             busy.pop(threading.get_ident(), None)
         ledger.count("reads")
         ledger.count("bytes read", len(data))
-        ledger.check(path, data, f"read through {mnt.name}", writing)
+        ledger.check(path, data, f"read through {mnt.name}", writing,
+                     ledger.rewritten_since(path, start), acked if writing else None)
 
 
 def rss_kib(pid: int) -> int:
@@ -508,6 +620,8 @@ def main() -> int:
         print(f"{kind}: {c['writes']} writes acknowledged ({c['bytes written'] / 1e6:.1f} MB), "
               f"{c['reads']} reads checked ({c['bytes read'] / 1e6:.1f} MB; "
               f"{c['reads of a write under way']} of them of a write under way, "
+              f"{c['reads mixed by a rewrite through the same mount']} mixed by a rewrite through "
+              "their own mount, "
               f"{c['torn reads']} torn by the other daemon's rewrite), "
               f"{c['reads of a chunk never written (ENOENT)']} ENOENT of a chunk never written, "
               f"{figures['restarts']} outages survived, largest RSS "

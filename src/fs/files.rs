@@ -36,12 +36,15 @@ impl ZarrFs {
     pub(super) async fn truncate(&self, path: &str, size: u64) -> FsResult<()> {
         let existing = self.writes.bufs().get(path).cloned();
         if let Some(buf) = existing {
-            buf.lock().await.truncate(size)?;
-            return self.write_back(&buf).await;
+            return self.truncate_buf(&buf, size).await;
         }
         // Not open: rewrite the object now (`truncate -s`).
         self.ns.check_writable(path).await?;
-        let node = self.resolve(path).await?.ok_or(FsError::NotFound)?;
+        let (node, opened_since) = self.resolve_with_buf(path).await?;
+        if let Some(buf) = opened_since {
+            return self.truncate_buf(&buf, size).await;
+        }
+        let node = node.ok_or(FsError::NotFound)?;
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
@@ -50,6 +53,11 @@ impl ZarrFs {
         self.ns.write_file(path, Bytes::from(data)).await?;
         self.cache.invalidate(path);
         Ok(())
+    }
+
+    async fn truncate_buf(&self, buf: &SharedBuf, size: u64) -> FsResult<()> {
+        buf.lock().await.truncate(size)?;
+        self.write_back(buf).await
     }
 
     /// ftruncate() (also of a file unlinked while open): changes the handle's buffer, which
@@ -65,8 +73,8 @@ impl ZarrFs {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let truncating = flags & libc::O_TRUNC != 0;
         if !writing {
-            let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-            return self.open_for_reading(ino, path, node);
+            let (node, buf) = self.resolve_with_buf(&path).await?;
+            return self.open_for_reading(ino, path, node.ok_or(FsError::NotFound)?, buf);
         }
         self.check_rw()?;
         self.ns.check_writable(&path).await?;
@@ -75,7 +83,15 @@ impl ZarrFs {
             let buf = match existing {
                 Some(buf) => join_buf(buf, truncating).await,
                 None => {
-                    let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+                    let (node, pending) = self.resolve_with_buf(&path).await?;
+                    if let Some(buf) = pending {
+                        // Another open made one since `bufs` was asked: join it.
+                        if let Some(buf) = join_buf(buf, truncating).await {
+                            break buf;
+                        }
+                        continue;
+                    }
+                    let node = node.ok_or(FsError::NotFound)?;
                     if node.is_dir() {
                         return Err(FsError::IsADirectory);
                     }
@@ -108,11 +124,18 @@ impl ZarrFs {
         Ok(Opened { fh, keep_cache: false, read_only: false })
     }
 
-    pub(super) fn open_for_reading(&self, ino: u64, path: String, node: Node) -> FsResult<Opened> {
+    /// A reader's handle on `node`, read from `buf` when `node` is that open write buffer's
+    /// (see `resolve_with_buf`).
+    pub(super) fn open_for_reading(
+        &self,
+        ino: u64,
+        path: String,
+        node: Node,
+        buf: Option<SharedBuf>,
+    ) -> FsResult<Opened> {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        let buf = self.writes.bufs().get(&path).cloned();
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
         let ra = self.ahead.for_file();
         let fh = self.new_handle(Handle::Read(ReadHandle { ino, path, node, buf, ra }));
@@ -236,7 +259,12 @@ impl ZarrFs {
     /// from its current node.
     pub async fn read_inode(&self, ino: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let path = self.path_of(ino)?;
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+        let (node, buf) = self.resolve_with_buf(&path).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        if let Some(buf) = buf {
+            let b = buf.lock().await;
+            return b.data.read(offset, size).map_err(|e| io_err(&path, e));
+        }
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }

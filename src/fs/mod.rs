@@ -542,6 +542,30 @@ mod tests {
         assert!(fs.cached_node("b/sub/x").unwrap().is_some(), "cached again after the rename");
     }
 
+    /// The node of an open write buffer names its path as a store key, where the store may
+    /// hold another version or nothing (an inner chunk lives in its shard). A reader's handle
+    /// on such a node reads the buffer it came from, also when the buffer was stored and
+    /// retired between the lookup and the open (a reader racing the writer's close; the soak
+    /// found a chunk read back as ENOENT that way).
+    #[tokio::test]
+    async fn a_reader_of_a_write_buffers_node_reads_that_buffer() {
+        let store = Arc::new(MemoryStore::new());
+        let fs = fs_over(store.clone(), false, Duration::from_secs(3600));
+        let (attr, w) = fs.create(ROOT_INO, "k", 0).await.unwrap();
+        fs.write(w.fh, 0, b"buffered").await.unwrap();
+        let (node, buf) = fs.resolve_with_buf("k").await.unwrap();
+        let (node, buf) = (node.unwrap(), buf.expect("the open buffer"));
+        assert_eq!(node.size, 8);
+        fs.release(w.fh).await.unwrap();
+        assert!(!fs.writes.bufs().contains_key("k"), "retired");
+        store.put("k", Bytes::from_static(b"a later version")).await.unwrap();
+        let r = fs.open_for_reading(attr.ino, "k".into(), node, Some(buf)).unwrap();
+        assert_eq!(fs.read(r.fh, 0, 64).await.unwrap().as_ref(), b"buffered");
+        // With the buffer gone, a new open sees the store.
+        let r = fs.open(attr.ino, libc::O_RDONLY).await.unwrap();
+        assert_eq!(fs.read(r.fh, 0, 64).await.unwrap().as_ref(), b"a later version");
+    }
+
     /// link() stores the new name with one create-if-absent put: a buffered temp file is
     /// linked without its own name ever reaching the store, an existing key (also one made by
     /// another daemon behind this one's cache) is EEXIST, and the names are independent after.

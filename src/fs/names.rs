@@ -156,17 +156,14 @@ impl ZarrFs {
         let from = self.path_of(ino)?;
         let to = self.child_path(newparent, newname)?;
         self.ns.check_writable(&to).await?;
-        let buf = self.writes.bufs().get(&from).cloned();
+        let (node, buf) = self.resolve_with_buf(&from).await?;
+        let node = node.ok_or(FsError::NotFound)?;
         let data = match buf {
             Some(buf) => {
                 let mut b = buf.lock().await;
-                if b.is_unlinked() {
-                    return Err(FsError::NotFound);
-                }
                 b.data.body().and_then(|b| b.into_bytes()).map_err(|e| io_err(&from, e))?
             }
             None => {
-                let node = self.resolve(&from).await?.ok_or(FsError::NotFound)?;
                 if node.is_dir() {
                     return Err(FsError::NotPermitted("hard links to directories"));
                 }

@@ -2,6 +2,7 @@
 //! the metadata cache, or the namespace's answer), the attributes shown for it, and the answers
 //! that need no I/O.
 
+use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
 use crate::locks::lock;
 use crate::store::join_key;
@@ -50,9 +51,33 @@ impl ZarrFs {
 
     /// What `path` is now: an open write buffer, a fresh cache entry, or the namespace's answer.
     pub(super) async fn resolve(&self, path: &str) -> FsResult<Option<Node>> {
-        if let Some(node) = self.pending_node(path).await {
-            return Ok(Some(node));
+        Ok(self.resolve_with_buf(path).await?.0)
+    }
+
+    /// `resolve`, with the open write buffer the node is, if it is one. Whoever reads the
+    /// bytes must take them from that buffer, not through the node: a buffer's node names the
+    /// path as a store key, where the store may hold another version or nothing at all (an
+    /// inner chunk lives in its shard), and the buffer can be written back and closed between
+    /// this answer and the read.
+    pub(super) async fn resolve_with_buf(
+        &self,
+        path: &str,
+    ) -> FsResult<(Option<Node>, Option<SharedBuf>)> {
+        let buf = self.writes.bufs().get(path).cloned();
+        if let Some(buf) = buf {
+            let node = {
+                let b = buf.lock().await;
+                (!b.is_unlinked()).then(|| buf_node(&b))
+            };
+            if node.is_some() {
+                return Ok((node, Some(buf)));
+            }
         }
+        Ok((self.resolve_stored(path).await?, None))
+    }
+
+    /// What the store holds at `path`: a fresh cache entry, or the namespace's answer.
+    async fn resolve_stored(&self, path: &str) -> FsResult<Option<Node>> {
         if let Some(node) = self.cache.get(path) {
             return Ok(node);
         }
@@ -133,6 +158,8 @@ impl ZarrFs {
         }
         let path = self.path_of(ino).ok()?;
         let node = self.cached_node(&path)??;
-        Some(self.open_for_reading(ino, path, node))
+        // No write buffer (`cached_node`): the stored file, as a reader that opened before a
+        // writer of it did.
+        Some(self.open_for_reading(ino, path, node, None))
     }
 }

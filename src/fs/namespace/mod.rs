@@ -133,6 +133,12 @@ pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
     ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)
 }
 
+/// A store's answer to a read of `r` that brought `got` bytes, fewer than asked for within
+/// the object: logged, for the caller to ask again or fail.
+pub(super) fn short_answer(key: &str, r: &std::ops::Range<u64>, got: usize) {
+    tracing::warn!(key, range = ?r, got, "the store answered a read short");
+}
+
 /// The whole content of the file at `path`, read in steps of at most 64 MiB.
 pub async fn read_all(ns: &dyn Namespace, path: &str, node: &Node) -> FsResult<Vec<u8>> {
     const STEP: u64 = 64 << 20;
@@ -441,23 +447,41 @@ impl Namespace for RawNamespace {
                 // object cut to the old size would be neither the old content nor the new one.
                 // (Sizes, unlike version tags, compare reliably across every backend's answers.)
                 let whole = r.start == 0 && r.end == node.size;
-                match self.store.get_ranged(key, ByteRange::Range(r)).await? {
-                    Some((data, meta)) if meta.size == node.size => {
-                        if whole {
-                            self.learn_tree(key, &data);
+                // A short answer is asked again once, then an error: handed up, the reader
+                // would take its end for the end of the file.
+                for _ in 0..2 {
+                    match self.store.get_ranged(key, ByteRange::Range(r.clone())).await? {
+                        Some((data, meta)) if meta.size == node.size => {
+                            if data.len() as u64 != r.end - r.start {
+                                short_answer(key, &r, data.len());
+                                continue;
+                            }
+                            if whole {
+                                self.learn_tree(key, &data);
+                            }
+                            return Ok(data);
                         }
-                        Ok(data)
+                        Some(_) => return Err(FsError::Stale),
+                        None => return Err(FsError::NotFound),
                     }
-                    Some(_) => Err(FsError::Stale),
-                    None => Err(FsError::NotFound),
                 }
+                Err(FsError::Store(StoreError::Io {
+                    key: key.clone(),
+                    source: std::io::Error::other("the store answered a range short twice"),
+                }))
             }
             Backing::Slice { key, offset: base, len, .. } => {
                 let r = read_range(offset, size, *len);
                 if r.is_empty() {
                     return Ok(Bytes::new());
                 }
-                Ok(self.store.get_range(key, base + r.start..base + r.end).await?)
+                let data = self.store.get_range(key, base + r.start..base + r.end).await?;
+                if data.len() as u64 != r.end - r.start {
+                    // The object holding the slice is shorter now: it changed.
+                    short_answer(key, &r, data.len());
+                    return Err(FsError::Stale);
+                }
+                Ok(data)
             }
             // Only the presenting view that made a decoded node can read it.
             Backing::Decoded { .. }
@@ -699,6 +723,54 @@ pub(crate) mod tests {
 
     async fn kind(ns: &RawNamespace, path: &str) -> Option<bool> {
         ns.lookup(path).await.unwrap().map(|n| n.is_dir())
+    }
+
+    /// Answers the first `short` reads one byte short, as a body cut off without an error.
+    struct ShortAnswers {
+        inner: Arc<dyn Store>,
+        short: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::store::layers::Layer for ShortAnswers {
+        type Below = dyn Store;
+        fn inner(&self) -> &dyn Store {
+            &*self.inner
+        }
+    }
+
+    #[async_trait]
+    impl crate::store::layers::ReadLayer for ShortAnswers {
+        async fn get_ranged(
+            &self,
+            key: &str,
+            range: ByteRange,
+        ) -> crate::store::StoreResult<Option<(Bytes, crate::store::ObjectMeta)>> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let got = self.inner.get_ranged(key, range).await?;
+            let cut = self.short.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
+            Ok(got.map(|(b, m)| if cut { (b.slice(..b.len() - 1), m) } else { (b, m) }))
+        }
+    }
+    impl crate::store::layers::ListLayer for ShortAnswers {}
+    impl crate::store::layers::WriteLayer for ShortAnswers {}
+    impl crate::store::layers::HintsLayer for ShortAnswers {}
+
+    /// A read the store answers short is asked again, and fails rather than hand the reader
+    /// fewer bytes than the file has there (a reader takes a short read for the end of file).
+    #[tokio::test]
+    async fn a_short_answer_is_asked_again_and_never_handed_up() {
+        let mem = Arc::new(MemoryStore::new());
+        mem.put("f", Bytes::from_static(b"0123456789")).await.unwrap();
+        for (short, want) in [(1, Some(&b"0123456789"[..])), (2, None)] {
+            let store = ShortAnswers { inner: mem.clone(), short: short.into() };
+            let ns = RawNamespace::new(Arc::new(store));
+            let node = ns.lookup("f").await.unwrap().unwrap();
+            let got = ns.read("f", &node, 0, 64).await;
+            match want {
+                Some(want) => assert_eq!(got.unwrap().as_ref(), want, "asked again"),
+                None => assert_eq!(got.unwrap_err().errno(), libc::EIO, "short twice"),
+            }
+        }
     }
 
     #[tokio::test]

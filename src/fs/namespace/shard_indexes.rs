@@ -152,7 +152,10 @@ impl ShardIndexCache {
             Err(StoreError::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
-        let Some((bytes, meta)) = fetched else { return Ok(Arc::new(ShardState::Missing)) };
+        let Some((bytes, meta)) = fetched else {
+            tracing::debug!(shard = ?key, "no shard at this key: its chunks read as absent");
+            return Ok(Arc::new(ShardState::Missing));
+        };
         self.note_size(array, meta.size);
         // The index is the first or last `n` of the bytes read (all of them if fewer: then
         // the shard is too short and decoding says so).

@@ -182,6 +182,9 @@ impl UnshardedNamespace {
             ShardState::Missing => Ok(None),
             ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
             ShardState::Present { index, version, modified } => {
+                if index.entry(local).is_none() {
+                    tracing::debug!(shard = ?key, local, version, "chunk absent from the shard's index");
+                }
                 Ok(index.entry(local).map(|e| Node {
                     size: e.nbytes,
                     modified: *modified,
@@ -346,7 +349,12 @@ impl UnshardedNamespace {
                 self.store.get_ranged(key, range).await?
             };
             match fetched {
-                Some((bytes, meta)) if &meta.version == version => return Ok(bytes),
+                Some((bytes, meta)) if &meta.version == version => {
+                    if bytes.len() as u64 == r.end - r.start {
+                        return Ok(bytes);
+                    }
+                    super::short_answer(key, &(base + r.start..base + r.end), bytes.len());
+                }
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
             }
         }

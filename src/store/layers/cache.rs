@@ -302,7 +302,7 @@ impl CachingStore {
                 own.arriving(&meta, len);
                 &own
             };
-            Ok(Some((f.fill(body).await?, meta)))
+            Ok(Some((f.fill(key, body).await?, meta)))
         };
         let keep = |r: &Option<(Bytes, ObjectMeta)>| {
             let (mut entry, size) = self.entry(r.as_ref()?)?;

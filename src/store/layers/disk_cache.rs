@@ -1227,7 +1227,10 @@ impl DiskCacheStore {
         if keep {
             self.observe_read(key, r.as_ref().map(|(_, m)| m));
         }
-        let Some((data, meta)) = r else { return Ok(None) };
+        let Some((data, meta)) = r else {
+            tracing::debug!(key, keep, "disk cache: the store says the object is absent");
+            return Ok(None);
+        };
         let start = match &fetch {
             ByteRange::Range(r) => r.start.min(meta.size),
             ByteRange::Suffix(_) => meta.size - data.len() as u64,

@@ -180,9 +180,10 @@ impl Filling {
         });
     }
 
-    /// Read `body` in, then hold it as complete; its bytes, or the error that ended it. If
-    /// this is dropped half way, readers are told to read some other way.
-    pub async fn fill(&self, mut body: Body) -> StoreResult<Bytes> {
+    /// Read `body` (of `key`) in, then hold it as complete; its bytes, or the error that
+    /// ended it (also a body that ended short). If this is dropped half way, readers are told
+    /// to read some other way.
+    pub async fn fill(&self, key: &str, mut body: Body) -> StoreResult<Bytes> {
         struct Abandon<'a>(Option<&'a Filling>);
         impl Drop for Abandon<'_> {
             fn drop(&mut self) {
@@ -208,13 +209,33 @@ impl Filling {
         }
         guard.0 = None;
         let mut data = Bytes::new();
+        let mut short = None;
         self.set(|s| {
-            if let State::Arriving { meta, got, .. } = s {
+            if let State::Arriving { meta, got, len } = s {
+                if (got.len() as u64) < *len {
+                    // A body that ended without an error but short (a connection closed
+                    // early): the object's bytes are not all here, and a reader must not take
+                    // the end of what came for the end of the object.
+                    let e = StoreError::Io {
+                        key: key.to_string(),
+                        source: std::io::Error::other(format!(
+                            "the answer's body ended after {} of {} bytes",
+                            got.len(),
+                            len
+                        )),
+                    };
+                    short = Some(e.clone());
+                    *s = State::Failed(e);
+                    return;
+                }
                 data = std::mem::take(got).into_bytes();
                 *s = State::Done { meta: meta.clone(), data: data.clone() };
             }
         });
-        Ok(data)
+        match short {
+            Some(e) => Err(e),
+            None => Ok(data),
+        }
     }
 
     /// Wait until `answer` makes something of the state (it is asked again at every change).
@@ -270,5 +291,31 @@ impl Filling {
             State::Abandoned => Some(Ok(Read::Elsewhere)),
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(size: u64) -> ObjectMeta {
+        ObjectMeta { size, modified: std::time::SystemTime::UNIX_EPOCH, version: "v".into() }
+    }
+
+    /// A body that ends without an error but before the bytes its headers announced is a
+    /// failed fetch: neither its caller nor a reader of the filling gets it as the object.
+    #[tokio::test]
+    async fn a_body_that_ends_short_is_a_failure() {
+        let f = Filling::default();
+        assert!(f.arriving(&meta(10), 10));
+        let body: Body = Box::pin(futures::stream::iter([Ok(Bytes::from_static(b"01234"))]));
+        assert!(f.fill("k", body).await.is_err(), "5 of 10 bytes taken for the object");
+        assert!(f.read(&ByteRange::Range(0..u64::MAX)).await.is_err());
+        // A whole body is the object.
+        let f = Filling::default();
+        assert!(f.arriving(&meta(10), 10));
+        let pieces = [Ok(Bytes::from_static(b"01234")), Ok(Bytes::from_static(b"56789"))];
+        let body: Body = Box::pin(futures::stream::iter(pieces));
+        assert_eq!(f.fill("k", body).await.unwrap().as_ref(), b"0123456789");
     }
 }
