@@ -1012,7 +1012,7 @@ impl DiskCacheStore {
     /// One listing page of `dir` from after the name `after`, taken as the answer to a
     /// revalidation of each of `stale` (keys of `dir`) that it names: as the same version, confirmed; as another, the old
     /// version's files dropped (the read fetches the new one). A page with an entry without a
-    /// version tag, with no object, or a listing that failed, says this store's listings cannot
+    /// version tag, with no object, or a listing refused, says this store's listings cannot
     /// confirm.
     async fn confirm_in_listing(&self, dir: &str, after: &str, stale: &[String]) {
         use futures::StreamExt;
@@ -1022,7 +1022,11 @@ impl DiskCacheStore {
             Some(Ok(page)) => page,
             Some(Err(e)) => {
                 tracing::debug!(dir, error = %e, "disk cache: a confirming listing failed");
-                self.listings.cannot_confirm();
+                // Not allowed to list (no ListBucket) or no listing at all: not again. A
+                // passing failure (an outage) only sends these reads their own requests.
+                if matches!(e, StoreError::PermissionDenied(_) | StoreError::Unsupported(_)) {
+                    self.listings.cannot_confirm();
+                }
                 return;
             }
             None => Listing::default(),

@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 #[derive(Default)]
 pub struct ListingFlights {
     under_way: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
-    /// A listing came back without versions (s3s-fs lists no ETags), empty, or failed: the
+    /// A listing came back without versions (s3s-fs lists no ETags), empty, or refused: the
     /// cache confirms object by object from then on.
     useless: AtomicBool,
 }
