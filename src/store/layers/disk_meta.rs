@@ -483,6 +483,17 @@ impl MetaJournal {
         out
     }
 
+    /// A listing of `prefix`, sent when `forgets` said `since`: not recorded (false) when a
+    /// write was forgotten meanwhile, as `record_lookup`: replayed, the listing would answer
+    /// lookups of a key just written with its version before the write.
+    pub fn record_list_since(&self, since: u64, prefix: &str, listing: &Listing) -> bool {
+        if self.forgets() != since {
+            return false;
+        }
+        self.record_list(prefix, listing);
+        true
+    }
+
     pub fn record_list(&self, prefix: &str, listing: &Listing) {
         let at = now_ms();
         let rec = Record::List {
