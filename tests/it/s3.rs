@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::s3::{S3Server, ACCESS_KEY, BUCKET, ENV, S3, SECRET};
+use common::s3::{S3Server, BUCKET, ENV, S3, SECRET};
 use common::Mount;
 use object_store::path::Path as OPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -623,21 +623,12 @@ fn decoded_and_v2_views_over_s3(kind: S3Server) {
 /// (s3s-fs lists no ETags: `is_untagged`).
 fn a_listing_starts_after_a_name_with_the_versions_reads_give(kind: S3Server) {
     use futures::StreamExt;
-    use zarr_mount::source::Cloud;
-    use zarr_mount::store::backends::object::{is_untagged, ObjectStoreBackend, RemoteOptions};
+    use zarr_mount::store::backends::object::is_untagged;
     use zarr_mount::store::prelude::*;
     let Some(s3) = S3::start(kind) else { return };
     let keys = ["d/a1", "d/a2", "d/b", "d/b1", "d/b2", "d/c/x"];
     s3.put_all(&keys.iter().map(|k| (format!("lpa/{k}"), k.as_bytes())).collect::<Vec<_>>());
-    let opts = RemoteOptions {
-        endpoint_url: Some(s3.endpoint()),
-        region: Some("us-east-1".into()),
-        options: vec![
-            ("aws_access_key_id".into(), ACCESS_KEY.into()),
-            ("aws_secret_access_key".into(), SECRET.into()),
-        ],
-    };
-    let b = ObjectStoreBackend::open(Cloud::S3, &format!("s3://{BUCKET}/lpa"), &opts).unwrap();
+    let b = s3.backend("lpa");
     rt().block_on(async {
         let listed = |after: &'static str| {
             let b = &b;
@@ -672,20 +663,10 @@ fn a_listing_starts_after_a_name_with_the_versions_reads_give(kind: S3Server) {
 /// refused and write nothing; the backend reports each as the error the writers retry on.
 /// (Whether racing conditional PUTs are atomic is the server's business: docs/SEMANTICS.md "What is not guaranteed".)
 fn conditional_puts_are_refused_by_the_server(kind: S3Server) {
-    use zarr_mount::source::Cloud;
-    use zarr_mount::store::backends::object::{ObjectStoreBackend, RemoteOptions};
     use zarr_mount::store::prelude::*;
     use zarr_mount::store::{PutMode, StoreError};
     let Some(s3) = S3::start(kind) else { return };
-    let opts = RemoteOptions {
-        endpoint_url: Some(s3.endpoint()),
-        region: Some("us-east-1".into()),
-        options: vec![
-            ("aws_access_key_id".into(), ACCESS_KEY.into()),
-            ("aws_secret_access_key".into(), SECRET.into()),
-        ],
-    };
-    let b = ObjectStoreBackend::open(Cloud::S3, &format!("s3://{BUCKET}/cond"), &opts).unwrap();
+    let b = s3.backend("cond");
     let client = s3.client();
     let b1 = |s: &'static str| Bytes::from_static(s.as_bytes());
     rt().block_on(async {

@@ -227,6 +227,21 @@ impl S3 {
                 .unwrap(),
         )
     }
+
+    /// The daemon's own backend on `BUCKET/prefix`, for tests of what it asks the server.
+    pub fn backend(&self, prefix: &str) -> zarr_mount::store::backends::object::ObjectStoreBackend {
+        use zarr_mount::store::backends::object::{ObjectStoreBackend, RemoteOptions};
+        let opts = RemoteOptions {
+            endpoint_url: Some(self.endpoint()),
+            region: Some("us-east-1".into()),
+            options: vec![
+                ("aws_access_key_id".into(), ACCESS_KEY.into()),
+                ("aws_secret_access_key".into(), SECRET.into()),
+            ],
+        };
+        let url = format!("s3://{BUCKET}/{prefix}");
+        ObjectStoreBackend::open(zarr_mount::source::Cloud::S3, &url, &opts).unwrap()
+    }
 }
 
 impl S3 {
