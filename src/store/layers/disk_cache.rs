@@ -1484,7 +1484,7 @@ impl crate::store::layers::ListLayer for DiskCache {
                 self.0.observe(&key, Some(meta), true);
             }
         }
-        self.0.journal.record_list_since(since, prefix, &listing);
+        self.0.journal.record_list(since, prefix, &listing);
         Ok(listing)
     }
 
@@ -1523,7 +1523,7 @@ impl crate::store::layers::ListLayer for DiskCache {
             if let Some(mut listing) = done {
                 listing.files.sort_by(|a, b| a.0.cmp(&b.0));
                 listing.dirs.sort();
-                self.0.journal.record_list_since(since, prefix, &listing);
+                self.0.journal.record_list(since, prefix, &listing);
             }
         })
         .filter_map(|()| async { None });

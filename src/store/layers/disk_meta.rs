@@ -486,15 +486,7 @@ impl MetaJournal {
     /// A listing of `prefix`, sent when `forgets` said `since`: not recorded (false) when a
     /// write was forgotten meanwhile, as `record_lookup`: replayed, the listing would answer
     /// lookups of a key just written with its version before the write.
-    pub fn record_list_since(&self, since: u64, prefix: &str, listing: &Listing) -> bool {
-        if self.forgets() != since {
-            return false;
-        }
-        self.record_list(prefix, listing);
-        true
-    }
-
-    pub fn record_list(&self, prefix: &str, listing: &Listing) {
+    pub fn record_list(&self, since: u64, prefix: &str, listing: &Listing) -> bool {
         let at = now_ms();
         let rec = Record::List {
             prefix: prefix.to_string(),
@@ -504,9 +496,13 @@ impl MetaJournal {
         };
         let encoded = frame(&rec);
         let mut st = self.lock();
+        if st.forgets != since {
+            return false;
+        }
         st.lists.remove(prefix);
         self.append(&mut st, &encoded);
         self.keep(&mut st, Subject::List(prefix.to_string()), at, encoded);
+        true
     }
 
     /// How many writes were forgotten so far: taken before a lookup is sent, handed to
@@ -639,7 +635,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        j.record_list("a", &listing());
+        j.record_list(j.forgets(), "a", &listing());
         j.record_lookup(j.forgets(), "a/x", &Lookup { file: None, dir: false });
         // This run's own answers are not served by the journal.
         assert!(j.replayed_list("a").is_none());
@@ -674,7 +670,7 @@ mod tests {
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         for p in ["", "a", "a/b", "a/b/c", "ab", "z"] {
-            j.record_list(p, &listing());
+            j.record_list(j.forgets(), p, &listing());
             j.record_lookup(j.forgets(), p, &Lookup { file: None, dir: true });
         }
         j.forget("a/b/k", false);
@@ -727,8 +723,8 @@ mod tests {
             !MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl),
             "not found proves nothing (a missing bucket answers so too)"
         );
-        j.record_list("a", &listing());
-        j.record_list("", &listing());
+        j.record_list(j.forgets(), "a", &listing());
+        j.record_list(j.forgets(), "", &listing());
         drop(j);
         assert!(MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl));
         assert!(!MetaJournal::root_answered_within(tmp.path(), "s3://b/q", ttl));
@@ -742,7 +738,7 @@ mod tests {
         // Below the root: a listing, a lookup that found something or a read vouches too
         // (the zarr-python warm remount reads `zarr.json` and shards, and lists nothing).
         let records: [fn(&MetaJournal); 4] = [
-            |j| j.record_list("a", &listing()),
+            |j| assert!(j.record_list(j.forgets(), "a", &listing())),
             |j| {
                 assert!(j.record_lookup(
                     j.forgets(),
@@ -768,8 +764,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        j.record_list("a", &listing());
-        j.record_list("b", &listing());
+        j.record_list(j.forgets(), "a", &listing());
+        j.record_list(j.forgets(), "b", &listing());
         drop(j);
         let path = journal_path(tmp.path(), "s3://b/p");
         let raw = std::fs::read(&path).unwrap();
@@ -798,7 +794,7 @@ mod tests {
             dirs: vec![],
         };
         for _ in 0..200 {
-            j.record_list("same", &big);
+            j.record_list(j.forgets(), "same", &big);
         }
         let len = std::fs::metadata(journal_path(tmp.path(), "s3://b/p")).unwrap().len();
         assert!(len < 3 * frame_len(&big) + REWRITE_SLACK, "{len}");
