@@ -182,10 +182,11 @@ impl UnshardedNamespace {
             ShardState::Missing => Ok(None),
             ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
             ShardState::Present { index, version, modified } => {
-                if index.entry(local).is_none() {
+                let entry = index.entry(local);
+                if entry.is_none() {
                     tracing::debug!(shard = ?key, local, version, "chunk absent from the shard's index");
                 }
-                Ok(index.entry(local).map(|e| Node {
+                Ok(entry.map(|e| Node {
                     size: e.nbytes,
                     modified: *modified,
                     backing: Backing::Slice {
