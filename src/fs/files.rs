@@ -137,6 +137,8 @@ impl ZarrFs {
             return Err(FsError::IsADirectory);
         }
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
+        // Which version a reader got, for tracing a stale read back to its open.
+        tracing::debug!(path, size = node.size, version = ?node.content_version(), from_buffer = buf.is_some(), keep_cache, "opened for reading");
         let ra = self.ahead.for_file();
         let fh = self.new_handle(Handle::Read(ReadHandle { ino, path, node, buf, ra }));
         Ok(Opened { fh, keep_cache, read_only: true })

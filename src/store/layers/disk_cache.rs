@@ -106,6 +106,26 @@ const MAGIC: &[u8; 8] = b"ZMDCBLK1";
 /// restart; finer than this is not worth a syscall per read).
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
+/// What an answer about a key is to the known versions (see `observe`).
+#[derive(Clone, Copy)]
+struct Answer {
+    /// A lookup's, HEAD's or listing's: it counts as the revalidation of a version past the TTL.
+    confirms: bool,
+    /// Also written down for the next daemon.
+    record: bool,
+}
+
+impl Answer {
+    /// A read's: the version whose bytes it brought.
+    const READ: Answer = Answer { confirms: false, record: true };
+    /// A read's that failed or found another version than the one it read by (not recorded).
+    const READ_MISMATCH: Answer = Answer { confirms: false, record: false };
+    /// A lookup's or listing's (the journal records those whole).
+    const LOOKUP: Answer = Answer { confirms: true, record: false };
+    /// A HEAD's or a confirming listing page's, recorded per object.
+    const CONFIRMED: Answer = Answer { confirms: true, record: true };
+}
+
 /// An exclusive lock on a cache directory, held for the daemon's life (the fd is inherited
 /// across the daemonizing fork, and the lock with it).
 #[derive(Debug)]
@@ -482,14 +502,35 @@ impl DiskCacheStore {
         self.state().known.peek(key).map(|(m, _)| m.clone())
     }
 
-    /// What the store said of `key` now, trusted for the TTL from now on. An answer naming
-    /// another version than the one known (or none) drops the known version's files: they can
-    /// never be read again. With `confirms` (an answer to a lookup, HEAD or listing), one that
-    /// meets a known version past the TTL counts as its revalidation.
-    fn observe(&self, key: &str, meta: Option<&ObjectMeta>, confirms: bool) {
+    /// What the store said of `key` now, trusted for the TTL from now on, unless a write of
+    /// `key` through this layer overlapped the request (`since`: its start): then the answer
+    /// may predate the write and nothing of it is kept. Returns whether it was kept.
+    ///
+    /// The overlap is checked under the state lock, which a write's `forget` takes after the
+    /// write has begun: an answer kept just before a write begins is dropped by that write's
+    /// forget, and one arriving later sees the write. (Checked before taking the lock, a late
+    /// answer could be kept just after the write's last forget, and named the version before
+    /// the write as current for the TTL.)
+    ///
+    /// An answer naming another version than the one known (or none) drops the known
+    /// version's files: they can never be read again. A confirming answer (a lookup, HEAD or
+    /// listing) that meets a known version past the TTL counts as its revalidation. A
+    /// recorded one is also written down for the next daemon (disk_meta.rs,
+    /// `Record::Object`), so that it can serve the blocks of objects that nothing looks up or
+    /// lists (shards behind the unsharded view, metadata documents) without asking again.
+    fn observe(
+        &self,
+        key: &str,
+        meta: Option<&ObjectMeta>,
+        answer: Answer,
+        since: &ReadStart,
+    ) -> bool {
         let now = crate::clock::system_now();
         let before = {
             let mut st = self.state();
+            if self.writes.overlapped(since) {
+                return false;
+            }
             let before = st.known.peek(key).cloned();
             // An untagged answer (an s3s-fs listing) that meets a tagged version only by size
             // and second cannot tell a rewrite within that second: it keeps the version but
@@ -500,7 +541,7 @@ impl DiskCacheStore {
             };
             match meta {
                 Some(m) if before.as_ref().is_some_and(|(old, _)| weak(m, old)) => {
-                    return;
+                    return true;
                 }
                 Some(m) => {
                     let m = match &before {
@@ -513,15 +554,19 @@ impl DiskCacheStore {
                     st.known.pop(key);
                 }
             }
+            // Under the same lock, so that a write's forget comes after the record.
+            if let (true, Some(m)) = (answer.record, meta) {
+                self.journal.record_object(key, m);
+            }
             before
         };
-        let Some((old, at)) = before else { return };
+        let Some((old, at)) = before else { return true };
         let same = meta.is_some_and(|m| one_version(m, &old));
         if !same {
             self.drop_version(key, &old);
         }
         let stale = now.duration_since(at).map_or(true, |age| age >= self.cfg.ttl);
-        if confirms && stale {
+        if answer.confirms && stale {
             let found = match (same, meta) {
                 (true, _) => Revalidation::Unchanged,
                 (false, Some(_)) => Revalidation::Changed,
@@ -530,20 +575,7 @@ impl DiskCacheStore {
             tracing::debug!(key, found = found.name(), known = ?old, now = ?meta, "disk cache: a cached version confirmed");
             self.stats.revalidated(found);
         }
-    }
-
-    /// A read learned `key`'s version: also kept for the next daemon (disk_meta.rs,
-    /// `Record::Object`), so that it can serve the blocks of objects that nothing looks up or
-    /// lists (shards behind the unsharded view, metadata documents) without asking again.
-    fn observe_read(&self, key: &str, meta: Option<&ObjectMeta>) {
-        self.observe(key, meta, false);
-        self.record_version(key, meta);
-    }
-
-    fn record_version(&self, key: &str, meta: Option<&ObjectMeta>) {
-        if let Some(m) = meta {
-            self.journal.record_object(key, m);
-        }
+        true
     }
 
     /// Forget the files of `key` at `old`, a version the store no longer has: each block the
@@ -939,9 +971,7 @@ impl DiskCacheStore {
         match self.inner.get_if_changed(key, fetch.clone(), &known).await? {
             Revalidated::Unchanged => {
                 self.stats.revalidated(Revalidation::Unchanged);
-                if !self.writes.overlapped(&start) {
-                    self.observe_read(key, Some(&known));
-                }
+                self.observe(key, Some(&known), Answer::READ, &start);
                 Ok(Ok(known))
             }
             Revalidated::Changed(now) => {
@@ -1039,12 +1069,9 @@ impl DiskCacheStore {
         }
         for (name, meta) in &page.files {
             let key = crate::store::join_key(dir, name);
-            if stale.binary_search(&key).is_err() || self.writes.overlapped_in_listing(&start, &key)
-            {
-                continue;
+            if stale.binary_search(&key).is_ok() {
+                self.observe(&key, Some(meta), Answer::CONFIRMED, &start.of(&key));
             }
-            self.observe(&key, Some(meta), true);
-            self.record_version(&key, Some(meta));
         }
     }
 
@@ -1149,9 +1176,7 @@ impl DiskCacheStore {
                     fetched.insert(at, f.data);
                 }
                 other => {
-                    if !overlapped {
-                        self.observe(key, other.as_ref().map(|(_, m)| m), false);
-                    }
+                    self.observe(key, other.as_ref().map(|(_, m)| m), Answer::READ_MISMATCH, start);
                     return Ok(None);
                 }
             }
@@ -1224,13 +1249,11 @@ impl DiskCacheStore {
         }
         // Unknown version (or a new one): one GET, widened to whole blocks so that what comes
         // back is kept.
-        let (r, keep) = match answered {
-            Some(r) => (r, true),
+        let (r, asked_at) = match answered {
+            Some(r) => (r, start),
             None => self.get_clear_of_writes(key, &fetch).await?,
         };
-        if keep {
-            self.observe_read(key, r.as_ref().map(|(_, m)| m));
-        }
+        let keep = self.observe(key, r.as_ref().map(|(_, m)| m), Answer::READ, &asked_at);
         let Some((data, meta)) = r else {
             tracing::debug!(key, keep, "disk cache: the store says the object is absent");
             return Ok(None);
@@ -1259,20 +1282,19 @@ impl DiskCacheStore {
     /// A GET of `fetch`, asked again once the writes of `key` through this layer that it
     /// overlapped are done (`ASKS_PAST_WRITES` times at most): its answer may predate them or,
     /// on s3s-fs, pair one version's bytes with the other's tag (see write_watch.rs). Also
-    /// whether the answer may be kept: no write overlapped it.
+    /// when the answer was asked for, for `observe` to tell whether it may be kept.
     async fn get_clear_of_writes(
         &self,
         key: &str,
         fetch: &ByteRange,
-    ) -> StoreResult<(Option<(Bytes, ObjectMeta)>, bool)> {
+    ) -> StoreResult<(Option<(Bytes, ObjectMeta)>, ReadStart)> {
         let mut asks = 0;
         loop {
             asks += 1;
             let start = self.writes.read_starts(key);
             let r = self.inner.get_ranged(key, fetch.clone()).await?;
-            let clear = !self.writes.overlapped(&start);
-            if clear || asks == ASKS_PAST_WRITES {
-                return Ok((r, clear));
+            if !self.writes.overlapped(&start) || asks == ASKS_PAST_WRITES {
+                return Ok((r, start));
             }
             self.writes.writes_done(&start).await;
         }
@@ -1459,10 +1481,7 @@ impl crate::store::layers::ReadLayer for DiskCache {
         }
         let start = self.0.writes.read_starts(key);
         let m = self.0.inner.head(key).await?;
-        if !self.0.writes.overlapped(&start) {
-            self.0.observe(key, m.as_ref(), true);
-            self.0.record_version(key, m.as_ref());
-        }
+        self.0.observe(key, m.as_ref(), Answer::CONFIRMED, &start);
         Ok(m)
     }
 }
@@ -1480,9 +1499,7 @@ impl crate::store::layers::ListLayer for DiskCache {
         let listing = self.0.inner.list(prefix).await?;
         for (name, meta) in &listing.files {
             let key = crate::store::join_key(prefix, name);
-            if !self.0.writes.overlapped_in_listing(&start, &key) {
-                self.0.observe(&key, Some(meta), true);
-            }
+            self.0.observe(&key, Some(meta), Answer::LOOKUP, &start.of(&key));
         }
         self.0.journal.record_list(since, prefix, &listing);
         Ok(listing)
@@ -1506,9 +1523,7 @@ impl crate::store::layers::ListLayer for DiskCache {
                 Ok(l) => {
                     for (name, meta) in &l.files {
                         let key = crate::store::join_key(prefix, name);
-                        if !self.0.writes.overlapped_in_listing(&start, &key) {
-                            self.0.observe(&key, Some(meta), true);
-                        }
+                        self.0.observe(&key, Some(meta), Answer::LOOKUP, &start.of(&key));
                     }
                     if let Some(w) = whole.as_mut() {
                         w.files.extend(l.files.iter().cloned());
@@ -1535,10 +1550,11 @@ impl crate::store::layers::ListLayer for DiskCache {
             return Ok(l);
         }
         let since = self.0.journal.forgets();
+        let start = self.0.writes.read_starts(key);
         let l = self.0.inner.lookup(key).await?;
         // Not kept when a write went through meanwhile: the answer may predate it.
         if self.0.journal.record_lookup(since, key, &l) && !key.is_empty() {
-            self.0.observe(key, l.file.as_ref(), true);
+            self.0.observe(key, l.file.as_ref(), Answer::LOOKUP, &start);
         }
         Ok(l)
     }
@@ -1569,13 +1585,17 @@ impl crate::store::layers::ListLayer for DiskCache {
                             return Ok((l, Some(data)));
                         }
                         self.0.journal.record_lookup(since, key, &l);
-                        self.0.observe_read(key, Some(&meta));
+                        if !self.0.observe(key, Some(&meta), Answer::READ, &start) {
+                            return Ok((l, Some(data)));
+                        }
                         let fetched = Fetched { start: 0, data: data.clone() };
                         blocks_written(self.0.store_blocks(key, &meta, &fetched)).await;
                         return Ok((l, Some(data)));
                     }
                     // Deleted: a directory of that name may still be there.
-                    Err(None) => self.0.observe(key, None, false),
+                    Err(None) => {
+                        self.0.observe(key, None, Answer::READ, &start);
+                    }
                 }
             }
         }
@@ -1589,12 +1609,14 @@ impl crate::store::layers::ListLayer for DiskCache {
         }
         match (&l.file, &data) {
             (Some(meta), Some(bytes)) if bytes.len() as u64 == meta.size && meta.size > 0 => {
-                self.0.observe(key, Some(meta), true);
-                self.0.record_version(key, Some(meta));
-                let fetched = Fetched { start: 0, data: bytes.clone() };
-                blocks_written(self.0.store_blocks(key, meta, &fetched)).await;
+                if self.0.observe(key, Some(meta), Answer::CONFIRMED, &start) {
+                    let fetched = Fetched { start: 0, data: bytes.clone() };
+                    blocks_written(self.0.store_blocks(key, meta, &fetched)).await;
+                }
             }
-            (file, _) => self.0.observe(key, file.as_ref(), true),
+            (file, _) => {
+                self.0.observe(key, file.as_ref(), Answer::LOOKUP, &start);
+            }
         }
         Ok((l, data))
     }
@@ -2581,6 +2603,42 @@ mod tests {
             let back = store.get("k").await.unwrap();
             assert!(back == two, "{case}: the write reads back as version {}", back[0]);
         }
+    }
+
+    /// Whether an answer may be kept is decided when it is kept, under the lock a write's
+    /// forget takes (`observe`): an answer asked for before a write and kept after the write's
+    /// last forget is not kept (decided before the lock, it was: the version before the write
+    /// was then current for the TTL, and the writer's read-back opened it); one kept before
+    /// the write began is dropped by it. Neither reaches the next daemon.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_is_kept_only_if_no_write_began_since_it_was_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        rec.put("k", data(2500, 1)).await.unwrap();
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let store = DiskCache(c.clone());
+        let meta_now = || async { rec.head("k").await.unwrap().unwrap() };
+
+        let asked = c.writes.read_starts("k");
+        let one = meta_now().await;
+        store.put("k", data(2500, 2)).await.unwrap();
+        assert!(!c.observe("k", Some(&one), Answer::CONFIRMED, &asked), "kept after the write");
+        assert_eq!(c.fresh_meta("k"), None);
+
+        let asked = c.writes.read_starts("k");
+        let two = meta_now().await;
+        assert!(c.observe("k", Some(&two), Answer::CONFIRMED, &asked));
+        assert_eq!(c.fresh_meta("k"), Some(two));
+        store.put("k", data(2500, 3)).await.unwrap();
+        assert_eq!(c.fresh_meta("k"), None, "the write forgets what was kept before it");
+        drop(store);
+        drop(c);
+
+        let c = open(&rec, tmp.path(), 1 << 20, Duration::from_secs(60));
+        let three = meta_now().await;
+        rec.take();
+        assert_eq!(DiskCache(c).head("k").await.unwrap().unwrap(), three);
+        assert_eq!(rec.take(), vec!["head k"], "the next daemon asks; nothing older replayed");
     }
 
     /// A listing sent before a write through the cache and answered after it is not kept in

@@ -49,6 +49,14 @@ impl Default for WriteWatch {
     }
 }
 
+impl ListingStart {
+    /// The listing's start as a read of `key` would have taken it.
+    pub fn of(&self, key: &str) -> ReadStart {
+        let stripe = WriteWatch::stripe_of(key);
+        ReadStart { stripe, ended: self.ended[stripe] }
+    }
+}
+
 impl WriteWatch {
     fn stripe_of(key: &str) -> usize {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -90,12 +98,6 @@ impl WriteWatch {
     /// Before a listing is sent.
     pub fn listing_starts(&self) -> ListingStart {
         ListingStart { ended: self.stripes.iter().map(|s| s.ended.load(SeqCst)).collect() }
-    }
-
-    /// Once a listing (or a page of it) is in: whether what it says of `key` may be kept.
-    pub fn overlapped_in_listing(&self, start: &ListingStart, key: &str) -> bool {
-        let stripe = Self::stripe_of(key);
-        self.overlapped(&ReadStart { stripe, ended: start.ended[stripe] })
     }
 
     /// A write of each of `keys`, under way until the guard drops.
@@ -166,8 +168,8 @@ mod tests {
         assert!(!w.overlapped(&read), "a write of another stripe");
         let listing = w.listing_starts();
         drop(w.writing(&["a"]));
-        assert!(w.overlapped_in_listing(&listing, "a"));
-        assert!(!w.overlapped_in_listing(&listing, &other));
+        assert!(w.overlapped(&listing.of("a")));
+        assert!(!w.overlapped(&listing.of(&other)));
         drop(w.writing_all());
         assert!(w.overlapped(&read), "a directory's write");
     }
