@@ -22,8 +22,9 @@
 //! again. A listing or lookup the mount makes anyway confirms it (a listing, every object in it
 //! at once). A read of an object whose directory holds other stale cached objects sends one
 //! listing page of that directory for all of them (`confirm_directory`: a reader opening chunks
-//! by name makes no listing, and a conditional GET each would be a round trip each); what the
-//! page did not confirm, and an object alone in its directory, has one conditional GET
+//! by name makes no listing, and a conditional GET each would be a round trip each), and
+//! the listings of the directories after it beside it (`confirm_next_directories`: the reader
+//! walks on to them); what the page did not confirm, and an object alone in its directory, has one conditional GET
 //! (`ReadStore::get_if_changed`): unchanged, the blocks are served; changed, the answer carries
 //! the new bytes; deleted, the read finds nothing. Any
 //! answer naming another version drops the old version's files (`drop_version`). The journal
@@ -97,6 +98,10 @@ const LIST_TO_CONFIRM: usize = 2;
 const CONFIRM_PER_LISTING: usize = 1000;
 /// A confirming page starts at most this many stale names before the one read.
 const RUN_BEFORE: usize = CONFIRM_PER_LISTING / 4;
+/// Directories after the one confirmed whose listings go out beside its own (a listing
+/// costs no object bytes; a reader walking an array's chunk directories saves a round trip
+/// for each).
+const DIRS_AHEAD: usize = 8;
 /// Bytes of fetched data that may wait for their background write at once.
 const WRITE_BACKLOG: u64 = 64 << 20;
 /// How many objects' metadata (version, size) this layer remembers.
@@ -1003,8 +1008,9 @@ impl DiskCacheStore {
     ///
     /// Its own directory, not an ancestor prefix: chunks read together differ in their last
     /// coordinate (`c/i/j`: neighbours share `c/i`), and a listing of an ancestor's whole
-    /// subtree would be paged through names far from the ones being read.
-    async fn confirm_directory(&self, key: &str) {
+    /// subtree would be paged through names far from the ones being read. With `ahead`, the
+    /// directories after it are confirmed beside it (`confirm_next_directories`).
+    async fn confirm_directory(self: &Arc<Self>, key: &str, ahead: bool) {
         if !self.listings.may_confirm() {
             return;
         }
@@ -1033,10 +1039,44 @@ impl DiskCacheStore {
                     .map(|(k, _)| k)
                     .collect();
                 if stale.len() >= LIST_TO_CONFIRM && stale.iter().any(|k| k == key) {
+                    if ahead {
+                        self.confirm_next_directories(dir);
+                    }
                     self.confirm_in_listing(dir, &after, &stale).await;
                 }
             })
             .await;
+    }
+
+    /// A reader confirming one directory's cached objects goes on to the directories after
+    /// it (an array's `c/0/`, then `c/1/`, ...), each of which would cost it another round
+    /// trip when it gets there: their listings go out now, beside this one, in the
+    /// background. At most `DIRS_AHEAD` of them, among its siblings that this cache holds
+    /// objects of: by number when the names are numbers (chunk coordinates, where `c/10`
+    /// sorts before `c/2`), else in name order. Each lists only if it has stale cached objects
+    /// of its own (`confirm_directory`), and goes no further ahead itself.
+    fn confirm_next_directories(self: &Arc<Self>, dir: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if dir.is_empty() {
+            return;
+        }
+        let (parent, name) = crate::store::split_key(dir);
+        let firsts: Vec<String> = {
+            let st = self.state();
+            match name.parse::<u64>() {
+                Ok(n) => (1..=DIRS_AHEAD as u64)
+                    .filter_map(|i| {
+                        let next = crate::store::join_key(parent, &(n + i).to_string());
+                        st.known.first_key_below(&next)
+                    })
+                    .collect(),
+                Err(_) => st.known.first_keys_of_dirs_after(parent, name, DIRS_AHEAD),
+            }
+        };
+        for key in firsts {
+            let this = self.clone();
+            runtime.spawn(async move { this.confirm_directory(&key, false).await });
+        }
     }
 
     /// One listing page of `dir` from after the name `after`, taken as the answer to a
@@ -1219,7 +1259,7 @@ impl DiskCacheStore {
         let (fetch, asked) = widened(&range, self.cfg.block_size);
         let start = self.writes.read_starts(key);
         if self.stale_on_disk(key, &range).is_some() {
-            self.confirm_directory(key).await;
+            self.confirm_directory(key, true).await;
         }
         let mut meta = self.fresh_meta(key);
         // What the store answered a revalidation of a changed (or deleted) object with.
@@ -2152,6 +2192,64 @@ mod tests {
         assert_eq!(store.get("a/c/0/0").await.unwrap(), data(2500, 0));
         assert_eq!(store.get("a/zarr.json").await.unwrap(), data(100, 0));
         assert_eq!(shown(&rec), [format!("get_if_changed a/zarr.json {whole:?}")]);
+    }
+
+    /// Confirming one directory also confirms the directories after it that hold stale
+    /// cached objects, beside it (a reader walking `c/0/`, `c/1/`, ... then waits for none of
+    /// their listings), at most `DIRS_AHEAD` of them; the directory before it is not listed, and
+    /// those confirmed ahead go no further ahead themselves.
+    #[tokio::test(start_paused = true)]
+    async fn a_directory_confirmed_confirms_the_ones_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
+        let ttl = Duration::from_secs(60);
+        let open = || {
+            let lock = Arc::new(DirLock::acquire(tmp.path()).unwrap());
+            let double = ListingDouble { inner: rec.clone(), hidden: vec![], untagged: false };
+            let cfg = DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl };
+            Arc::new(DiskCacheStore::open(Arc::new(double), lock, cfg).unwrap())
+        };
+        let dirs = DIRS_AHEAD as u8 + 3;
+        let keys: Vec<String> =
+            (0..dirs).flat_map(|d| (0..2).map(move |i| format!("a/c/{d}/{i}"))).collect();
+        for (n, k) in keys.iter().enumerate() {
+            rec.put(k, data(1500, n as u8)).await.unwrap();
+        }
+        let c = open();
+        for k in &keys {
+            DiskCache(c.clone()).get(k).await.unwrap();
+        }
+        c.settle().await;
+        drop(c);
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+
+        let c = open();
+        let store = DiskCache(c.clone());
+        rec.take();
+        assert_eq!(store.get("a/c/1/0").await.unwrap(), data(1500, 2));
+        tokio::time::sleep(Duration::from_millis(10)).await; // the listings ahead, in the background
+        let listed = |calls: Vec<String>| -> Vec<String> {
+            calls.into_iter().filter(|c| c.starts_with("list ")).collect()
+        };
+        let mut want: Vec<String> =
+            (1..=1 + DIRS_AHEAD).map(|d| format!(r#"list a/c/{d} after """#)).collect();
+        want.sort();
+        assert_eq!(
+            shown(&rec),
+            want,
+            "its own listing and the {DIRS_AHEAD} after it, nothing else"
+        );
+        // Reading those directories costs nothing more; the ones before and past the reach
+        // have their own listing when read.
+        for d in 1..=1 + DIRS_AHEAD {
+            for i in 0..2 {
+                store.get(&format!("a/c/{d}/{i}")).await.unwrap();
+            }
+        }
+        assert!(rec.take().is_empty(), "confirmed ahead");
+        store.get("a/c/0/0").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(listed(rec.take()), [r#"list a/c/0 after """#], "nothing stale after it");
     }
 
     /// A confirming listing that overlapped a write of one of its keys through the cache does

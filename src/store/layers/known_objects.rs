@@ -80,6 +80,33 @@ impl KnownObjects {
 }
 
 impl KnownObjects {
+    /// The first key known below directory `dir` (at any depth).
+    pub fn first_key_below(&self, dir: &str) -> Option<String> {
+        let from = format!("{dir}/");
+        self.names.range(from.clone()..).next().filter(|k| k.starts_with(&from)).cloned()
+    }
+
+    /// For each of up to `max` subdirectories of `dir` whose names sort after `after`, in
+    /// name order, the first key known below it (at any depth).
+    pub fn first_keys_of_dirs_after(&self, dir: &str, after: &str, max: usize) -> Vec<String> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut out = Vec::new();
+        // Past `after` and every key below it ('0' follows '/').
+        let mut from = format!("{prefix}{after}0");
+        while out.len() < max {
+            let Some(key) = self.names.range(from.clone()..).next() else { break };
+            let Some(rest) = key.strip_prefix(&prefix) else { break };
+            match rest.find('/') {
+                Some(i) => {
+                    out.push(key.clone());
+                    from = format!("{prefix}{}0", &rest[..i]);
+                }
+                None => from = format!("{key}\0"),
+            }
+        }
+        out
+    }
+
     /// The first of the run of keys directly in `dir` just before `key` (in name order) that
     /// all pass `keep`, at most `max` of them; `key` when the one before it does not pass.
     pub fn run_start(
@@ -141,6 +168,28 @@ mod tests {
         assert_eq!(k.keys_below("a/c"), ["a/c/0/0", "a/c/0/1", "a/c/1/0"]);
         k.pop("a/c/0/0");
         assert_eq!(names(&k.in_dir("a/c/0", "", 10)), ["a/c/0/1"]);
+    }
+
+    #[test]
+    fn the_directories_after_one_by_their_first_keys() {
+        let mut k = KnownObjects::new(NonZeroUsize::new(100).unwrap());
+        let keys =
+            ["a/c/0/0", "a/c/0/1", "a/c/1/0", "a/c/10/5", "a/c/2/3/0", "a/c/x", "a/d/0", "b/0"];
+        for key in keys {
+            k.put(key.into(), seen(key));
+        }
+        assert_eq!(
+            k.first_keys_of_dirs_after("a/c", "0", 10),
+            ["a/c/1/0", "a/c/10/5", "a/c/2/3/0"]
+        );
+        assert_eq!(k.first_keys_of_dirs_after("a/c", "0", 2), ["a/c/1/0", "a/c/10/5"]);
+        assert_eq!(k.first_keys_of_dirs_after("a/c", "10", 10), ["a/c/2/3/0"]);
+        assert!(k.first_keys_of_dirs_after("a/c", "2", 10).is_empty(), "a file is no directory");
+        assert_eq!(k.first_keys_of_dirs_after("a", "c", 10), ["a/d/0"]);
+        assert_eq!(k.first_keys_of_dirs_after("", "a", 10), ["b/0"]);
+        assert_eq!(k.first_key_below("a/c/2").as_deref(), Some("a/c/2/3/0"));
+        assert_eq!(k.first_key_below("a/c/1").as_deref(), Some("a/c/1/0"), "not a/c/10");
+        assert_eq!(k.first_key_below("a/c/3"), None);
     }
 
     #[test]
