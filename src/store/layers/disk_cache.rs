@@ -1621,15 +1621,11 @@ impl crate::store::layers::ListLayer for DiskCache {
                     }
                     Err(Some((data, meta))) => {
                         let l = Lookup { file: Some(meta.clone()), dir: false };
-                        if self.0.writes.overlapped(&start) {
-                            return Ok((l, Some(data)));
+                        if self.0.observe(key, Some(&meta), Answer::READ, &start) {
+                            self.0.journal.record_lookup(since, key, &l);
+                            let fetched = Fetched { start: 0, data: data.clone() };
+                            blocks_written(self.0.store_blocks(key, &meta, &fetched)).await;
                         }
-                        self.0.journal.record_lookup(since, key, &l);
-                        if !self.0.observe(key, Some(&meta), Answer::READ, &start) {
-                            return Ok((l, Some(data)));
-                        }
-                        let fetched = Fetched { start: 0, data: data.clone() };
-                        blocks_written(self.0.store_blocks(key, &meta, &fetched)).await;
                         return Ok((l, Some(data)));
                     }
                     // Deleted: a directory of that name may still be there.
@@ -1640,11 +1636,8 @@ impl crate::store::layers::ListLayer for DiskCache {
             }
         }
         let (l, data) = self.0.inner.lookup_reading(key, limit).await?;
-        // (Not kept when a write went through meanwhile: see `lookup`.)
-        if key.is_empty()
-            || self.0.writes.overlapped(&start)
-            || !self.0.journal.record_lookup(since, key, &l)
-        {
+        // (Not kept when a write went through meanwhile: see `lookup`; `observe` checks too.)
+        if key.is_empty() || !self.0.journal.record_lookup(since, key, &l) {
             return Ok((l, data));
         }
         match (&l.file, &data) {
@@ -2116,6 +2109,23 @@ mod tests {
         }
     }
 
+    /// The TTL of `open_listed`'s caches.
+    const LISTED_TTL: Duration = Duration::from_secs(60);
+
+    /// The cache in `dir` over a `ListingDouble` of `rec`, keeping blocks only.
+    fn open_listed(
+        rec: &Arc<RecordingStore>,
+        dir: &Path,
+        hidden: Vec<&'static str>,
+        untagged: bool,
+    ) -> Arc<DiskCacheStore> {
+        let lock = Arc::new(DirLock::acquire(dir).unwrap());
+        let double = ListingDouble { inner: rec.clone(), hidden, untagged };
+        let cfg =
+            DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl: LISTED_TTL };
+        Arc::new(DiskCacheStore::open(Arc::new(double), lock, cfg).unwrap())
+    }
+
     /// A cache of `n` objects `a/c/0/<i>` (and a document `a/zarr.json`) filled by one daemon,
     /// and a second daemon on it past the TTL, over a `ListingDouble` of the store.
     async fn stale_directory(
@@ -2125,14 +2135,8 @@ mod tests {
         untagged: bool,
     ) -> (Arc<RecordingStore>, Arc<DiskCacheStore>) {
         let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
-        let ttl = Duration::from_secs(60);
-        let cfg = || DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl };
-        let open = |rec: &Arc<RecordingStore>| {
-            let lock = Arc::new(DirLock::acquire(dir).unwrap());
-            let double = ListingDouble { inner: rec.clone(), hidden: hidden.clone(), untagged };
-            let below = Arc::new(double);
-            Arc::new(DiskCacheStore::open(below, lock, cfg()).unwrap())
-        };
+        let ttl = LISTED_TTL;
+        let open = |rec: &Arc<RecordingStore>| open_listed(rec, dir, hidden.clone(), untagged);
         rec.put("a/zarr.json", data(100, 0)).await.unwrap();
         for i in 0..n {
             rec.put(&format!("a/c/0/{i}"), data(2500, i)).await.unwrap();
@@ -2202,13 +2206,7 @@ mod tests {
     async fn a_directory_confirmed_confirms_the_ones_after_it() {
         let tmp = tempfile::tempdir().unwrap();
         let rec = Arc::new(RecordingStore::new(Arc::new(MemoryStore::new())));
-        let ttl = Duration::from_secs(60);
-        let open = || {
-            let lock = Arc::new(DirLock::acquire(tmp.path()).unwrap());
-            let double = ListingDouble { inner: rec.clone(), hidden: vec![], untagged: false };
-            let cfg = DiskCacheConfig { max_bytes: 1 << 20, block_size: BS, copy_max: 0, ttl };
-            Arc::new(DiskCacheStore::open(Arc::new(double), lock, cfg).unwrap())
-        };
+        let open = || open_listed(&rec, tmp.path(), vec![], false);
         let dirs = DIRS_AHEAD as u8 + 3;
         let keys: Vec<String> =
             (0..dirs).flat_map(|d| (0..2).map(move |i| format!("a/c/{d}/{i}"))).collect();
@@ -2221,7 +2219,7 @@ mod tests {
         }
         c.settle().await;
         drop(c);
-        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+        tokio::time::advance(LISTED_TTL + Duration::from_secs(1)).await;
 
         let c = open();
         let store = DiskCache(c.clone());
