@@ -333,20 +333,26 @@ const MIN_DECODED_CACHE: u64 = 64 << 20;
 fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
     use crate::fs::namespace::presented::PresentedNamespace;
     use crate::fs::namespace::unsharded::UnshardedNamespace;
+    use crate::prefetch::shards::ShardReadAhead;
     let ttl = cfg.metadata_ttl;
     let fetch = fetches_documents(cfg);
     let raw = RawNamespace::new(store)
         .with_chunk_trees(ttl)
         .with_array_prefetch(cfg.array_prefetch)
         .with_document_fetch(fetch);
+    // Shards read ahead of a scan wait for the reader in the memory cache.
+    let shards_ahead = ShardReadAhead::budget_for_cache(cfg.cache_size);
     let unsharded = || {
-        Arc::new(UnshardedNamespace::new(
-            RawNamespace::new(raw.store().clone())
-                .with_chunk_trees(ttl)
-                .with_array_prefetch(cfg.array_prefetch)
-                .with_document_fetch(fetch),
-            ttl,
-        ))
+        Arc::new(
+            UnshardedNamespace::new(
+                RawNamespace::new(raw.store().clone())
+                    .with_chunk_trees(ttl)
+                    .with_array_prefetch(cfg.array_prefetch)
+                    .with_document_fetch(fetch),
+                ttl,
+            )
+            .with_shard_read_ahead(shards_ahead),
+        )
     };
     let decoded_cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
     let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
@@ -354,7 +360,9 @@ fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespac
     };
     match cfg.view {
         ViewKind::Raw => Arc::new(raw),
-        ViewKind::Unsharded => Arc::new(UnshardedNamespace::new(raw, ttl)),
+        ViewKind::Unsharded => {
+            Arc::new(UnshardedNamespace::new(raw, ttl).with_shard_read_ahead(shards_ahead))
+        }
         ViewKind::Decoded => presented(Box::new(crate::view::decoded::DecodedPresenter)),
         ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
         ViewKind::V2Decoded => {

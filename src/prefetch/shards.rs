@@ -4,63 +4,109 @@
 //! (`fs/namespace/unsharded.rs`); the fetch is the shard-index cache's.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::OnceLock;
 
-use tokio::sync::Semaphore;
+use tokio::sync::mpsc;
 
-/// Shards fetched ahead of the one being read: as many as fit in `BYTES` by the metadata's
-/// bound, within `DEPTH`. A reader walking chunks in C order touches a whole row of shards at
-/// once, so a depth of one row leaves it waiting a round trip at the start of each row; two
-/// rows of 4 MiB shards keep it fed.
+/// Shards fetched ahead of the one being read: as many as fit in the byte budget by the
+/// metadata's bound, within `DEPTH`. A reader walking chunks in C order touches a whole row of
+/// shards at once, so a depth of one row leaves it waiting a round trip at the start of each
+/// row; with the default budget a 4096² float32 array of 4 MiB shards is fetched whole from
+/// the second shard on, and the network stays busy while the reader walks the first rows.
 const DEPTH: std::ops::RangeInclusive<u64> = 4..=16;
-const BYTES: u64 = 32 << 20;
+/// The byte budget when the mount says nothing else, and the most any mount gets.
+pub const DEFAULT_BUDGET: u64 = 64 << 20;
 /// Fetches ahead at once: the shard the reader waits for shares the connection's bandwidth
 /// with these, so the rest of the read-ahead queues behind them.
 const IN_FLIGHT: usize = 4;
 
-/// One array view's shard read-ahead: its slots for fetches in flight.
+type Fetch = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One array view's shard read-ahead: its byte budget and its queue of planned fetches.
 pub struct ShardReadAhead {
-    /// Fair: fetches take slots in the order they were planned, so the nearest shard goes first.
-    slots: Arc<Semaphore>,
+    budget: u64,
+    /// Planned fetches, started in the order planned by one task (`start_in_order`).
+    queue: OnceLock<mpsc::UnboundedSender<Fetch>>,
 }
 
 impl Default for ShardReadAhead {
     fn default() -> Self {
-        ShardReadAhead { slots: Arc::new(Semaphore::new(IN_FLIGHT)) }
+        ShardReadAhead::with_budget(DEFAULT_BUDGET)
     }
 }
 
 impl ShardReadAhead {
+    /// A read-ahead that plans at most `budget` bytes of shards ahead (at least `DEPTH`'s
+    /// lower bound of shards).
+    pub fn with_budget(budget: u64) -> Self {
+        ShardReadAhead { budget, queue: OnceLock::new() }
+    }
+
+    /// The budget for a mount whose memory cache holds `cache_bytes`: the shards fetched
+    /// ahead wait there for the reader, so they take at most an eighth of it.
+    pub fn budget_for_cache(cache_bytes: u64) -> u64 {
+        (cache_bytes / 8).min(DEFAULT_BUDGET)
+    }
+
     /// How many shards ahead to plan, for shards of at most `shard_bound` bytes (unknown: the
     /// smallest depth).
-    pub fn depth(shard_bound: Option<u64>) -> u64 {
+    pub fn depth(&self, shard_bound: Option<u64>) -> u64 {
         shard_bound.map_or(*DEPTH.start(), |bound| {
-            (BYTES / bound.max(1)).clamp(*DEPTH.start(), *DEPTH.end())
+            (self.budget / bound.max(1)).clamp(*DEPTH.start(), *DEPTH.end())
         })
     }
 
-    /// Run `fetch` in the background once a slot is free; nothing outside a tokio runtime.
+    /// Run `fetch` in the background once the fetches planned before it have started and
+    /// fewer than `IN_FLIGHT` run; nothing outside a tokio runtime.
     pub fn start(&self, fetch: impl Future<Output = ()> + Send + 'static) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let slots = self.slots.clone();
-        runtime.spawn(async move {
-            let Ok(_slot) = slots.acquire_owned().await else { return };
-            fetch.await;
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            runtime.spawn(start_in_order(rx));
+            tx
         });
+        // Closed only when the runtime that ran the queue's task has shut down.
+        let _ = queue.send(Box::pin(fetch));
     }
+}
+
+/// Run the queued fetches, at most `IN_FLIGHT` at once, each started in queue order; ends when
+/// the read-ahead is dropped and its last fetch is done. The fetches are polled here, not
+/// spawned: the runtime would run a task spawned last before the ones spawned before it.
+async fn start_in_order(mut queue: mpsc::UnboundedReceiver<Fetch>) {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let mut running = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            biased;
+            Some(()) = running.next(), if !running.is_empty() => {}
+            fetch = queue.recv(), if running.len() < IN_FLIGHT => match fetch {
+                Some(fetch) => running.push(fetch),
+                None => break,
+            },
+        }
+    }
+    while running.next().await.is_some() {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
 
     #[test]
     fn depth_fills_the_byte_budget_within_its_bounds() {
-        assert_eq!(ShardReadAhead::depth(None), 4, "unknown shard size: the smallest depth");
-        assert_eq!(ShardReadAhead::depth(Some(4 << 20)), 8, "two rows of 4 MiB shards");
-        assert_eq!(ShardReadAhead::depth(Some(1 << 10)), 16, "tiny shards: capped");
-        assert_eq!(ShardReadAhead::depth(Some(1 << 30)), 4, "huge shards: still a row");
-        assert_eq!(ShardReadAhead::depth(Some(0)), 16, "a zero bound is not a division by zero");
+        let ahead = ShardReadAhead::default();
+        assert_eq!(ahead.depth(None), 4, "unknown shard size: the smallest depth");
+        assert_eq!(ahead.depth(Some(4 << 20)), 16, "four rows of 4 MiB shards");
+        assert_eq!(ahead.depth(Some(1 << 10)), 16, "tiny shards: capped");
+        assert_eq!(ahead.depth(Some(1 << 30)), 4, "huge shards: still a row");
+        assert_eq!(ahead.depth(Some(0)), 16, "a zero bound is not a division by zero");
+        let small = ShardReadAhead::with_budget(ShardReadAhead::budget_for_cache(128 << 20));
+        assert_eq!(small.depth(Some(4 << 20)), 4, "a 128 MiB cache: 16 MiB ahead, one row");
+        assert_eq!(ShardReadAhead::budget_for_cache(2 << 30), DEFAULT_BUDGET, "capped");
     }
 
     #[tokio::test(start_paused = true)]
@@ -90,5 +136,31 @@ mod tests {
         started.acquire_many(3).await.unwrap().forget();
         release.notify_waiters();
         assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), IN_FLIGHT);
+    }
+
+    /// Planned from a runtime worker, as a chunk read plans them: the runtime runs the task
+    /// spawned last first (its LIFO slot), which must not put the farthest shard first.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn fetches_start_in_the_order_they_were_planned() {
+        let ahead = Arc::new(ShardReadAhead::default());
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let done = Arc::new(Semaphore::new(0));
+        let total = IN_FLIGHT + 4;
+        let planner = {
+            let (ahead, order, done) = (ahead.clone(), order.clone(), done.clone());
+            tokio::spawn(async move {
+                for i in 0..total {
+                    let (order, done) = (order.clone(), done.clone());
+                    ahead.start(async move {
+                        order.lock().unwrap().push(i);
+                        tokio::task::yield_now().await;
+                        done.add_permits(1);
+                    });
+                }
+            })
+        };
+        planner.await.unwrap();
+        done.acquire_many(total as u32).await.unwrap().forget();
+        assert_eq!(*order.lock().unwrap(), (0..total).collect::<Vec<_>>(), "nearest first");
     }
 }

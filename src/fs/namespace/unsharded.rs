@@ -105,6 +105,13 @@ impl UnshardedNamespace {
         }
     }
 
+    /// Plan at most `bytes` of shards ahead of a scan (see `read_shards_ahead`); the default
+    /// is `prefetch::shards::DEFAULT_BUDGET`.
+    pub fn with_shard_read_ahead(mut self, bytes: u64) -> Self {
+        self.shards_ahead = ShardReadAhead::with_budget(bytes);
+        self
+    }
+
     fn forget_kind(&self, dir: &str) {
         self.kinds.forget(dir);
         self.docs.forget(dir);
@@ -144,7 +151,7 @@ impl UnshardedNamespace {
             _ => return,
         }
         let mut next = shard.to_vec();
-        for _ in 0..ShardReadAhead::depth(array.shard_bound) {
+        for _ in 0..self.shards_ahead.depth(array.shard_bound) {
             let Some(after) = array.array.shard_beside(&next, 1) else { break };
             next = after;
             let key = key_of(&next);
