@@ -71,23 +71,15 @@ impl ShardReadAhead {
     }
 }
 
-/// Run the queued fetches, at most `IN_FLIGHT` at once, each started in queue order; ends when
-/// the read-ahead is dropped and its last fetch is done. The fetches are polled here, not
-/// spawned: the runtime would run a task spawned last before the ones spawned before it.
+/// Run the queued fetches, at most `IN_FLIGHT` at once, each started in queue order (as
+/// `prefetch::array` runs its list); ends when the read-ahead is dropped and its last fetch is
+/// done. The fetches are polled here, not spawned: the runtime would run a task spawned last
+/// before the ones spawned before it.
 async fn start_in_order(mut queue: mpsc::UnboundedReceiver<Fetch>) {
-    use futures::stream::{FuturesUnordered, StreamExt};
-    let mut running = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            biased;
-            Some(()) = running.next(), if !running.is_empty() => {}
-            fetch = queue.recv(), if running.len() < IN_FLIGHT => match fetch {
-                Some(fetch) => running.push(fetch),
-                None => break,
-            },
-        }
-    }
-    while running.next().await.is_some() {}
+    use futures::StreamExt;
+    futures::stream::poll_fn(|cx| queue.poll_recv(cx))
+        .for_each_concurrent(IN_FLIGHT, |fetch| fetch)
+        .await;
 }
 
 #[cfg(test)]
