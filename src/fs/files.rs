@@ -136,6 +136,9 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
+        if buf.is_none() {
+            self.admit_reader(ino, &node)?;
+        }
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
         // Which version a reader got, for tracing a stale read back to its open.
         tracing::debug!(path, size = node.size, version = ?node.content_version(), from_buffer = buf.is_some(), keep_cache, "opened for reading");
@@ -270,6 +273,8 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
+        let told = self.check_told_size(ino, &node);
+        self.note_stale(ino, &path, told.map(|()| Bytes::new()))?;
         self.note_version(ino, &node);
         if offset == 0 {
             self.fetch_next_files(&path);
@@ -399,12 +404,23 @@ impl ZarrFs {
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
-        self.handles.remove_reader(fh)
+        match self.handles.remove_reader(fh) {
+            Some(admitted) => {
+                if let Some(ino) = admitted {
+                    self.release_reader_of(ino);
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let Some(handle) = self.handles.lock().remove(&fh) else { return Err(FsError::BadHandle) };
         let Handle::Write(WriteHandle { buf, dirty, .. }) = handle else {
+            if let Handle::Read(ReadHandle { ino, buf: None, .. }) = handle {
+                self.release_reader_of(ino);
+            }
             return Ok(());
         };
         let retry = buf.lock().await.st.wants_write_back(dirty, false);

@@ -20,6 +20,7 @@ pub mod listing;
 mod names;
 pub mod namespace;
 mod resolve;
+mod sizes;
 pub mod write;
 
 use std::num::NonZeroUsize;
@@ -124,6 +125,9 @@ pub struct ZarrFs {
     ahead: MountReadAhead<FsError>,
     /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Tells the kernel, before returning, that its attributes of an inode are stale (set by
+    /// the FUSE session; see `sizes`).
+    attr_invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -152,6 +156,7 @@ impl ZarrFs {
             handles: Handles::default(),
             ahead: MountReadAhead::default(),
             invalidator: OnceLock::new(),
+            attr_invalidator: OnceLock::new(),
         }
     }
 
@@ -196,6 +201,13 @@ impl ZarrFs {
         let _ = self.invalidator.set(f);
     }
 
+    /// How to tell the kernel that its attributes of an inode are stale. Called on the FUSE
+    /// dispatch thread before an OPEN is answered, so it must return once the kernel has taken
+    /// it (an attributes-only invalidation waits for no page).
+    pub fn set_attr_invalidator(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.attr_invalidator.set(f);
+    }
+
     pub fn config(&self) -> &FsConfig {
         &self.cfg
     }
@@ -213,9 +225,7 @@ impl ZarrFs {
     pub async fn lookup(&self, parent: u64, name: &str) -> FsResult<Attr> {
         let path = self.child_path(parent, name)?;
         let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        let ino = lock(&self.inodes).get_or_insert(&path, true);
-        self.note_version(ino, &node);
-        Ok(self.attr_of(ino, &node))
+        Ok(self.named_attr(&path, &node, true))
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
@@ -247,8 +257,10 @@ impl ZarrFs {
             r => r?,
         };
         let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        self.note_version(ino, &node);
-        Ok(self.attr_of(ino, &node))
+        match self.inode_attr(ino, &path, &node) {
+            Some(attr) => Ok(attr),
+            None => self.unlinked_attr(ino).await,
+        }
     }
 
     /// `set.uid`/`set.gid` are owner changes (the adapter drops a chown to the owner shown).
@@ -311,7 +323,7 @@ impl ZarrFs {
     pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Option<Attr> {
         let attr = e.attr?;
         let path = join_key(dir, &e.name);
-        let ino = lock(&self.inodes).get_or_insert(&path, true);
+        let ino = self.named_ino(&path, (attr.kind == FileKind::File).then_some(attr.size), true);
         if let Some(Some(node)) = self.cached_node(&path) {
             self.note_version(ino, &node);
         }

@@ -198,9 +198,8 @@ impl ZarrFs {
             crate::metrics::global().conditional_writes.inc();
         }
         self.cache.invalidate(&to);
-        let new_ino = lock(&self.inodes).get_or_insert(&to, true);
         let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
-        Ok(self.attr_of(new_ino, &node))
+        Ok(self.named_attr(&to, &node, true))
     }
 }
 

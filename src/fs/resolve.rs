@@ -137,19 +137,15 @@ impl ZarrFs {
         };
         Some(match self.cached_node(&path)? {
             None => Err(FsError::NotFound),
-            Some(node) => {
-                let ino = lock(&self.inodes).get_or_insert(&path, true);
-                self.note_version(ino, &node);
-                Ok(self.attr_of(ino, &node))
-            }
+            Some(node) => Ok(self.named_attr(&path, &node, true)),
         })
     }
 
     pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
         let path = self.path_of(ino).ok()?;
         let node = self.cached_node(&path)??;
-        self.note_version(ino, &node);
-        Some(Ok(self.attr_of(ino, &node)))
+        // `None` when renumbered: the async path answers it from the open handles.
+        self.inode_attr(ino, &path, &node).map(Ok)
     }
 
     pub fn open_cached(&self, ino: u64, flags: i32) -> Option<FsResult<Opened>> {

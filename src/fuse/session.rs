@@ -100,6 +100,16 @@ pub fn serve(
             }
         });
     }));
+    // Attributes only (a negative offset): the kernel drops no page, so it waits for nothing
+    // and the notification is taken before the open that sends it is answered.
+    let attr_notifier = session.notifier();
+    fs.set_attr_invalidator(Box::new(move |ino| {
+        if let Err(e) = attr_notifier.inval_inode(fuser::INodeNo(ino), -1, 0) {
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                tracing::debug!(ino, error = %e, "attribute invalidation failed");
+            }
+        }
+    }));
     let background =
         session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");

@@ -80,14 +80,17 @@ impl Handles {
         }
     }
 
-    /// Close `fh` if it is a reader (nothing to write back): whether it was.
-    pub fn remove_reader(&self, fh: u64) -> bool {
+    /// Close `fh` if it is a reader (nothing to write back): `None` if it was not, else the
+    /// inode it read a stored version of (`None` for a reader of a write buffer).
+    pub fn remove_reader(&self, fh: u64) -> Option<Option<u64>> {
         let mut handles = self.lock();
-        if handles.get(&fh).is_some_and(Handle::is_reader) {
-            handles.remove(&fh);
-            return true;
+        if !handles.get(&fh).is_some_and(Handle::is_reader) {
+            return None;
         }
-        false
+        match handles.remove(&fh) {
+            Some(Handle::Read(ReadHandle { ino, buf: None, .. })) => Some(Some(ino)),
+            _ => Some(None),
+        }
     }
 
     /// An open handle's view of an inode whose name is gone (see `ZarrFs::path_of`): its write
