@@ -372,7 +372,12 @@ impl Args {
             read_ahead,
             verbose: self.verbose,
             log_file: self.log_file,
-            remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
+            remote: RemoteOptions {
+                endpoint_url: self.endpoint_url,
+                region: self.region,
+                options,
+                egress: None,
+            },
             cache_size,
             array_prefetch,
             stats_interval: self.stats_interval,
