@@ -75,10 +75,11 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
                 directory_store(loc, &target_cfg).map_err(|e| e.0)
             });
             let authorize = &cfg.authorize_virtual;
-            let refs =
-                crate::store::backends::reference::ReferenceStore::open(location, opener, authorize)
-                    .await
-                    .map_err(|e| SessionError(e.to_string()))?;
+            let refs = crate::store::backends::reference::ReferenceStore::open(
+                location, opener, authorize,
+            )
+            .await
+            .map_err(|e| SessionError(e.to_string()))?;
             Ok(with_object_cache(Arc::new(refs), cfg))
         }
         Source::Icechunk(location) => {

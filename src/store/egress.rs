@@ -188,8 +188,10 @@ impl Egress {
     /// May `host` resolve to internal addresses? The hosts of the authorized prefixes and of
     /// the own origin (their ports and paths are checked on the URL).
     fn trusts_host(&self, host: &str) -> bool {
-        let same = |url: &str| http_host_port(url).is_some_and(|(h, _)| h.eq_ignore_ascii_case(host));
-        self.authorized.iter().any(|a| a == "all" || same(a)) || self.own.as_deref().is_some_and(same)
+        let same =
+            |url: &str| http_host_port(url).is_some_and(|(h, _)| h.eq_ignore_ascii_case(host));
+        self.authorized.iter().any(|a| a == "all" || same(a))
+            || self.own.as_deref().is_some_and(same)
     }
 
     /// A reqwest client builder whose redirects and name resolutions obey this rule.
