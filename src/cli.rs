@@ -142,8 +142,9 @@ pub struct Args {
     /// choosing other than --endpoint-url (s3://bucket/), and http(s) on a loopback, private or
     /// link-local host (http://10.0.0.5:8080/); `all`: every container. Other remote
     /// containers are always read, with credentials from the environment. For reference
-    /// (kerchunk) sources: http(s) targets on such hosts, other than the reference file's
-    /// own origin (repeatable).
+    /// (kerchunk) sources: local files outside the reference file's own directory
+    /// (file:///data/), and http(s) targets on such hosts, other than the reference file's own
+    /// origin (repeatable).
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
@@ -372,7 +373,12 @@ impl Args {
             read_ahead,
             verbose: self.verbose,
             log_file: self.log_file,
-            remote: RemoteOptions { endpoint_url: self.endpoint_url, region: self.region, options },
+            remote: RemoteOptions {
+                endpoint_url: self.endpoint_url,
+                region: self.region,
+                options,
+                egress: None,
+            },
             cache_size,
             array_prefetch,
             stats_interval: self.stats_interval,

@@ -59,6 +59,11 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
                 Location::Remote { url, .. } => Some(url.clone()),
                 Location::Local(_) => None,
             };
+            // Their redirects and resolved addresses obey the same rule.
+            target_cfg.remote.egress = Some(Arc::new(crate::store::egress::Egress {
+                authorized: cfg.authorize_virtual.clone(),
+                own: own.clone(),
+            }));
             let opener: crate::store::backends::reference::TargetOpener = Arc::new(move |loc| {
                 if let Location::Remote { cloud: Cloud::Http, url } = loc {
                     crate::store::egress::check_http_target(
@@ -69,9 +74,12 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
                 }
                 directory_store(loc, &target_cfg).map_err(|e| e.0)
             });
-            let refs = crate::store::backends::reference::ReferenceStore::open(location, opener)
-                .await
-                .map_err(|e| SessionError(e.to_string()))?;
+            let authorize = &cfg.authorize_virtual;
+            let refs = crate::store::backends::reference::ReferenceStore::open(
+                location, opener, authorize,
+            )
+            .await
+            .map_err(|e| SessionError(e.to_string()))?;
             Ok(with_object_cache(Arc::new(refs), cfg))
         }
         Source::Icechunk(location) => {
@@ -191,7 +199,8 @@ fn metered(
     let store: Arc<dyn Store> = match cloud {
         crate::source::Cloud::Http => {
             let tree = Some(CONSOLIDATED_TREE);
-            let http = crate::store::backends::http::HttpStore::new(backend, url, tree)
+            let egress = backend.egress();
+            let http = crate::store::backends::http::HttpStore::new(backend, url, tree, egress)
                 .map_err(|e| SessionError(e.to_string()))?;
             Arc::new(http)
         }

@@ -41,6 +41,33 @@ pub struct RemoteOptions {
     pub region: Option<String>,
     /// `-o key=value`, passed to the builder's `with_config` after everything else.
     pub options: Vec<(String, String)>,
+    /// The rule for `http(s)://` stores whose URL data chose (reference targets): which
+    /// internal hosts they, and their redirects, may reach. None: the store's own origin only.
+    pub egress: Option<Arc<crate::store::egress::Egress>>,
+}
+
+/// object_store's HTTP client for `http(s)://` stores, built by [`Egress::client_builder`]
+/// (every redirect and resolved address checked; store/egress.rs) with the same timeouts
+/// and no content decoding (sizes come from Content-Length).
+///
+/// [`Egress::client_builder`]: crate::store::egress::Egress::client_builder
+#[derive(Debug)]
+struct GuardedConnector(Arc<crate::store::egress::Egress>);
+
+impl object_store::client::HttpConnector for GuardedConnector {
+    fn connect(
+        &self,
+        _: &object_store::ClientOptions,
+    ) -> object_store::Result<object_store::client::HttpClient> {
+        let client = self
+            .0
+            .client_builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
+        Ok(object_store::client::HttpClient::new(client))
+    }
 }
 
 /// Bounded retries: a dead server is an error after at most ~10 s of retrying.
@@ -132,6 +159,8 @@ pub struct ObjectStoreBackend {
     hidden: HiddenKeys,
     /// Conditional updates are by generation, not ETag (GCS): see `put_opts`.
     update_by_generation: bool,
+    /// The rule an `http(s)://` store's requests obey (see [`RemoteOptions::egress`]).
+    egress: Option<Arc<crate::store::egress::Egress>>,
     /// Object sizes seen, and what this server is known to refuse (see `get_ranged`).
     shapes: RequestShapes,
 }
@@ -243,6 +272,7 @@ impl ObjectStoreBackend {
             hidden: HiddenKeys::default(),
             update_by_generation: false,
             shapes: RequestShapes::default(),
+            egress: None,
         }
     }
 
@@ -333,8 +363,13 @@ impl ObjectStoreBackend {
             Cloud::Http => {
                 let clean =
                     url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/').to_string();
+                let egress = opts.egress.clone().unwrap_or_else(|| {
+                    let own = Some(clean.clone());
+                    Arc::new(crate::store::egress::Egress { authorized: Vec::new(), own })
+                });
                 let mut b = object_store::http::HttpBuilder::new()
                     .with_url(clean.clone())
+                    .with_http_connector(GuardedConnector(egress.clone()))
                     .with_retry(retry_config())
                     .with_config(ClientConfigKey::Timeout, REQUEST_TIMEOUT)
                     .with_config(ClientConfigKey::ConnectTimeout, CONNECT_TIMEOUT);
@@ -357,6 +392,7 @@ impl ObjectStoreBackend {
                     hidden: HiddenKeys::default(),
                     update_by_generation: false,
                     shapes: RequestShapes::default(),
+                    egress: Some(egress),
                 });
             }
         };
@@ -370,7 +406,13 @@ impl ObjectStoreBackend {
             hidden: HiddenKeys::default(),
             update_by_generation: cloud == Cloud::Gcs,
             shapes: RequestShapes::default(),
+            egress: None,
         })
+    }
+
+    /// The rule this `http(s)://` store's requests obey (None for other clouds).
+    pub fn egress(&self) -> Option<Arc<crate::store::egress::Egress>> {
+        self.egress.clone()
     }
 
     fn full_key(&self, key: &str) -> String {

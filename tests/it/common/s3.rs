@@ -238,6 +238,7 @@ impl S3 {
                 ("aws_access_key_id".into(), ACCESS_KEY.into()),
                 ("aws_secret_access_key".into(), SECRET.into()),
             ],
+            egress: None,
         };
         let url = format!("s3://{BUCKET}/{prefix}");
         ObjectStoreBackend::open(zarr_mount::source::Cloud::S3, &url, &opts).unwrap()
