@@ -273,7 +273,7 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        let told = self.check_told_size(ino, &node);
+        let told = self.check_told(ino, &node);
         self.note_stale(ino, &path, told.map(|()| Bytes::new()))?;
         self.note_version(ino, &node);
         if offset == 0 {

@@ -78,6 +78,8 @@ pub struct DirEntry {
     /// The attributes when listed, for READDIRPLUS (ignored by the kernel for `.` and `..`);
     /// `None` for a file listed for a plain READDIR, which needs none (see `listing`).
     pub attr: Option<Attr>,
+    /// The stored version those attributes are of (`sizes::fingerprint`), for the inode table.
+    pub version: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -224,8 +226,9 @@ impl ZarrFs {
 
     pub async fn lookup(&self, parent: u64, name: &str) -> FsResult<Attr> {
         let path = self.child_path(parent, name)?;
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        Ok(self.named_attr(&path, &node, true))
+        let (node, buf) = self.resolve_with_buf(&path).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        Ok(self.named_attr(&path, &node, buf.is_none(), true))
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
@@ -256,7 +259,11 @@ impl ZarrFs {
             Err(FsError::Stale) => return self.unlinked_attr(ino).await,
             r => r?,
         };
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
+        let (node, buf) = self.resolve_with_buf(&path).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        if buf.is_some() {
+            return Ok(self.attr_of(ino, &node));
+        }
         match self.inode_attr(ino, &path, &node) {
             Some(attr) => Ok(attr),
             None => self.unlinked_attr(ino).await,
@@ -323,7 +330,7 @@ impl ZarrFs {
     pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Option<Attr> {
         let attr = e.attr?;
         let path = join_key(dir, &e.name);
-        let ino = self.named_ino(&path, (attr.kind == FileKind::File).then_some(attr.size), true);
+        let ino = self.named_ino(&path, e.version, true);
         if let Some(Some(node)) = self.cached_node(&path) {
             self.note_version(ino, &node);
         }

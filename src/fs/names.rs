@@ -198,8 +198,9 @@ impl ZarrFs {
             crate::metrics::global().conditional_writes.inc();
         }
         self.cache.invalidate(&to);
-        let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
-        Ok(self.named_attr(&to, &node, true))
+        let (node, buf) = self.resolve_with_buf(&to).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        Ok(self.named_attr(&to, &node, buf.is_none(), true))
     }
 }
 

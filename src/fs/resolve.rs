@@ -137,7 +137,7 @@ impl ZarrFs {
         };
         Some(match self.cached_node(&path)? {
             None => Err(FsError::NotFound),
-            Some(node) => Ok(self.named_attr(&path, &node, true)),
+            Some(node) => Ok(self.named_attr(&path, &node, true, true)),
         })
     }
 

@@ -1,49 +1,70 @@
-//! The size the kernel holds of each file, kept equal to the size of the version its readers
-//! have open.
+//! The version the kernel holds of each file, kept equal to the version its readers have
+//! open.
 //!
 //! The kernel reads an open file up to the size it was last told of the inode (a lookup, a
-//! getattr, a listing), whatever version the reader's handle holds, and a short read past a
-//! size it believes is the end of the file to the reader. One inode per path means that
-//! another daemon's rewrite can leave the two apart: told the old size at a lookup, a reader
-//! whose open then resolves the new version reads the new bytes cut to the old size; told the
-//! new size by another process's lookup while a reader has the old version open, that reader
-//! gets the old bytes cut to the new size. Neither is a version ever written.
+//! getattr, a listing), whatever version the reader's handle holds, takes a short read before
+//! that size for the end of the file, and shares its cached pages between every reader of the
+//! inode. One inode per path means that another daemon's rewrite can leave them apart: told
+//! the old size at a lookup, a reader whose open then resolves the new version reads the new
+//! bytes cut to the old size; told the new size by another process's lookup while a reader
+//! has the old version open, that reader gets the old bytes cut to the new size; two readers
+//! of two versions of the same size fill one page cache with pages of both. None of those is
+//! a version ever written.
 //!
-//! So (the counters live in the inode table, under its lock):
-//! - a reply never tells an inode held open by readers a size other than theirs: the name gets
-//!   a new inode instead, and the old one lives on for its readers as a file replaced by a
-//!   rename does (`named_attr`, `inode_attr`);
-//! - an open whose version has another size than the kernel was told, or whose inode was told
-//!   several sizes since the kernel last dropped its attributes (replies racing in flight may
-//!   have left either), invalidates the kernel's attributes before it is answered: the kernel
-//!   then asks again before it reads past the size it has, and is told the reader's (`admit_reader`);
-//! - an open of an inode that other readers hold at another size is `ESTALE`: the kernel looks
-//!   the name up again and gets the new inode.
+//! So, for stored versions (a write buffer of this mount is the kernel's own doing, and mixes
+//! as a file rewritten in place on a local disk does; the counters live in the inode table,
+//! under its lock):
+//! - a reply never tells an inode held open by readers another version: the name gets a new
+//!   inode instead, and the old one lives on for its readers as a file replaced by a rename
+//!   does (`named_attr`, `inode_attr`);
+//! - an open of another version than the kernel was told, or of an inode that was told several
+//!   versions since the kernel last dropped its attributes (replies racing in flight may have
+//!   left either), invalidates the kernel's attributes before it is answered: the kernel then
+//!   asks again before it reads past the size it has, and is told the reader's
+//!   (`admit_reader`);
+//! - an open of an inode that other readers hold at another version is `ESTALE`: the kernel
+//!   looks the name up again and gets the new inode.
+
+use std::hash::{Hash, Hasher};
 
 use crate::fs::inodes::table::ReaderOpened;
 use crate::fs::{Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::view::node::Node;
 
+/// What the inode table keeps of a stored file's version: its size and content version,
+/// hashed (a slot holds 8 bytes, not the tag). `None` for a directory.
+pub(super) fn fingerprint(node: &Node) -> Option<u64> {
+    if node.is_dir() {
+        return None;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    node.size.hash(&mut h);
+    node.content_version().hash(&mut h);
+    Some(h.finish())
+}
+
 impl ZarrFs {
     /// The attributes to answer a lookup (or a listing entry, `lookup` false for none) of
-    /// `path` at `node` with: its inode, or a new one when readers hold it at another size.
-    pub(super) fn named_attr(&self, path: &str, node: &Node, lookup: bool) -> Attr {
-        let ino = self.named_ino(path, (!node.is_dir()).then_some(node.size), lookup);
+    /// `path` at `node` with: its inode, or a new one when readers hold it at another version.
+    /// `stored`: `node` is what the store holds, not this mount's write buffer.
+    pub(super) fn named_attr(&self, path: &str, node: &Node, stored: bool, lookup: bool) -> Attr {
+        let told = if stored { fingerprint(node) } else { None };
+        let ino = self.named_ino(path, told, lookup);
         self.note_version(ino, node);
         self.attr_of(ino, node)
     }
 
-    /// The inode to hand the kernel for `path`, a file of `file_size` bytes (`None`: a
-    /// directory), with a kernel reference if `lookup`: see `named_attr`.
-    pub(super) fn named_ino(&self, path: &str, file_size: Option<u64>, lookup: bool) -> u64 {
+    /// The inode to hand the kernel for `path`, a stored file at version `told` (`None`: a
+    /// directory or a write buffer), with a kernel reference if `lookup`: see `named_attr`.
+    pub(super) fn named_ino(&self, path: &str, told: Option<u64>, lookup: bool) -> u64 {
         let mut inodes = lock(&self.inodes);
         let mut ino = inodes.get_or_insert(path, false);
-        if let Some(size) = file_size {
-            if !inodes.tell_size(ino, size) {
+        if let Some(told) = told {
+            if !inodes.tell(ino, told) {
                 ino = inodes.renumber(path);
-                inodes.tell_size(ino, size);
-                tracing::debug!(path, size, "changed while open for reading: a new inode");
+                inodes.tell(ino, told);
+                tracing::debug!(path, "changed while open for reading: a new inode");
             }
         }
         if lookup {
@@ -52,19 +73,15 @@ impl ZarrFs {
         ino
     }
 
-    /// The attributes to answer a getattr of `ino` (at `path`, now `node`) with; `None` when
-    /// readers hold `ino` at another size: the name then leads to a new inode from now on, and
-    /// `ino` is answered as the file its readers have (`unlinked_attr`).
+    /// The attributes to answer a getattr of `ino` (at `path`, now the stored `node`) with;
+    /// `None` when readers hold `ino` at another version: the name then leads to a new inode
+    /// from now on, and `ino` is answered as the file its readers have (`unlinked_attr`).
     pub(super) fn inode_attr(&self, ino: u64, path: &str, node: &Node) -> Option<Attr> {
-        if !node.is_dir() {
+        if let Some(told) = fingerprint(node) {
             let mut inodes = lock(&self.inodes);
-            if !inodes.tell_size(ino, node.size) {
+            if !inodes.tell(ino, told) {
                 inodes.renumber(path);
-                tracing::debug!(
-                    path,
-                    size = node.size,
-                    "changed while open for reading: a new inode"
-                );
+                tracing::debug!(path, "changed while open for reading: a new inode");
                 return None;
             }
         }
@@ -72,9 +89,10 @@ impl ZarrFs {
         Some(self.attr_of(ino, node))
     }
 
-    /// A reader opens `ino` at `node` (a stored version, not a write buffer).
+    /// A reader opens `ino` at the stored `node`.
     pub(super) fn admit_reader(&self, ino: u64, node: &Node) -> FsResult<()> {
-        let opened = lock(&self.inodes).open_reader(ino, node.size);
+        let Some(told) = fingerprint(node) else { return Ok(()) };
+        let opened = lock(&self.inodes).open_reader(ino, told);
         match opened {
             ReaderOpened::Consistent => Ok(()),
             ReaderOpened::InvalidateAttrs => {
@@ -86,11 +104,7 @@ impl ZarrFs {
                 Ok(())
             }
             ReaderOpened::Stale => {
-                tracing::debug!(
-                    ino,
-                    size = node.size,
-                    "open of a file held open at another size: ESTALE"
-                );
+                tracing::debug!(ino, "open of a file held open at another version: ESTALE");
                 Err(FsError::Stale)
             }
         }
@@ -101,11 +115,12 @@ impl ZarrFs {
         lock(&self.inodes).close_reader(ino);
     }
 
-    /// A read without a handle (openless mode) of `ino` at `node`: `ESTALE` when the kernel was
-    /// told another size (it would cut this version to that size, or stop short of its end).
-    pub(super) fn check_told_size(&self, ino: u64, node: &Node) -> FsResult<()> {
-        match lock(&self.inodes).told_size(ino) {
-            Some(told) if told != node.size => Err(FsError::Stale),
+    /// A read without a handle (openless mode) of `ino` at the stored `node`: `ESTALE` when
+    /// the kernel was told another version (it would cut this one to that one's size, or stop
+    /// short of its end).
+    pub(super) fn check_told(&self, ino: u64, node: &Node) -> FsResult<()> {
+        match (lock(&self.inodes).told(ino), fingerprint(node)) {
+            (Some(told), Some(now)) if told != now => Err(FsError::Stale),
             _ => Ok(()),
         }
     }
@@ -282,10 +297,11 @@ mod tests {
 
     /// A reader has one version open; another process's lookup sees the rewrite: the name
     /// gets a new inode, so the kernel never cuts the open reader's version to the new size
-    /// (or the new reader's to the old), and both read whole versions.
+    /// (or the new reader's to the old), nor fills one page cache with pages of both (a new
+    /// version of the same size), and both read whole versions.
     #[tokio::test]
     async fn a_lookup_while_a_reader_has_the_old_version_gives_the_name_a_new_inode() {
-        for (old_len, new_len) in [(9000, 5000), (5000, 9000)] {
+        for (old_len, new_len) in [(9000, 5000), (5000, 9000), (7000, 7000)] {
             let store = Arc::new(MemoryStore::new());
             for (view, ns) in views(store.clone()) {
                 let (v1, v2) = (version(1, old_len), version(2, new_len));

@@ -11,9 +11,10 @@
 //! whose keys are looked up through the slab. About 48 bytes a slot, 5 an index entry and the
 //! path's own allocation, against ~130 for two hash maps of shared paths.
 //!
-//! A file's slot also keeps the size the kernel was last told (`tell_size`) and how many
-//! readers have it open (`open_reader`): the kernel reads an open file up to the size it was
-//! told, whichever version the reader's handle holds, so the two must never disagree (see
+//! A file's slot also keeps which version (size and content) the kernel was last told of
+//! (`tell`) and how many readers have it open (`open_reader`): the kernel reads an open file
+//! up to the size it was told and shares its cached pages between all readers of the inode,
+//! whichever version each reader's handle holds, so the two must never disagree (see
 //! `fs::sizes`).
 //!
 //! Listings pin every name they hand out, so hashing is on the path of every `find` entry:
@@ -37,16 +38,17 @@ struct Slot {
     pins: u32,
     /// Bumped each time the slot is freed, so its next inode gets another number.
     generation: u32,
-    /// The size the kernel was last told of this file (`UNTOLD`: none yet).
+    /// The version the kernel was last told of this file, as a fingerprint of its size and
+    /// content version (`UNTOLD`: none yet).
     told: u64,
-    /// Open read handles holding this inode at size `told`.
+    /// Open read handles holding this inode at version `told`.
     readers: u32,
     /// `told` changed since the kernel's attributes were last invalidated: replies in flight
     /// may have left the kernel with the size before.
     told_moved: bool,
 }
 
-/// No size told yet (a directory, or a file the kernel has not been handed).
+/// Nothing told yet (a directory, or a file the kernel has not been handed).
 const UNTOLD: u64 = u64::MAX;
 
 impl Slot {
@@ -66,13 +68,14 @@ impl Slot {
 /// `InodeTable::open_reader`'s answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReaderOpened {
-    /// The kernel holds the size the reader's version has.
+    /// The kernel holds the reader's version.
     Consistent,
-    /// The kernel may hold another size: its attributes must be invalidated before the open is
-    /// answered, so that it asks again (and is told the reader's) before reading past it.
+    /// The kernel may hold another version's size: its attributes must be invalidated before
+    /// the open is answered, so that it asks again (and is told the reader's) before reading
+    /// past it.
     InvalidateAttrs,
-    /// Other readers hold the inode at another size: the name needs a new inode (ESTALE makes
-    /// the kernel look it up again).
+    /// Other readers hold the inode at another version: the name needs a new inode (ESTALE
+    /// makes the kernel look it up again).
     Stale,
 }
 
@@ -212,24 +215,24 @@ impl InodeTable {
         }
     }
 
-    /// The kernel is about to be told that file `ino` has `size` bytes. False (and nothing
-    /// recorded) when readers hold it at another size: the reply must not carry it, the name
-    /// needs a new inode instead (`renumber`).
-    pub fn tell_size(&mut self, ino: u64, size: u64) -> bool {
+    /// The kernel is about to be told that file `ino` is at version `told` (a fingerprint).
+    /// False (and nothing recorded) when readers hold it at another version: the reply must
+    /// not carry it, the name needs a new inode instead (`renumber`).
+    pub fn tell(&mut self, ino: u64, told: u64) -> bool {
         let Some(s) = self.slot_mut(ino) else { return true };
-        if s.told == size {
+        if s.told == told {
             return true;
         }
         if s.readers > 0 {
             return false;
         }
         s.told_moved |= s.told != UNTOLD;
-        s.told = size;
+        s.told = told;
         true
     }
 
-    /// The size the kernel was last told of file `ino`, if any.
-    pub fn told_size(&self, ino: u64) -> Option<u64> {
+    /// The version the kernel was last told of file `ino`, if any.
+    pub fn told(&self, ino: u64) -> Option<u64> {
         self.slot(ino).map(|s| s.told).filter(|&t| t != UNTOLD)
     }
 
@@ -240,18 +243,18 @@ impl InodeTable {
         self.alloc(path.into())
     }
 
-    /// A reader opens file `ino` at a version of `size` bytes.
-    pub fn open_reader(&mut self, ino: u64, size: u64) -> ReaderOpened {
+    /// A reader opens file `ino` at version `told` (a fingerprint).
+    pub fn open_reader(&mut self, ino: u64, told: u64) -> ReaderOpened {
         let Some(s) = self.slot_mut(ino) else { return ReaderOpened::Stale };
-        if s.readers > 0 && s.told != size {
+        if s.readers > 0 && s.told != told {
             return ReaderOpened::Stale;
         }
-        let answer = if s.told != size || s.told_moved {
+        let answer = if s.told != told || s.told_moved {
             ReaderOpened::InvalidateAttrs
         } else {
             ReaderOpened::Consistent
         };
-        s.told = size;
+        s.told = told;
         s.told_moved = false;
         s.readers += 1;
         answer

@@ -133,6 +133,14 @@ pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
     ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)
 }
 
+/// Whether two version tags of an object name the same content. A tag missing from either
+/// answer (a listing without ETags, a server without them) decides nothing; an ETag's quotes
+/// and weak marker are not part of the tag.
+fn same_tag(a: &str, b: &str) -> bool {
+    let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
+    a.is_empty() || b.is_empty() || bare(a) == bare(b)
+}
+
 /// A store's answer to a read of `r` that brought `got` bytes, fewer than asked for within
 /// the object: logged, for the caller to ask again or fail.
 pub(super) fn short_answer(key: &str, r: &std::ops::Range<u64>, got: usize) {
@@ -438,20 +446,24 @@ impl Namespace for RawNamespace {
         match &node.backing {
             Backing::Dir => Err(FsError::IsADirectory),
             Backing::Generated(data) => Ok(slice_for_read(data, offset, size)),
-            Backing::Object { key, .. } => {
+            Backing::Object { key, version } => {
                 let r = read_range(offset, size, node.size);
                 if r.is_empty() {
                     return Ok(Bytes::new());
                 }
                 // The object may have been replaced since the file was opened: bytes of the new
-                // object cut to the old size would be neither the old content nor the new one.
-                // (Sizes, unlike version tags, compare reliably across every backend's answers.)
+                // object cut to the old size would be neither the old content nor the new one,
+                // and bytes of a new version of the same size beside pages of the old one
+                // would be neither either. So the answer must be of the size and the version
+                // tag the file was opened at (a tag only where both answers carry one).
                 let whole = r.start == 0 && r.end == node.size;
                 // A short answer is asked again once, then an error: handed up, the reader
                 // would take its end for the end of the file.
                 for _ in 0..2 {
                     match self.store.get_ranged(key, ByteRange::Range(r.clone())).await? {
-                        Some((data, meta)) if meta.size == node.size => {
+                        Some((data, meta))
+                            if meta.size == node.size && same_tag(&meta.version, version) =>
+                        {
                             if data.len() as u64 != r.end - r.start {
                                 short_answer(key, &r, data.len());
                                 continue;
