@@ -607,11 +607,11 @@ mod tests {
                 let files = whole
                     .files
                     .chunks(self.page)
-                    .map(|c| Listing { files: c.to_vec(), dirs: Vec::new() });
+                    .map(|c| Listing { files: c.to_vec(), ..Default::default() });
                 let dirs = whole
                     .dirs
                     .chunks(self.page)
-                    .map(|c| Listing { files: Vec::new(), dirs: c.to_vec() });
+                    .map(|c| Listing { dirs: c.to_vec(), ..Default::default() });
                 stream::iter(files.chain(dirs).map(Ok).collect::<Vec<_>>())
             });
             pages
