@@ -213,7 +213,11 @@ impl Inner {
             let Ok(kind) = entry.file_type() else { continue }; // raced with a delete
                                                                 // A directory's mode matters as much as a file's: the kernel checks it before
                                                                 // letting anyone in, from the attributes a READDIRPLUS hands it.
-            let (kind, md) = if meta && (kind.is_file() || kind.is_dir()) {
+            let (kind, md) = if meta && kind.is_dir() {
+                // Listed even when its lstat fails (a race with its removal): it then shows the
+                // mount's directory mode until a lookup reads its own.
+                (kind, entry.metadata().ok().filter(|md| md.is_dir()))
+            } else if meta && kind.is_file() {
                 let Ok(md) = entry.metadata() else { continue };
                 (md.file_type(), Some(md))
             } else {
