@@ -46,12 +46,22 @@ pub struct Args {
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
     #[arg(long)]
     pub allow_other: bool,
-    /// Owner shown for every file (default: the mounting user).
+    /// Owner shown for every file and directory (default: a local directory's own owners;
+    /// the mounting user for other sources).
     #[arg(long)]
     pub uid: Option<u32>,
-    /// Group shown for every file (default: the mounting user's group).
+    /// Group shown for every file and directory (default: a local directory's own groups;
+    /// the mounting user's group for other sources).
     #[arg(long)]
     pub gid: Option<u32>,
+    /// Mode shown for every file, in octal, e.g. 0640 (default: a local directory's own
+    /// modes; 0644 for other sources).
+    #[arg(long, value_name = "MODE", value_parser = crate::perms::parse_mode)]
+    pub file_mode: Option<u16>,
+    /// Mode shown for every directory, in octal, e.g. 0750 (default: a local directory's own
+    /// modes; 0755 for other sources).
+    #[arg(long, value_name = "MODE", value_parser = crate::perms::parse_mode)]
+    pub dir_mode: Option<u16>,
     /// Seconds that file and directory metadata (and absences) are cached; 0 = always ask the store.
     /// Default: 1 for local directories, 60 for object stores and zips.
     #[arg(long, value_name = "SECONDS")]
@@ -166,8 +176,8 @@ pub struct MountConfig {
     /// `--v2-ome`.
     pub v2_ome: crate::view::ome::OmeInV2,
     pub allow_other: bool,
-    pub uid: u32,
-    pub gid: u32,
+    /// `--uid`, `--gid`, `--file-mode`, `--dir-mode` over the mounting user's defaults.
+    pub perms: crate::perms::ShownPerms,
     pub metadata_ttl: Duration,
     pub fuse_threads: usize,
     /// `--read-ahead` in bytes: None for the default (applied where allowed, quietly), Some(0)
@@ -350,8 +360,6 @@ impl Args {
         if self.metadata_cache_entries == Some(0) {
             return Err(usage("--metadata-cache-entries must be at least 1"));
         }
-        // SAFETY: getuid/getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
         // too): there is no exact way back from what they show to stored bytes.
         let read_only = self.read_only
@@ -366,8 +374,13 @@ impl Args {
             view: self.view,
             v2_ome: self.v2_ome,
             allow_other: self.allow_other,
-            uid: self.uid.unwrap_or(uid),
-            gid: self.gid.unwrap_or(gid),
+            perms: crate::perms::ShownPerms {
+                uid: self.uid,
+                gid: self.gid,
+                file_mode: self.file_mode,
+                dir_mode: self.dir_mode,
+                ..crate::perms::ShownPerms::of_this_process()
+            },
             metadata_ttl: Duration::from_secs_f64(ttl),
             fuse_threads: self.fuse_threads.clamp(1, 64),
             read_ahead,

@@ -440,6 +440,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
                 metadata_ttl: cfg.metadata_ttl,
                 read_only: cfg.read_only,
                 passthrough: cfg.read_only && cfg.disk_cache.is_some(),
+                perms: cfg.perms,
             },
         )
         .with_spill(spill)
@@ -465,8 +466,6 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         fs_name: cfg.source_text.clone(),
         read_only: cfg.read_only,
         allow_other: cfg.allow_other,
-        uid: cfg.uid,
-        gid: cfg.gid,
         threads: cfg.fuse_threads,
         read_ahead: cfg.read_ahead,
     };

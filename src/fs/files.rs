@@ -100,7 +100,9 @@ impl ZarrFs {
                     } else {
                         namespace::read_all(&*self.ns, &path, &node).await?
                     };
-                    let mine = WriteBuf::shared(self.writes.spill(), &path, data, truncating)?;
+                    let mine = WriteBuf::new(self.writes.spill(), &path, data, truncating)?
+                        .with_perms(node.perms)
+                        .into_shared();
                     let buf = self
                         .writes
                         .bufs()
@@ -186,12 +188,17 @@ impl ZarrFs {
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         self.cache.forget_version(ino);
         let fh = self.new_handle(Handle::Write(WriteHandle { ino, path, buf, dirty: true }));
+        // A new file: what the store gives it at the write-back, the mount's file mode (a local
+        // directory's 0644 less the daemon's umask) is what it shows meanwhile.
+        let shown = self.cfg.perms.shown(false, None);
         let attr = Attr {
             ino,
             kind: FileKind::File,
             size: 0,
             mtime: SystemTime::now(),
-            perm: 0o644,
+            perm: shown.mode,
+            uid: shown.uid,
+            gid: shown.gid,
             nlink: 1,
         };
         Ok((attr, Opened { fh, keep_cache: false, read_only: false }))

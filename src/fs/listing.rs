@@ -429,12 +429,16 @@ impl ZarrFs {
             let (path, ino) = (&listing.path, listing.ino);
             let parent_ino = if path.is_empty() { ROOT_INO } else { inodes.pin(split_key(path).0) };
             inodes.pin_ino(ino);
+            // The kernel ignores these for `.` and `..` (it has their own attributes).
+            let shown = self.cfg.perms.shown(true, None);
             let dir_attr = |ino| Attr {
                 ino,
                 kind: FileKind::Dir,
                 size: 0,
                 mtime: SystemTime::UNIX_EPOCH,
-                perm: 0o755,
+                perm: shown.mode,
+                uid: shown.uid,
+                gid: shown.gid,
                 nlink: 2,
             };
             batch.push(DirEntry {
@@ -612,11 +616,11 @@ mod tests {
                 let files = whole
                     .files
                     .chunks(self.page)
-                    .map(|c| Listing { files: c.to_vec(), dirs: Vec::new() });
+                    .map(|c| Listing { files: c.to_vec(), ..Default::default() });
                 let dirs = whole
                     .dirs
                     .chunks(self.page)
-                    .map(|c| Listing { files: Vec::new(), dirs: c.to_vec() });
+                    .map(|c| Listing { dirs: c.to_vec(), ..Default::default() });
                 stream::iter(files.chain(dirs).map(Ok).collect::<Vec<_>>())
             });
             pages
@@ -665,6 +669,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         (ZarrFs::new(ns, cfg), gate, served)
     }
@@ -807,6 +812,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         let fs = ZarrFs::new(ns, cfg);
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();

@@ -50,6 +50,8 @@ pub struct FsConfig {
     /// Hand the kernel local copies of whole objects to read directly (FUSE passthrough),
     /// where the store keeps them (`--cache-dir`). Read-only mounts only.
     pub passthrough: bool,
+    /// Mode, owner and group shown where the store has none or a flag overrides them.
+    pub perms: crate::perms::ShownPerms,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +68,8 @@ pub struct Attr {
     pub size: u64,
     pub mtime: SystemTime,
     pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
     /// 0 for a file unlinked while open, else 1 (files) or 2 (directories).
     pub nlink: u32,
 }
@@ -270,16 +274,17 @@ impl ZarrFs {
         }
     }
 
-    /// `set.uid`/`set.gid` are owner changes (the adapter drops a chown to the owner shown).
+    /// `set.uid`/`set.gid` are owner changes; a chown to the owner shown and a chmod to the
+    /// mode shown change nothing, so they succeed (tools such as pjdfstest and `install -m`
+    /// set what a new file already has). Any other change is refused: see docs/SEMANTICS.md.
     pub async fn setattr(&self, ino: u64, set: SetAttr) -> FsResult<Attr> {
-        if set.uid.is_some() || set.gid.is_some() {
-            return Err(FsError::NotPermitted("a store has no permissions or owners"));
-        }
-        if let Some(mode) = set.mode {
-            // A chmod to the mode shown changes nothing, so it succeeds (tools such as
-            // pjdfstest and `install -m` set the mode a new file already has).
-            if mode & 0o7777 != self.getattr(ino).await?.perm as u32 {
-                return Err(FsError::NotPermitted("a store has no permissions or owners"));
+        if set.uid.is_some() || set.gid.is_some() || set.mode.is_some() {
+            let now = self.getattr(ino).await?;
+            let same = set.uid.is_none_or(|u| u == now.uid)
+                && set.gid.is_none_or(|g| g == now.gid)
+                && set.mode.is_none_or(|m| m & 0o7777 == now.perm as u32);
+            if !same {
+                return Err(FsError::NotPermitted("modes and owners are changed at the store"));
             }
         }
         if let Some(size) = set.size {
@@ -400,7 +405,15 @@ mod tests {
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
         let ns = Arc::new(namespace::RawNamespace::new(store));
-        ZarrFs::new(ns, FsConfig { metadata_ttl: ttl, read_only, passthrough: false })
+        ZarrFs::new(
+            ns,
+            FsConfig {
+                metadata_ttl: ttl,
+                read_only,
+                passthrough: false,
+                perms: crate::perms::ShownPerms::of_this_process(),
+            },
+        )
     }
 
     /// Reads by inode (no OPEN) follow the current content, and a new content version seen
@@ -545,6 +558,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         let fs = ZarrFs::new(ns, cfg);
         for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {

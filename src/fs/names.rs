@@ -229,6 +229,7 @@ mod tests {
                 metadata_ttl: Duration::from_secs(3600),
                 read_only: false,
                 passthrough: false,
+                perms: crate::perms::ShownPerms::of_this_process(),
             },
         );
         let k = fs.lookup(ROOT_INO, "k").await.unwrap();

@@ -95,11 +95,12 @@ impl ZarrFs {
     }
 
     pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Attr {
-        let (kind, perm) =
-            if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
-        let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
+        let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
+        let shown = self.cfg.perms.shown(node.is_dir(), node.perms);
+        let perm = if self.cfg.read_only { shown.mode & !0o222 } else { shown.mode };
         let nlink = if kind == FileKind::Dir { 2 } else { 1 };
-        Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
+        let (uid, gid) = (shown.uid, shown.gid);
+        Attr { ino, kind, size: node.size, mtime: node.modified, perm, uid, gid, nlink }
     }
 
     /// Without opens: the kernel is about to get (or has read) `node`'s content for `ino`. If

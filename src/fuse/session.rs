@@ -18,8 +18,6 @@ pub struct SessionOptions {
     pub fs_name: String,
     pub read_only: bool,
     pub allow_other: bool,
-    pub uid: u32,
-    pub gid: u32,
     pub threads: usize,
     /// `--read-ahead` (see `MountConfig::read_ahead`).
     pub read_ahead: Option<u64>,
@@ -59,7 +57,7 @@ pub fn serve(
         let _guard = rt.enter();
         Signals::new().map_err(|e| SessionError(format!("cannot install signal handlers: {e}")))?
     };
-    let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
+    let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone());
     let cannot_mount = |e: std::io::Error| {
         SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display()))
     };

@@ -12,9 +12,8 @@ fn may_use(module: &str) -> Option<&'static [&'static str]> {
     const ENTRY: &[&str] =
         &["cli", "mount", "daemon", "source", "fstab", "generated_docs", "main", "lib"];
     match module {
-        "clock" | "locks" | "metrics" | "stats" | "flight_lru" | "ttl_cache" | "python_json" => {
-            None
-        }
+        "clock" | "locks" | "metrics" | "stats" | "flight_lru" | "ttl_cache" | "python_json"
+        | "perms" => None,
         // The two leaves: bytes by key, and the format without I/O; neither knows the other.
         "store" | "zarr" => Some(&[]),
         "view" => Some(&["zarr"]),

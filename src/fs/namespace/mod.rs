@@ -366,16 +366,40 @@ impl RawNamespace {
     fn dir_node(&self) -> Node {
         Node::dir(self.started)
     }
+
+    /// As `real_dir_perms`, for a directory of a view that may be a stored file (a shard
+    /// shown as the directory of its chunks): the file's, open to entry where it is readable.
+    pub(super) async fn stored_perms_as_dir(&self, path: &str) -> Option<crate::store::Perms> {
+        if !self.store.has_real_dirs() {
+            return None;
+        }
+        let found = self.store.lookup(path).await.ok()?;
+        found.dir_perms.or(found.file.and_then(|f| f.perms).map(crate::store::Perms::as_dir))
+    }
+
+    /// The own mode, owner and group of the directory at `path`, from a store with real
+    /// directories (a local one), for a directory known without asking the store (the root, a
+    /// chunk tree's): the kernel checks a directory's mode before letting anyone in, so one
+    /// shown more open than it is would open what is below it. `None` elsewhere, and where
+    /// the store has no such directory (yet).
+    async fn real_dir_perms(&self, path: &str) -> Option<crate::store::Perms> {
+        if !self.store.has_real_dirs() {
+            return None;
+        }
+        self.store.lookup(path).await.ok().and_then(|found| found.dir_perms)
+    }
 }
 
 #[async_trait]
 impl Namespace for RawNamespace {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>> {
         if path.is_empty() {
-            return Ok(Some(self.dir_node()));
+            return Ok(Some(self.dir_node().with_perms(self.real_dir_perms(path).await)));
         }
         match self.tree_lookup(path) {
-            Some((TreeLookup::Dir, ..)) => return Ok(Some(self.dir_node())),
+            Some((TreeLookup::Dir, ..)) => {
+                return Ok(Some(self.dir_node().with_perms(self.real_dir_perms(path).await)));
+            }
             Some((TreeLookup::ChunkFile, dir, known)) if !self.is_virtual_dir(path) => {
                 self.prefetch_array(dir, &known, path);
                 return match self.chunk_meta(path, known.chunk_bound).await {
@@ -394,7 +418,7 @@ impl Namespace for RawNamespace {
         // A name that is both an object and a prefix (object stores allow it) shows as the
         // directory, so everything below it stays reachable.
         if found.dir || self.is_virtual_dir(path) {
-            return Ok(Some(self.dir_node()));
+            return Ok(Some(self.dir_node().with_perms(found.dir_perms)));
         }
         Ok(found.file.map(|meta| self.object_node(path, meta)))
     }
@@ -647,6 +671,7 @@ impl RawNamespace {
             size: meta.size,
             modified: meta.modified,
             backing: Backing::Object { key: key.to_string(), version: meta.version },
+            perms: meta.perms,
         }
     }
 
@@ -671,12 +696,14 @@ impl RawNamespace {
                 size: meta.size,
                 modified: meta.modified,
                 backing: Backing::Object { key: join_key(dir, &name), version: meta.version },
+                perms: meta.perms,
             });
             out.push((name, node));
         }
         drop(dirs);
         for name in listing.dirs {
-            out.push((name, Some(self.dir_node())));
+            let perms = listing.dir_perms.get(&name).copied();
+            out.push((name, Some(self.dir_node().with_perms(perms))));
         }
         out
     }

@@ -88,6 +88,7 @@ pub fn classify(url: &url::Url, status: u16, headers: &[(&str, &str)]) -> Result
                 size,
                 modified: modified.unwrap_or(SystemTime::UNIX_EPOCH),
                 version,
+                perms: None,
             }))
         }
         300..=399 => {
@@ -260,12 +261,14 @@ impl HttpStore {
 
     /// File, directory or nothing, following what the raw HEAD leaves open.
     async fn resolve(&self, key: &str) -> StoreResult<Lookup> {
-        let dir = Lookup { file: None, dir: true };
+        let dir = Lookup { file: None, dir: true, dir_perms: None };
         match self.head_raw(key).await? {
-            Answer::File(meta) => Ok(Lookup { file: Some(meta), dir: false }),
+            Answer::File(meta) => Ok(Lookup { file: Some(meta), dir: false, dir_perms: None }),
             Answer::Dir => Ok(dir),
             Answer::Missing => Ok(Lookup::default()),
-            Answer::Moved => Ok(Lookup { file: self.inner.head(key).await?, dir: false }),
+            Answer::Moved => {
+                Ok(Lookup { file: self.inner.head(key).await?, dir: false, dir_perms: None })
+            }
             Answer::Forbidden => {
                 for m in self.source.map_or(&[][..], |s| s.markers) {
                     if matches!(self.head_raw(&join_key(key, m)).await?, Answer::File(_)) {
@@ -426,10 +429,10 @@ impl crate::store::layers::ListLayer for HttpStore {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         validate_key(key)?;
         if key.is_empty() {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         if self.tree().await?.is_some_and(|t| t.is_dir(key)) {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         self.resolve(key).await
     }

@@ -161,6 +161,7 @@ fn meta_of(data: &[u8], modified: SystemTime) -> ObjectMeta {
         size: data.len() as u64,
         modified,
         version: format!("m{:08x}-{}", crc32c::crc32c(data), data.len()),
+        perms: None,
     }
 }
 
@@ -176,7 +177,7 @@ fn chunk_meta(payload: &ChunkPayload, modified: SystemTime, snapshot: &SnapshotI
         }
         _ => format!("s{snapshot}"),
     };
-    ObjectMeta { size: payload.length(), modified, version }
+    ObjectMeta { size: payload.length(), modified, version, perms: None }
 }
 
 fn is_not_found(kind: &SessionErrorKind) -> bool {
@@ -767,7 +768,7 @@ impl ListStore for IcechunkStore {
         let cur = self.current().await;
         let file = self.head_in(&cur, key).await?;
         let dir = self.is_dir(&cur, key).await?;
-        Ok(Lookup { file, dir })
+        Ok(Lookup { file, dir, dir_perms: None })
     }
 }
 

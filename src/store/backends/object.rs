@@ -1042,7 +1042,7 @@ fn to_meta(m: &object_store::ObjectMeta) -> ObjectMeta {
     let modified = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     let version =
         m.e_tag.clone().or_else(|| m.version.clone()).unwrap_or_else(|| untagged(ms, m.size));
-    ObjectMeta { size: m.size, modified, version }
+    ObjectMeta { size: m.size, modified, version, perms: None }
 }
 
 /// The version of an object the store gave neither an ETag nor a version id.
@@ -1339,11 +1339,11 @@ impl ListStore for ObjectStoreBackend {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         validate_key(key)?;
         if key.is_empty() {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         let (head, dir) = self.with_dir_probe(key, self.head_opt(key)).await;
         let (file, dir) = settle_lookup(key, head, dir)?;
-        Ok(Lookup { file, dir })
+        Ok(Lookup { file, dir, dir_perms: None })
     }
 
     /// One GET of the first `limit` bytes in place of `lookup`'s HEAD and directory probe (see
@@ -1358,8 +1358,10 @@ impl ListStore for ObjectStoreBackend {
             return Ok((self.lookup(key).await?, None));
         }
         match self.get_ranged(key, ByteRange::Range(0..limit)).await {
-            Ok(Some((data, meta))) => Ok((Lookup { file: Some(meta), dir: false }, Some(data))),
-            Ok(None) => Ok((Lookup { file: None, dir: false }, None)),
+            Ok(Some((data, meta))) => {
+                Ok((Lookup { file: Some(meta), dir: false, dir_perms: None }, Some(data)))
+            }
+            Ok(None) => Ok((Lookup { file: None, dir: false, dir_perms: None }, None)),
             Err(_) => Ok((self.lookup(key).await?, None)),
         }
     }

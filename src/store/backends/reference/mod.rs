@@ -682,7 +682,7 @@ impl ReferenceStore {
     }
 
     fn meta(&self, size: u64) -> ObjectMeta {
-        ObjectMeta { size, modified: self.modified, version: self.version.clone() }
+        ObjectMeta { size, modified: self.modified, version: self.version.clone(), perms: None }
     }
 
     /// Size and metadata of a reference (a whole-object one asks its target).
@@ -829,7 +829,11 @@ impl ListStore for ReferenceStore {
                 Err(_) => files.push((leaf, self.meta(0))),
             }
         }
-        Ok(Listing { files, dirs: node.dirs.iter().cloned().collect() })
+        Ok(Listing {
+            files,
+            dirs: node.dirs.iter().cloned().collect(),
+            dir_perms: Default::default(),
+        })
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
@@ -839,7 +843,7 @@ impl ListStore for ReferenceStore {
             Some(r) => Some(self.meta_of(key, &r).await?),
             None => None,
         };
-        Ok(Lookup { file, dir: self.is_dir(key) })
+        Ok(Lookup { file, dir: self.is_dir(key), dir_perms: None })
     }
 }
 
