@@ -560,7 +560,6 @@ mod tests {
     use super::*;
     use crate::fs::inodes::table::ROOT_INO;
     use crate::fs::namespace::RawNamespace;
-    use crate::fs::sizes::fingerprint;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::{

@@ -141,6 +141,7 @@ mod tests {
     use crate::fs::namespace::{Namespace, RawNamespace};
     use crate::fs::{Attr, FsConfig, FsError, ZarrFs};
     use crate::locks::lock;
+    use crate::perms::ShownPerms;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
     use crate::view::decoded::DecodedPresenter;
@@ -189,7 +190,12 @@ mod tests {
         fn over(ns: Arc<dyn Namespace>) -> (Self, ZarrFs) {
             let fs = ZarrFs::new(
                 ns,
-                FsConfig { metadata_ttl: Duration::ZERO, read_only: false, passthrough: false },
+                FsConfig {
+                    metadata_ttl: Duration::ZERO,
+                    read_only: false,
+                    passthrough: false,
+                    perms: ShownPerms::of_this_process(),
+                },
             );
             let kernel = Kernel::default();
             let invalidated = kernel.invalidated.clone();
@@ -354,5 +360,33 @@ mod tests {
             fs.release(r1).await.unwrap();
             fs.release(r2).await.unwrap();
         }
+    }
+
+    /// A flat file's size and layout follow the array's metadata: a chunk that another daemon
+    /// rewrites shows in it, whole, at the next open, and never changes the file's size.
+    #[tokio::test]
+    async fn a_flat_file_keeps_its_size_and_shows_each_chunk_whole() {
+        let store = Arc::new(MemoryStore::new());
+        let meta = serde_json::json!({
+            "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+            "codecs": [{"name": "bytes"}],
+        });
+        store.put("a/zarr.json", Bytes::from(meta.to_string())).await.unwrap();
+        store.put("a/c/0", Bytes::from_static(&[1, 1])).await.unwrap();
+        store.put("a/c/1", Bytes::from_static(&[2, 2])).await.unwrap();
+        let ttl = Duration::ZERO;
+        let unsharded = Arc::new(UnshardedNamespace::new(RawNamespace::new(store.clone()), ttl));
+        let (mut kernel, fs) = Kernel::over(Arc::new(FlatNamespace::new(unsharded, ttl, 1 << 20)));
+        let npy = kernel.lookup(&fs, "a.npy").await;
+        let first = kernel.read_file(&fs, "a.npy", npy.ino).await.unwrap();
+        assert_eq!(first[first.len() - 4..], [1, 1, 2, 2]);
+        store.put("a/c/1", Bytes::from_static(&[3, 3])).await.unwrap(); // the other daemon
+        let again = kernel.lookup(&fs, "a.npy").await;
+        assert_eq!(again.size, npy.size);
+        let second = kernel.read_file(&fs, "a.npy", again.ino).await.unwrap();
+        assert_eq!(second.len(), first.len());
+        assert_eq!(second[second.len() - 4..], [1, 1, 3, 3]);
     }
 }
