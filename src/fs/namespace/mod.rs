@@ -133,12 +133,17 @@ pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
     ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)
 }
 
-/// Whether two version tags of an object name the same content. A tag missing from either
-/// answer (a listing without ETags, a server without them) decides nothing; an ETag's quotes
-/// and weak marker are not part of the tag.
+/// Whether two version tags of an object name the same content. Only tags of one kind
+/// compare: an ETag (quoted) with an ETag, a local file's tag with a local file's. A tag
+/// missing from either answer, or made up by the backend from a time and size where a listing
+/// carried no ETag (s3s-fs lists none), decides nothing.
 fn same_tag(a: &str, b: &str) -> bool {
+    let etag = |t: &str| t.trim_start_matches("W/").starts_with('"');
+    if a.is_empty() || b.is_empty() || etag(a) != etag(b) {
+        return true;
+    }
     let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
-    a.is_empty() || b.is_empty() || bare(a) == bare(b)
+    bare(a) == bare(b)
 }
 
 /// A store's answer to a read of `r` that brought `got` bytes, fewer than asked for within
