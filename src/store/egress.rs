@@ -174,6 +174,11 @@ pub struct Egress {
 /// Redirects followed at most (reqwest's own default).
 const MAX_REDIRECTS: usize = 10;
 
+/// The timeouts of the clients built from [`Egress::client_builder`]: those the object-store
+/// backend gives object_store (`REQUEST_TIMEOUT`, `CONNECT_TIMEOUT` in backends/object.rs).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Egress {
     /// May a fetch go to `url`? (see [`check_http_target`]).
     pub fn check(&self, url: &str) -> Result<(), String> {

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -215,6 +216,46 @@ def test_a_redirect_to_an_internal_host_is_not_followed(open_dir):
         with mounted(f"{a.origin}/refs.json", open_dir / "mnt2",
                      ["--authorize-virtual", f"{b.origin}/latest/"]) as m:
             assert (m.path / "leak").read_bytes() == b"SECRET-CREDENTIALS"
+    finally:
+        a.close()
+        b.close()
+
+
+ICECHUNK_WRITER = r"""
+import sys, icechunk as ic, zarr
+repo_dir, origin = sys.argv[1], sys.argv[2]
+config = ic.RepositoryConfig.default()
+config.set_virtual_chunk_container(ic.VirtualChunkContainer(origin + "/", ic.http_store()))
+repo = ic.Repository.create(ic.local_filesystem_storage(repo_dir), config)
+s = repo.writable_session("main")
+a = zarr.create_array(s.store, name="a", shape=(36,), chunks=(18,), dtype="uint8", fill_value=0,
+                      compressors=None, filters=None)
+s.store.set_virtual_ref("a/c/0", origin + "/here", offset=0, length=18)
+s.store.set_virtual_ref("a/c/1", origin + "/moved", offset=0, length=18)
+s.commit("virtual chunks over HTTP")
+"""
+
+
+def test_an_icechunk_http_container_follows_no_redirect_to_an_internal_host(open_dir):
+    """An Icechunk repository whose HTTP virtual chunk container (authorized: it is on
+    127.0.0.1) answers one chunk with a redirect to another internal host: that chunk file is
+    EIO, the other host receives no request, and a redirect within the container's own origin
+    is followed."""
+    pytest.importorskip("icechunk")
+    b = _Server({"/latest/meta-data/creds": b"SECRET-CREDENTIALS"})
+    a = _Server({"/data.bin": b"chunk-of-container"})
+    try:
+        a.redirects["/moved"] = f"{b.origin}/latest/meta-data/creds"
+        a.redirects["/here"] = f"{a.origin}/data.bin"
+        repo = open_dir / "repo"
+        subprocess.run([sys.executable, "-c", ICECHUNK_WRITER, str(repo), a.origin], check=True)
+        with mounted(repo, open_dir / "mnt", ["--authorize-virtual", f"{a.origin}/"]) as m:
+            assert (m.path / "a/c/0").read_bytes() == b"chunk-of-container"
+            with pytest.raises(OSError) as e:
+                (m.path / "a/c/1").read_bytes()
+            assert e.value.errno == errno.EIO
+            assert b.requests == [], b.requests
+            assert "redirect not followed" in m.log_text(tail=None)
     finally:
         a.close()
         b.close()

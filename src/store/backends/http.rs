@@ -172,8 +172,8 @@ fn client(egress: Option<&Arc<Egress>>) -> Result<reqwest::Client, String> {
     egress
         .map_or_else(reqwest::Client::builder, |e| e.client_builder())
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
-        .connect_timeout(Duration::from_secs(5))
+        .timeout(crate::store::egress::REQUEST_TIMEOUT)
+        .connect_timeout(crate::store::egress::CONNECT_TIMEOUT)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }

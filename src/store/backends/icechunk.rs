@@ -391,7 +391,11 @@ impl IcechunkStore {
             storage: Some(request_settings()),
             ..Default::default()
         };
-        let repo = repo.reopen(Some(config), Some(creds)).await.map_err(one_line)?;
+        let mut repo = repo.reopen(Some(config), Some(creds)).await.map_err(one_line)?;
+        // HTTP(S) containers: every redirect and resolved address checked (icechunk_http.rs).
+        let egress = crate::store::egress::Egress { authorized: opts.authorize.clone(), own: None };
+        let fetcher = crate::store::backends::icechunk_http::GuardedFetcher::new(egress)?;
+        repo.set_http_virtual_chunk_fetcher(Arc::new(fetcher));
         let current = open_session(&repo, snapshot).await.map_err(|e| format!("{shown}: {e}"))?;
         let what = match &opts.reference {
             RefSpec::Branch(n) | RefSpec::Tag(n) | RefSpec::Snapshot(n) | RefSpec::Any(n) => n,

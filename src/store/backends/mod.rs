@@ -2,6 +2,7 @@
 
 pub mod http;
 pub mod icechunk;
+pub mod icechunk_http;
 pub mod local;
 pub mod memory;
 pub mod object;

@@ -62,8 +62,8 @@ impl object_store::client::HttpConnector for GuardedConnector {
         let client = self
             .0
             .client_builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(5))
+            .timeout(crate::store::egress::REQUEST_TIMEOUT)
+            .connect_timeout(crate::store::egress::CONNECT_TIMEOUT)
             .build()
             .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
         Ok(object_store::client::HttpClient::new(client))
