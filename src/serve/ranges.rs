@@ -27,11 +27,11 @@ pub fn parse_range(header: &str, len: u64) -> Ranged {
         return Ranged::Whole;
     }
     let Some((first, last)) = spec.split_once('-') else { return Ranged::Whole };
+    // The RFC's grammar has no whitespace inside a range.
     let num = |s: &str| -> Option<u64> {
-        let s = s.trim();
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
     };
-    match (first.trim().is_empty(), num(first), num(last)) {
+    match (first.is_empty(), num(first), num(last)) {
         // bytes=-n: the last n bytes.
         (true, _, Some(n)) => {
             if n == 0 || len == 0 {
@@ -40,7 +40,7 @@ pub fn parse_range(header: &str, len: u64) -> Ranged {
                 Ranged::Part(len.saturating_sub(n)..len)
             }
         }
-        (false, Some(a), end) if last.trim().is_empty() || end.is_some() => {
+        (false, Some(a), end) if last.is_empty() || end.is_some() => {
             if end.is_some_and(|b| b < a) {
                 return Ranged::Whole; // invalid: ignored
             }
