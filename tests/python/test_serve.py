@@ -257,3 +257,27 @@ def test_python_serve_yields_the_base_url(fixtures_dir, zarr_mount_bin, monkeypa
         with zm.serve(fixtures_dir, listen="0.0.0.0:0"):
             pass
     assert e.value.returncode == 2 and "--token-file" in str(e.value)
+
+
+def test_a_backend_outage_is_5xx_never_404_and_recovers(serve_factory, moto, fixtures_dir):
+    moto.upload(fixtures_dir, "fx")
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    # Nothing kept: every request asks the store.
+    args = moto.mount_args() + ["--view", "raw", "--metadata-ttl", "0", "--cache-size", "0"]
+    server = serve_factory(moto.url("fx"), args, env=env)
+    chunk = next(p for p in sorted((fixtures_dir / "zp").rglob("c/*")) if p.is_file())
+    rel = chunk.relative_to(fixtures_dir).parts
+    conn = server.connection()
+    conn.timeout = 120
+    assert get(conn, url_path("raw", *rel))[2] == chunk.read_bytes()
+    moto.stop()
+    for path in [url_path("raw", *rel), "/raw/zarr.json", "/raw/zp/"]:
+        status, _, body = get(conn, path)
+        assert 500 <= status < 600, (path, status, body)
+        assert body.count(b"\n") == 1, body
+    assert server.proc.poll() is None
+    assert "request failed" in server.log_text()
+    moto.start()
+    moto.upload(fixtures_dir, "fx")
+    status, _, body = get(conn, url_path("raw", *rel))
+    assert (status, body) == (200, chunk.read_bytes())
