@@ -281,3 +281,17 @@ def test_a_backend_outage_is_5xx_never_404_and_recovers(serve_factory, moto, fix
     moto.upload(fixtures_dir, "fx")
     status, _, body = get(conn, url_path("raw", *rel))
     assert (status, body) == (200, chunk.read_bytes())
+
+
+@pytest.mark.parametrize("view,driver", [("v2", "zarr"), ("unsharded", "zarr3")])
+def test_tensorstore_reads_over_http(fixture_server, fixtures_dir, manifest, view, driver):
+    import tensorstore as ts
+
+    paths = [a["path"] for a in manifest["arrays"]
+             if a.get("tensorstore_readable") and not a["path"].startswith("v2/")
+             and a["path"].startswith("ts/")]
+    assert paths
+    for path in paths:
+        spec = {"driver": driver, "kvstore": f"{fixture_server.url}{view}/{path}/", "open": True}
+        got = ts.open(spec).result().read().result()
+        assert_same_array(got, zp_read(fixtures_dir, path), f"tensorstore {view}/{path}")
