@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(decide(&headers(&[(IF_MATCH, "\"abc\"")]), &v, 10), send(Ranged::Whole));
         // If-Range: the range only for the current version.
         let r = (RANGE, "bytes=2-3");
-        assert_eq!(decide(&headers(&[r.clone()]), &v, 10), send(Ranged::Part(2..4)));
+        assert_eq!(decide(&headers(std::slice::from_ref(&r)), &v, 10), send(Ranged::Part(2..4)));
         assert_eq!(
             decide(&headers(&[r.clone(), (IF_RANGE, "\"abc\"")]), &v, 10),
             send(Ranged::Part(2..4))
