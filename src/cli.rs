@@ -12,6 +12,8 @@ use crate::source::{Location, Source};
 use crate::store::backends::object::RemoteOptions;
 use crate::view::ViewKind;
 
+pub mod serve;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "zarr-mount",
@@ -22,7 +24,9 @@ use crate::view::ViewKind;
                   or virtual references: a kerchunk .json file or a .parq/.parquet reference directory \
                   (reference+URL for other names), \
                   or an Icechunk repository: icechunk+PATH or icechunk+URL (a local repository directory is \
-                  recognised by its layout)."
+                  recognised by its layout).\n\n\
+                  zarr-mount serve SOURCE [--listen ADDR:PORT]: every view over HTTP instead of a mount \
+                  (zarr-mount serve --help)."
 )]
 pub struct Args {
     /// The Zarr store to mount.
@@ -240,6 +244,14 @@ fn usage(msg: impl Into<String>) -> UsageError {
 
 impl Args {
     pub fn validate(self) -> Result<MountConfig, UsageError> {
+        self.validate_with(check_mountpoint)
+    }
+
+    /// `validate`, with MOUNTPOINT checked by `mountpoint` (`serve` has none).
+    pub(crate) fn validate_with(
+        self,
+        mountpoint: impl FnOnce(&Path) -> Result<PathBuf, UsageError>,
+    ) -> Result<MountConfig, UsageError> {
         let options = parse_options(&self.options)?;
         let spill = spill_config(
             self.spill_dir.as_deref(),
@@ -342,7 +354,7 @@ impl Args {
         if let Some(e) = &self.endpoint_url {
             check_endpoint_url(e)?;
         }
-        let mountpoint = check_mountpoint(&self.mountpoint)?;
+        let mountpoint = mountpoint(&self.mountpoint)?;
         let disk_cache = disk_cache_options(
             self.cache_dir.as_deref(),
             self.cache_max_size.as_deref(),

@@ -22,6 +22,8 @@ pub mod mount;
 pub mod perms;
 pub mod prefetch;
 pub mod python_json;
+pub mod serve;
+pub mod serving;
 pub mod source;
 pub mod stats;
 pub mod store;

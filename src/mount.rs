@@ -31,7 +31,7 @@ pub fn source_refused() -> bool {
     SOURCE_REFUSED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+pub(crate) async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
         Source::Directory(location) => open_directory(location, cfg, true).await,
         Source::Zip(location) => {
@@ -244,7 +244,7 @@ fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store>
 }
 
 /// The `backend` label of `build_info`: where the bytes are, and `+zip` for an archive.
-fn backend_kind(source: &Source) -> String {
+pub(crate) fn backend_kind(source: &Source) -> String {
     use crate::source::Cloud;
     let place = match source.location() {
         Location::Local(_) => "local",
@@ -339,7 +339,7 @@ fn fetches_documents(cfg: &MountConfig) -> bool {
 /// every read of a chunk file would decode the whole chunk again.
 const MIN_DECODED_CACHE: u64 = 64 << 20;
 
-fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
+pub(crate) fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
     use crate::fs::namespace::presented::PresentedNamespace;
     use crate::fs::namespace::unsharded::UnshardedNamespace;
     use crate::prefetch::shards::ShardReadAhead;
@@ -495,7 +495,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
 
 /// `--stats-interval`: one INFO line of counters every `secs` seconds (and the same summary in
 /// systemd's STATUS= line when run as a service).
-async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
+pub(crate) async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(secs));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     every.tick().await; // the first tick is immediate

@@ -408,6 +408,12 @@ impl ZarrFs {
         self.handles.version(fh)
     }
 
+    /// The stored node a reader's handle reads (the version it was opened at: its size, date
+    /// and content version), for a front door that answers with them (`serve`).
+    pub fn opened_node(&self, fh: u64) -> Option<Node> {
+        self.handles.reader_node(fh)
+    }
+
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {

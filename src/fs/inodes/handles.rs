@@ -80,6 +80,15 @@ impl Handles {
         }
     }
 
+    /// What a reader's handle reads: the node it was opened at. `None` for a writer (or a
+    /// reader of a write buffer) and an unknown handle.
+    pub fn reader_node(&self, fh: u64) -> Option<Node> {
+        match self.lock().get(&fh)? {
+            Handle::Read(h) if h.buf.is_none() => Some(h.node.clone()),
+            _ => None,
+        }
+    }
+
     /// Close `fh` if it is a reader (nothing to write back): `None` if it was not, else the
     /// inode it read a stored version of (`None` for a reader of a write buffer).
     pub fn remove_reader(&self, fh: u64) -> Option<Option<u64>> {
