@@ -443,7 +443,7 @@ fn ome_multiscales_with_a_million_datasets() {
     assert_eq!(ms["datasets"].as_array().unwrap().len(), 1_000_000);
     // Written indented, as zarr-python writes .zattrs: a few times the compact input.
     assert!(zattrs.len() < 4 * doc.len(), "{} bytes for {}", zattrs.len(), doc.len());
-    assert_eq!(std::fs::read(v2.path("img/0/0.0")).unwrap().len(), 256);
+    assert_eq!(std::fs::read(v2.path("img/0/0/0")).unwrap().len(), 256);
     assert_bounded_and_alive(v2, "OME 10^6 datasets, v2 view");
 
     let flat = mount(&src, &mnt.join("flat"), "flat");
