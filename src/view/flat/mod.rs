@@ -135,7 +135,12 @@ mod tests {
         let sized = |n: u64| {
             let mut b = LayoutBuilder::new(ByteOrder::Little);
             b.bytes(vec![0]);
-            b.elements(ElementBox { source: 0, region: vec![0..n], item: 2, swap: 2 });
+            b.elements(ElementBox {
+                source: 0,
+                region: std::iter::once(0..n).collect(),
+                item: 2,
+                swap: 2,
+            });
             Ok(Some(b.build()))
         };
         let largest = within_file_size(sized(MAX_FILE_SIZE / 2)).unwrap().unwrap();
