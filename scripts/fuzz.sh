@@ -60,7 +60,7 @@ MALLOC_MB="${FUZZ_MALLOC_LIMIT_MB:-256}"
 TIMEOUT="${FUZZ_TIMEOUT:-10}"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 CORPUS_MAX="${FUZZ_CORPUS_MAX_BYTES:-4096}"
-ALL_TARGETS=(shard_index zarr_json zarray zip codec cli)
+ALL_TARGETS=(shard_index zarr_json zarray zip codec cli refs template ome)
 
 merge=0
 build_only=0

@@ -11,6 +11,7 @@ mod faults;
 mod faults_mount;
 mod hostile_inputs;
 mod hostile_keys;
+mod hostile_metadata;
 mod http;
 mod layering;
 mod metrics;

@@ -8,15 +8,7 @@ use crate::s3_tests;
 use std::io::Write;
 
 use common::s3::{S3Server, BUCKET, ENV, S3};
-use common::{dirs, metric, Mount};
-
-/// Peak resident set of process `pid`, in bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in status");
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kb * 1024
-}
+use common::{dirs, metric, peak_rss, Mount};
 
 /// A 1-d sharded int8 array of `entries` inner chunks of one element in one shard.
 fn sharded_array_json(entries: u64) -> String {

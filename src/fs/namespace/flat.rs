@@ -21,7 +21,7 @@ use crate::fs::namespace::walk::{self, DirWalk, Step};
 use crate::fs::namespace::{slice_for_read, Namespace, ReadOnlyView};
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
-use crate::view::flat::{array_files, FlatArray, FlatFile, GROUP_FORMATS};
+use crate::view::flat::{array_files, within_file_size, FlatArray, FlatFile, GROUP_FORMATS};
 use crate::view::node::{Backing, Node};
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::v2::V2Array;
@@ -174,7 +174,7 @@ impl FlatNamespace {
                 }
                 dirs.push(array_dir);
             }
-            match format.layout(group, &arrays) {
+            match within_file_size(format.layout(group, &arrays)) {
                 Ok(Some(layout)) => {
                     let file = FlatFile { layout, dirs, arrays };
                     out.push((format!("{name}{}", format.suffix()), Arc::new(file)));

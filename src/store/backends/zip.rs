@@ -49,6 +49,11 @@ const LOCAL_EXTRA_GUESS: u64 = 64;
 const COMBINE_LIMIT: u64 = 64 * 1024;
 /// Bound of the inflated-entry cache.
 const INFLATED_CACHE_BYTES: usize = 64 << 20;
+/// Largest deflated entry read: one is inflated whole (to check its CRC-32) and held while it
+/// is read, and one larger than the cache would be inflated again by every read. A bomb that
+/// declares its huge size honestly (1 GiB from a 1 MiB stream) is refused here, one that
+/// declares a small size stops inflating one byte past it.
+const MAX_INFLATED_ENTRY: u64 = INFLATED_CACHE_BYTES as u64;
 
 const SIG_EOCD: u32 = 0x0605_4b50;
 const SIG_EOCD64_LOCATOR: u32 = 0x0706_4b50;
@@ -606,6 +611,16 @@ impl ZipStore {
             return self.read_data(name, e, start..end).await;
         }
         if e.method == CompressionMethod::DEFLATE {
+            if e.size > MAX_INFLATED_ENTRY {
+                return Err(self.entry_error(
+                    name,
+                    format!(
+                        "deflated entry of {} bytes is larger than the {MAX_INFLATED_ENTRY} \
+                         bytes the mount inflates",
+                        e.size
+                    ),
+                ));
+            }
             let data = self.inflated(name, e).await?;
             return Ok(data.slice(start as usize..end as usize));
         }

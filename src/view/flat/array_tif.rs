@@ -2,7 +2,9 @@
 //! into one tile per chunk (or strips), in the page order of [`super::imagej`].
 
 use super::imagej::page_order;
-use super::tiff::{layout, Blocks, Page, Plane, Sample, TiffSpec, CLASSIC_LIMIT};
+use super::tiff::{
+    check_size, layout, plane_count, Blocks, Page, Plane, Sample, TiffSpec, CLASSIC_LIMIT,
+};
 use super::{ArrayFormat, FlatArray, Layout};
 
 /// `NAME.tif`.
@@ -43,14 +45,17 @@ pub fn array_tif(
     if chunk_shape.len() != n {
         return Err(format!("chunks of {} dimensions in an array of {n}", chunk_shape.len()));
     }
-    let order = page_order(shape, names, sample);
     let blocks = Blocks::for_chunk(chunk_shape[n - 2], chunk_shape[n - 1]);
+    let (height, width) = (shape[n - 2], shape[n - 1]);
+    let first = Plane { source: 0, index: vec![], height, width, blocks };
+    check_size(plane_count(shape), [&first])?;
+    let order = page_order(shape, names, sample);
     let mut description = order.description;
     let pages = order
         .pages
         .into_iter()
         .map(|index| Page {
-            plane: Plane { source: 0, index, height: shape[n - 2], width: shape[n - 1], blocks },
+            plane: Plane { index, ..first.clone() },
             description: description.take(),
             reduced: vec![],
         })
@@ -88,6 +93,27 @@ mod tests {
         let u8 = Sample::of('u', 1).unwrap();
         assert!(array_tif(&[10], &[5], u8, None).unwrap_err().contains("dimensions"));
         assert!(array_tif(&[4, 4], &[2], u8, None).is_err());
+    }
+
+    /// Shapes claiming more tiles or pages than a layout may hold are refused before a page
+    /// is listed (2^54 pages, 2^42 tiles in one page, a product beyond u64); the largest
+    /// allowed is laid out.
+    #[test]
+    fn absurd_shapes_are_refused_before_allocating() {
+        use crate::view::flat::tiff::MAX_BLOCKS;
+        let u8 = Sample::of('u', 1).unwrap();
+        for (shape, chunks) in [
+            (vec![1 << 54, 16, 16], vec![1, 16, 16]),
+            (vec![1 << 31, 1 << 31], vec![1024, 1024]),
+            (vec![1 << 40, 1 << 40, 1 << 40, 16, 16], vec![1, 1, 1, 16, 16]),
+            (vec![1 << 62, 1 << 62], vec![1, 1]),
+            (vec![MAX_BLOCKS + 1, 16, 16], vec![1, 16, 16]),
+        ] {
+            let err = array_tif(&shape, &chunks, u8, None).unwrap_err();
+            assert!(err.contains("tiles or strips"), "{shape:?}: {err}");
+        }
+        let spec = array_tif(&[MAX_BLOCKS / 4, 32, 32], &[1, 16, 16], u8, None).unwrap();
+        assert_eq!(spec.pages.len() as u64, MAX_BLOCKS / 4);
     }
 }
 

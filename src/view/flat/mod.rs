@@ -56,6 +56,21 @@ pub trait GroupFormat: Send + Sync {
     ) -> Result<Option<Layout>, String>;
 }
 
+/// The largest file the kernel takes (FUSE refuses an attribute size above `i64::MAX` with
+/// `EIO`): a larger layout (an `.npy` of 2^63 bytes) is left out with a log line.
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// A format's answer, with a layout larger than [`MAX_FILE_SIZE`] turned into the reason it
+/// is left out.
+pub fn within_file_size(layout: Result<Option<Layout>, String>) -> Result<Option<Layout>, String> {
+    match layout? {
+        Some(l) if l.size > MAX_FILE_SIZE => {
+            Err(format!("{} bytes, more than the largest file ({MAX_FILE_SIZE})", l.size))
+        }
+        other => Ok(other),
+    }
+}
+
 /// Every per-array format, in listing order.
 pub static ARRAY_FORMATS: &[&dyn ArrayFormat] = &[&npy::Npy, &array_tif::Tif];
 
@@ -88,7 +103,7 @@ impl FlatFile {
 pub fn array_files(dir: &str, name: &str, array: &Arc<FlatArray>) -> Vec<(String, FlatFile)> {
     let mut out = Vec::new();
     for format in ARRAY_FORMATS {
-        match format.layout(array) {
+        match within_file_size(format.layout(array)) {
             Ok(Some(layout)) => {
                 let file =
                     FlatFile { layout, dirs: vec![dir.to_string()], arrays: vec![array.clone()] };
@@ -108,4 +123,30 @@ pub fn owners(name: &str) -> impl Iterator<Item = &str> {
     let array = ARRAY_FORMATS.iter().map(|f| f.suffix());
     let group = GROUP_FORMATS.iter().map(|f| f.suffix());
     array.chain(group).filter_map(move |suffix| name.strip_suffix(suffix).filter(|n| !n.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_beyond_the_largest_file_are_refused() {
+        // One byte of header and `n` elements of 2 bytes.
+        let sized = |n: u64| {
+            let mut b = LayoutBuilder::new(ByteOrder::Little);
+            b.bytes(vec![0]);
+            b.elements(ElementBox {
+                source: 0,
+                region: std::iter::once(0..n).collect(),
+                item: 2,
+                swap: 2,
+            });
+            Ok(Some(b.build()))
+        };
+        let largest = within_file_size(sized(MAX_FILE_SIZE / 2)).unwrap().unwrap();
+        assert_eq!(largest.size, MAX_FILE_SIZE);
+        let err = within_file_size(sized(1 << 62)).unwrap_err();
+        assert!(err.contains("largest file"), "{err}");
+        assert_eq!(within_file_size(Ok(None)), Ok(None));
+    }
 }

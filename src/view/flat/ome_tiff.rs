@@ -10,8 +10,15 @@ use serde_json::{Map, Value};
 
 use super::imagej::c_order;
 use super::ome_xml::{length_unit, ome_xml, pixel_type, time_unit, OmeImage};
-use super::tiff::{layout, Blocks, Page, Plane, Sample, TiffSpec, CLASSIC_LIMIT};
+use super::tiff::{
+    check_size, layout, plane_count, Blocks, Page, Plane, Sample, TiffSpec, CLASSIC_LIMIT,
+};
 use super::{FlatArray, GroupFormat, Layout};
+
+/// Pyramid levels an OME-TIFF is made from at most. Each level halves (or so) the one before,
+/// so a real pyramid of u64 sides has fewer; a multiscale naming more datasets (each one an
+/// array to look up) gets no `.ome.tif`, with a log line.
+pub const MAX_LEVELS: usize = 64;
 
 pub struct OmeTif;
 
@@ -23,6 +30,13 @@ impl GroupFormat for OmeTif {
     fn arrays(&self, group: &Map<String, Value>) -> Vec<String> {
         let Some(ms) = multiscale(group) else { return vec![] };
         let datasets = ms.get("datasets").and_then(Value::as_array);
+        if let Some(d) = datasets.filter(|d| d.len() > MAX_LEVELS) {
+            tracing::info!(
+                datasets = d.len(),
+                "no OME-TIFF for a multiscale of more than {MAX_LEVELS} datasets"
+            );
+            return vec![];
+        }
         datasets
             .into_iter()
             .flatten()
@@ -202,6 +216,10 @@ fn ome_tif(
     };
     let mut description = Some(ome_xml(&image));
     let reduced = reduced_levels(arrays, sample);
+    let first: Vec<Plane> = std::iter::once(plane(full, 0, vec![]))
+        .chain(reduced.iter().enumerate().map(|(l, a)| plane(a, l + 1, vec![])))
+        .collect();
+    check_size(plane_count(&full.shape), &first)?;
     let pages = c_order(&full.shape[..n - 2])
         .into_iter()
         .map(|index| Page {
@@ -235,6 +253,14 @@ mod tests {
         assert_eq!(OmeTif.arrays(&v05), ["0", "1"]);
         assert_eq!(OmeTif.arrays(&v04), ["0", "1"]);
         assert!(OmeTif.arrays(&obj(json!({"attributes": {}}))).is_empty());
+    }
+
+    #[test]
+    fn a_multiscale_of_too_many_datasets_has_no_ome_tiff() {
+        let datasets = |n: usize| Value::Array(vec![json!({"path": "0"}); n]);
+        let group = |n| obj(json!({"multiscales": [{"version": "0.4", "datasets": datasets(n)}]}));
+        assert_eq!(OmeTif.arrays(&group(MAX_LEVELS)).len(), MAX_LEVELS);
+        assert!(OmeTif.arrays(&group(MAX_LEVELS + 1)).is_empty());
     }
 
     #[test]

@@ -15,6 +15,12 @@ pub const CLASSIC_LIMIT: u64 = u32::MAX as u64;
 /// TIFF requires tile sides that are multiples of this.
 const TILE_MULTIPLE: u64 = 16;
 
+/// Tiles and strips one TIFF may have, over all its pages and SubIFDs. Its layout is built
+/// whole when the file is looked up, at about 150 bytes a block (the IFD's offsets and byte
+/// counts, one part of the layout), so this bounds one file's layout to about 150 MiB however
+/// large the array claims to be; a larger one is left out with a log line.
+pub const MAX_BLOCKS: u64 = 1 << 20;
+
 /// One sample's encoding: BitsPerSample and SampleFormat (1 unsigned, 2 signed, 3 float).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
@@ -96,9 +102,37 @@ impl Plane {
     }
 
     fn block_count(&self) -> usize {
-        let (_, _, rows, cols) = self.grid();
-        usize::try_from(rows * cols).unwrap_or(usize::MAX)
+        usize::try_from(self.blocks_total().unwrap_or(u64::MAX)).unwrap_or(usize::MAX)
     }
+
+    /// How many tiles or strips the plane has (`None` beyond u64).
+    pub fn blocks_total(&self) -> Option<u64> {
+        let (_, _, rows, cols) = self.grid();
+        rows.checked_mul(cols)
+    }
+}
+
+/// Refuse a TIFF of `pages` pages (the product of the leading dimensions, `None` when it
+/// overflows) of planes like `planes` (a page and its SubIFDs) with more than [`MAX_BLOCKS`]
+/// tiles and strips in all, before anything is allocated for its pages.
+pub fn check_size<'a>(
+    pages: Option<u64>,
+    planes: impl IntoIterator<Item = &'a Plane>,
+) -> Result<(), String> {
+    let per_page =
+        planes.into_iter().try_fold(0u64, |n, p| p.blocks_total().and_then(|b| n.checked_add(b)));
+    match pages.zip(per_page).and_then(|(p, b)| p.checked_mul(b)) {
+        Some(n) if n <= MAX_BLOCKS => Ok(()),
+        Some(n) => Err(format!("a TIFF of {n} tiles or strips, more than {MAX_BLOCKS}")),
+        None => Err(format!("a TIFF of more than 2^64 tiles or strips (at most {MAX_BLOCKS})")),
+    }
+}
+
+/// The number of planes of an array of `shape` (its leading dimensions' product), `None`
+/// beyond u64.
+pub fn plane_count(shape: &[u64]) -> Option<u64> {
+    let leading = &shape[..shape.len().saturating_sub(2)];
+    leading.iter().try_fold(1u64, |n, &d| n.checked_mul(d))
 }
 
 /// One page of the file: a full-resolution plane, the ImageDescription it carries, and its

@@ -181,6 +181,14 @@ impl Drop for Mount {
     }
 }
 
+/// Peak resident set of process `pid` (VmHWM of /proc/PID/status), in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in status");
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
 /// A fresh temp dir with `src/` and `mnt/` inside.
 pub fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
