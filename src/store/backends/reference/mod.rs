@@ -48,9 +48,10 @@ use template::{render, Scope};
 /// The mount passes one that builds the same store stack as for a SOURCE of that location.
 pub type TargetOpener = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>, String> + Send + Sync>;
 
-/// `gen` entries may not expand to more references than this (a typo in `stop` must not eat
-/// the machine's memory).
-const MAX_GENERATED: u64 = 50_000_000;
+/// `gen` entries may not expand to more references than this: each is a key and a URL held
+/// in memory (about 150 bytes), so a reference file (a typo in `stop`, or a hostile one) holds
+/// at most about 150 MB through them, within the daemon's budget (docs/SECURITY.md).
+const MAX_GENERATED: u64 = 1_000_000;
 
 /// One store that reference targets live in, opened on first use.
 pub struct Target {
@@ -967,6 +968,24 @@ mod tests {
         fx.target.take();
         assert_eq!(&s.get("g/2.1").await.unwrap()[..], &[50, 51, 52]);
         assert_eq!(fx.target.take(), vec!["get_range data.nc 50..53"]);
+    }
+
+    /// A `gen` entry that would expand past MAX_GENERATED fails the reference file, in one
+    /// line, before anything is generated (a range of 10^12 values or a product of two).
+    #[tokio::test]
+    async fn gen_entries_expanding_past_the_limit_are_refused() {
+        for dims in
+            [r#"{"i": {"stop": 1000000000000}}"#, r#"{"i": {"stop": 1001}, "j": {"stop": 1000}}"#]
+        {
+            let (_fx, opener) = fixture().await;
+            let doc = format!(
+                r#"{{"version": 1, "refs": {{}}, "gen": [{{"key": "g/{{{{i}}}}", "url": "s3://bucket/data.nc", "dimensions": {dims}}}]}}"#
+            );
+            let err = ReferenceStore::from_json(doc.as_bytes(), remote_base(), opener)
+                .err()
+                .expect("an oversized gen entry was accepted");
+            assert!(err.contains("1000000") || err.contains("values"), "{err}");
+        }
     }
 
     #[tokio::test]
