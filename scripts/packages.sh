@@ -53,7 +53,10 @@ say "wheel: $wheel"
 rm -rf "$ASSETS"
 "$BIN" --generate-docs "$ASSETS" >/dev/null
 sed 's#^DEFAULT_BIN=.*#DEFAULT_BIN=/usr/bin/zarr-mount#' scripts/mount.zarr-mount >"$ASSETS/mount.fuse.zarr-mount"
-sed 's#/usr/local/bin/zarr-mount#/usr/bin/zarr-mount#g' systemd/zarr-mount@.service >"$ASSETS/zarr-mount@.service"
+for unit in zarr-mount@.service zarr-mount-serve@.service; do
+    sed 's#/usr/local/bin/zarr-mount#/usr/bin/zarr-mount#g; s#/usr/local/share/doc/zarr-mount#/usr/share/doc/zarr-mount#g' \
+        "systemd/$unit" >"$ASSETS/$unit"
+done
 cargo_install cargo-deb "$CARGO_DEB_VERSION" "$CARGO_DEB" 3
 say "cargo deb --no-build"
 deb=$("$CARGO_DEB" deb --no-build --no-strip --quiet | tail -n1)

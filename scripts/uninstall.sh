@@ -7,8 +7,9 @@
 #   --dry-run   print what would be done, change nothing
 #   DESTDIR=DIR (environment) act below DIR, as install.sh does
 #
-# Running zarr-mount@*.service instances are stopped and disabled first (SIGTERM: pending
-# writes are flushed and the mounts unmounted). Mounts made by fstab are left alone: remove
+# Running zarr-mount@*.service and zarr-mount-serve@*.service instances are stopped and disabled
+# first (SIGTERM: pending writes are flushed and the mounts unmounted; servers finish the
+# responses in flight). Mounts made by fstab are left alone: remove
 # their fstab lines and unmount them yourself.
 set -euo pipefail
 
@@ -36,15 +37,16 @@ set_install_paths
 say() { printf 'uninstall: %s\n' "$*"; }
 
 if [[ -z "$DESTDIR" ]] && [[ -d /run/systemd/system ]]; then
-    mapfile -t units < <(systemctl list-units --all --plain --no-legend 'zarr-mount@*.service' | awk '{print $1}')
+    mapfile -t units < <(systemctl list-units --all --plain --no-legend 'zarr-mount@*.service' \
+        'zarr-mount-serve@*.service' | awk '{print $1}')
     for u in "${units[@]}"; do
         say "stopping and disabling $u"
         run systemctl disable --now "$u" || true
     done
 fi
 
-for f in "$BINDIR/zarr-mount" "$HELPER" "$UNITDIR/zarr-mount@.service" \
-    "$DOCDIR/example.env" "$DOCDIR/README.md" "${GENERATED[@]#*=}"; do
+for f in "$BINDIR/zarr-mount" "$HELPER" "${UNITS[@]/#/$UNITDIR/}" \
+    "${ENV_EXAMPLES[@]/#/$DOCDIR/}" "$DOCDIR/README.md" "${GENERATED[@]#*=}"; do
     if [[ -e "$DESTDIR$f" || -L "$DESTDIR$f" ]]; then
         say "removing $DESTDIR$f"
         run rm -f "$DESTDIR$f"

@@ -21,10 +21,22 @@ pub const COMPLETIONS: [(Shell, &str); 3] = [
     (Shell::Fish, "zarr-mount.fish"),
 ];
 
+/// The mount's command with `serve` as a subcommand (main() dispatches `serve` before clap
+/// parses, so only the documentation sees it this way): its flags complete after `serve`.
+fn documented() -> clap::Command {
+    let full = crate::cli::serve::command();
+    let mut serve = clap::Command::new("serve").about(crate::cli::serve::ABOUT);
+    // Only what `serve` takes: the mount-only flags it refuses are hidden there.
+    for arg in full.get_arguments().filter(|a| !a.is_hide_set()) {
+        serve = serve.arg(arg.clone());
+    }
+    Args::command().subcommand(serve).disable_help_subcommand(true)
+}
+
 /// Write the man page and the completions into `dir` (created if missing); returns the files.
 pub fn write_all(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let cmd = Args::command();
+    let cmd = documented();
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
     let man = dir.join(MAN_PAGE);
@@ -33,11 +45,23 @@ pub fn write_all(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     for (shell, name) in COMPLETIONS {
         let mut script = Vec::new();
         clap_complete::generate(shell, &mut cmd.clone(), "zarr-mount", &mut script);
+        if shell == Shell::Bash {
+            script = bash_hyphen_fix(script);
+        }
         let path = dir.join(name);
         std::fs::write(&path, script)?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// clap_complete's bash script spells the state of `zarr-mount serve` `zarr__mount__subcmd__serve`
+/// in its loop but `zarr__subcmd__mount__subcmd__serve` in its arms, so nothing completes after
+/// `serve` (clap-rs/clap#6421, a hyphen in the binary's name): spell the arms as the loop does.
+fn bash_hyphen_fix(script: Vec<u8>) -> Vec<u8> {
+    String::from_utf8(script)
+        .map(|s| s.replace("zarr__subcmd__mount", "zarr__mount").into_bytes())
+        .unwrap_or_else(|e| e.into_bytes())
 }
 
 #[cfg(test)]
@@ -54,6 +78,14 @@ mod tests {
             .filter_map(|a| a.get_long().map(str::to_string))
             .collect();
         assert!(longs.len() > 20, "{longs:?}");
+        // serve's own flags, in the completions (the man page lists `serve` as a subcommand)
+        let serve: Vec<String> = crate::cli::serve::command()
+            .get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .filter(|l| !longs.contains(l))
+            .collect();
+        assert!(serve.contains(&"listen".to_string()), "{serve:?}");
         for file in files {
             // roff escapes '-' as '\-'; fish names a long flag `-l NAME`.
             let text = std::fs::read_to_string(&file).unwrap().replace("\\-", "-");
@@ -62,6 +94,38 @@ mod tests {
                 let flag = if fish { format!("-l {long}") } else { format!("--{long}") };
                 assert!(text.contains(&flag), "{} lacks {flag}", file.display());
             }
+            if file.extension().is_some_and(|e| e == "1") {
+                assert!(text.contains("serve"), "{} lacks the serve subcommand", file.display());
+                continue;
+            }
+            for long in &serve {
+                let flag = if fish { format!("-l {long}") } else { format!("--{long}") };
+                assert!(text.contains(&flag), "{} lacks serve's {flag}", file.display());
+            }
         }
+    }
+
+    /// What bash completes for the words before the cursor and the word at it.
+    fn bash_complete(words: &[&str], cur: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        write_all(dir.path()).unwrap();
+        let script = format!(
+            "source {}; COMP_WORDS=({} {cur}); COMP_CWORD={}; _zarr__mount zarr-mount '{cur}' {}; echo \"${{COMPREPLY[*]}}\"",
+            dir.path().join("zarr-mount.bash").display(),
+            words.join(" "),
+            words.len(),
+            words.last().unwrap(),
+        );
+        let out = std::process::Command::new("bash").arg("-c").arg(script).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn bash_completes_the_flags_of_serve_and_of_the_mount() {
+        assert_eq!(bash_complete(&["zarr-mount", "serve"], "--lis").trim(), "--listen");
+        // mount-only flags are refused by serve: not offered
+        assert_eq!(bash_complete(&["zarr-mount", "serve"], "--fore").trim(), "");
+        assert_eq!(bash_complete(&["zarr-mount"], "--fore").trim(), "--foreground");
     }
 }

@@ -16,7 +16,8 @@ parse_common_arg() {
 }
 
 # set_install_paths: check PREFIX, then set BINDIR, DOCDIR, CONFDIR, UNITDIR, HELPER,
-# HELPER_LINK, and GENERATED (each file `zarr-mount --generate-docs` writes, with where it goes). With the default prefix the unit goes to /etc/systemd/system and the mount(8)
+# HELPER_LINK, UNITS (the systemd units, from systemd/), ENV_EXAMPLES (their example env
+# files, to DOCDIR), and GENERATED (each file `zarr-mount --generate-docs` writes, with where it goes). With the default prefix the unit goes to /etc/systemd/system and the mount(8)
 # helper to /sbin; with an explicit one both go below PREFIX, plus a /sbin link to the helper.
 set_install_paths() {
     [[ "$PREFIX" == /* ]] || { echo "$SCRIPT: --prefix must be an absolute path" >&2; exit 2; }
@@ -24,6 +25,8 @@ set_install_paths() {
     BINDIR="$PREFIX/bin"
     DOCDIR="$PREFIX/share/doc/zarr-mount"
     CONFDIR="/etc/zarr-mount"
+    UNITS=(zarr-mount@.service zarr-mount-serve@.service)
+    ENV_EXAMPLES=(example.env serve-example.env)
     GENERATED=(
         "zarr-mount.1=$PREFIX/share/man/man1/zarr-mount.1"
         "zarr-mount.bash=$PREFIX/share/bash-completion/completions/zarr-mount"

@@ -80,7 +80,6 @@ pub fn command() -> clap::Command {
     let mut cmd = Args::command()
         .name("zarr-mount serve")
         .bin_name("zarr-mount serve")
-        .about("Serve every view of a Zarr store over HTTP (read-only), each under /VIEW/.")
         .after_help("URLs: /raw/, /unsharded/, /decoded/, /v2/, /v2-decoded/, /flat/; / lists them. See docs/SERVING.md.")
         .mut_arg("mountpoint", |a| a.required(false).hide(true).default_value(NO_MOUNTPOINT))
         .mut_arg("view", |a| a.long("mount-view").hide(true))
@@ -88,8 +87,13 @@ pub fn command() -> clap::Command {
     for id in MOUNT_ONLY {
         cmd = cmd.mut_arg(*id, |a| a.hide(true));
     }
-    ServeFlags::augment_args(cmd)
+    // After augment_args: ServeFlags' doc comment would be the about otherwise.
+    ServeFlags::augment_args(cmd).about(ABOUT)
 }
+
+/// What `zarr-mount serve` does, in one line (its --help, the man page, the completions).
+pub const ABOUT: &str =
+    "Serve every view of a Zarr store over HTTP (read-only), each under /VIEW/.";
 
 /// `zarr-mount serve ...` as parsed, before validation.
 #[derive(Debug)]
@@ -234,6 +238,12 @@ mod tests {
         let argv = ["zarr-mount serve"].iter().chain(args).map(OsString::from);
         let parsed = parse_from(argv).map_err(|e| e.to_string())?;
         parsed.validate().map_err(|e| e.0)
+    }
+
+    #[test]
+    fn help_says_what_serve_does() {
+        let help = command().render_help().to_string();
+        assert!(help.starts_with(ABOUT), "{help}");
     }
 
     #[test]

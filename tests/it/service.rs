@@ -54,27 +54,48 @@ fn systemd_unit_verifies() {
     // Credentials come from the env file, never from the command line.
     let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
     assert!(!exec.to_lowercase().contains("secret") && !exec.contains("AWS_"), "{exec}");
+    analyze_verify(&unit, "zarr-mount@test.service");
+}
 
+#[test]
+fn serve_unit_verifies() {
+    let unit = std::fs::read_to_string(root("systemd/zarr-mount-serve@.service")).unwrap();
+    for want in [
+        "Type=notify",
+        "EnvironmentFile=/etc/zarr-mount/%i-serve.env",
+        "ExecStart=/usr/local/bin/zarr-mount serve ",
+        "DynamicUser=yes",
+        "RestartPreventExitStatus=2",
+    ] {
+        assert!(unit.contains(want), "serve unit lacks {want}");
+    }
+    // No FUSE device: the server never mounts.
+    assert!(!unit.contains("/dev/fuse"), "the serve unit asks for /dev/fuse");
+    let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(!exec.to_lowercase().contains("secret") && !exec.contains("AWS_"), "{exec}");
+    analyze_verify(&unit, "zarr-mount-serve@test.service");
+}
+
+/// `systemd-analyze verify` of an instance NAME of the template `unit`, with ExecStart
+/// pointing at the binary just built (verify checks that the executable exists).
+fn analyze_verify(unit: &str, name: &str) {
     let Ok(which) = Command::new("sh").args(["-c", "command -v systemd-analyze"]).output() else {
-        eprintln!("SKIP systemd_unit_verifies: no sh");
+        eprintln!("SKIP systemd-analyze verify of {name}: no sh");
         return;
     };
     if !which.status.success() {
         eprintln!("SKIP systemd-analyze verify: systemd-analyze is not installed (apt-get install systemd)");
         return;
     }
-    // An instance of the template, with ExecStart pointing at the binary just built (verify
-    // checks that the executable exists).
     let tmp = tempfile::tempdir().unwrap();
-    let inst = tmp.path().join("zarr-mount@test.service");
+    let inst = tmp.path().join(name);
     std::fs::write(&inst, unit.replace("/usr/local/bin/zarr-mount", BIN)).unwrap();
     let out = Command::new("systemd-analyze").arg("verify").arg(&inst).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "systemd-analyze verify failed:\n{stderr}");
+    assert!(out.status.success(), "systemd-analyze verify of {name} failed:\n{stderr}");
     // Unknown keys and bad values are warnings with exit 0: treat any line about our unit as
     // a failure.
-    let ours: Vec<&str> =
-        stderr.lines().filter(|l| l.contains("zarr-mount@test.service")).collect();
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.contains(name)).collect();
     assert!(ours.is_empty(), "systemd-analyze verify complained:\n{}", ours.join("\n"));
 }
 
@@ -477,8 +498,10 @@ fn install_dry_run_lists_targets() {
         "/tmp/x/sbin/mount.fuse.zarr-mount",
         "/sbin/mount.fuse.zarr-mount",
         "/tmp/x/lib/systemd/system/zarr-mount@.service",
+        "/tmp/x/lib/systemd/system/zarr-mount-serve@.service",
         "/etc/zarr-mount",
         "/tmp/x/share/doc/zarr-mount/example.env",
+        "/tmp/x/share/doc/zarr-mount/serve-example.env",
     ] {
         assert!(text.contains(want), "dry run does not mention {want}:\n{text}");
     }
@@ -512,6 +535,11 @@ fn install_and_uninstall_into_destdir() {
     assert!(std::fs::read_to_string(&unit)
         .unwrap()
         .contains("ExecStart=/opt/zm/bin/zarr-mount --foreground"));
+    let serve_unit = dest.join("opt/zm/lib/systemd/system/zarr-mount-serve@.service");
+    let serve_text = std::fs::read_to_string(&serve_unit).unwrap();
+    assert!(serve_text.contains("ExecStart=/opt/zm/bin/zarr-mount serve "), "{serve_text}");
+    assert!(serve_text.contains("cp /opt/zm/share/doc/zarr-mount/serve-example.env "));
+    assert!(docs.join("serve-example.env").is_file() && docs.join("example.env").is_file());
     assert!(std::fs::read_to_string(&helper)
         .unwrap()
         .contains("DEFAULT_BIN=/opt/zm/bin/zarr-mount\n"));
@@ -538,6 +566,7 @@ fn install_and_uninstall_into_destdir() {
 
     run("scripts/uninstall.sh", &["--prefix", "/opt/zm"]);
     assert!(!bin.exists() && !helper.exists() && !unit.exists() && !docs.exists());
+    assert!(!serve_unit.exists());
     for path in &generated {
         assert!(!path.exists(), "{} left behind", path.display());
     }

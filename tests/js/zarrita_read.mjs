@@ -3,12 +3,14 @@
 //   node zarrita_read.mjs ROOT FORMAT PATH...
 //   node zarrita_read.mjs --codecs        the codec ids zarrita's registry knows, as JSON
 //
+// ROOT: a directory (FileSystemStore), or an http(s):// URL read with zarrita's FetchStore.
 // FORMAT: v2, v3 or auto (zarrita's own detection). Prints one JSON object:
 // {"zarrita": VERSION, "results": {PATH: {"ok": true, "shape": [...], "dtype": "...",
 // "values": [...]} | {"ok": false, "error": "..."}}}; values in C order, 64-bit integers as
 // strings, non-finite floats as "NaN" / "Infinity" / "-Infinity", bytes as arrays of numbers.
 // Every path is read even when others fail; the exit status is 0 unless the arguments are wrong.
 import { readFileSync } from "node:fs";
+import FetchStore from "@zarrita/storage/fetch";
 import FileSystemStore from "@zarrita/storage/fs";
 import * as zarr from "zarrita";
 
@@ -53,7 +55,8 @@ async function main(argv) {
 		console.error("usage: zarrita_read.mjs ROOT v2|v3|auto PATH...");
 		return 2;
 	}
-	const root = zarr.root(new FileSystemStore(dir));
+	const store = /^https?:\/\//.test(dir) ? new FetchStore(dir) : new FileSystemStore(dir);
+	const root = zarr.root(store);
 	const results = {};
 	for (const path of paths) {
 		try {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Check a zarr-mount .deb (scripts/packages.sh runs this):
-#   1. dpkg -c lists the binary, the mount(8) helper, the systemd unit, the man page and the
-#      bash, zsh and fish completions;
+#   1. dpkg -c lists the binary, the mount(8) helper, the systemd units (the mount's and the
+#      server's) with their example env files, the man page and the bash, zsh and fish
+#      completions;
 #   2. as root, unless ZM_DEB_INSTALL=0: dpkg -i installs it (refused when zarr-mount is
 #      already installed as a package: the machine's own install is left alone), `mount -t
 #      fuse.zarr-mount` mounts examples/sample.zarr through the installed helper and binary,
@@ -16,7 +17,9 @@ fail() { printf 'check_deb: FAILED: %s\n' "$*" >&2; exit 1; }
 
 listing=$(dpkg -c "$deb")
 for want in ./usr/bin/zarr-mount ./usr/sbin/mount.fuse.zarr-mount \
-    ./lib/systemd/system/zarr-mount@.service ./usr/share/man/man1/zarr-mount.1 \
+    ./lib/systemd/system/zarr-mount@.service ./lib/systemd/system/zarr-mount-serve@.service \
+    ./usr/share/doc/zarr-mount/example.env ./usr/share/doc/zarr-mount/serve-example.env \
+    ./usr/share/man/man1/zarr-mount.1 \
     ./usr/share/bash-completion/completions/zarr-mount ./usr/share/zsh/vendor-completions/_zarr-mount \
     ./usr/share/fish/vendor_completions.d/zarr-mount.fish ./usr/share/doc/zarr-mount/README.md; do
     # the man page may be gzipped by cargo-deb
@@ -48,6 +51,11 @@ env -u ZARR_MOUNT_BIN mount -t fuse.zarr-mount -o ro,view=v2 "$ROOT/examples/sam
 findmnt -n -t fuse.zarr-mount "$mnt" >/dev/null || fail "findmnt -t fuse.zarr-mount does not list $mnt"
 [[ -f "$mnt/zarr.json" || -f "$mnt/.zgroup" ]] || fail "the mount shows no group metadata: $(ls "$mnt")"
 MANPATH=/usr/share/man man -w zarr-mount >/dev/null || fail "man zarr-mount finds no page"
+# both units run the installed binary
+for unit in zarr-mount@.service zarr-mount-serve@.service; do
+    grep -q '^ExecStart=/usr/bin/zarr-mount ' "/lib/systemd/system/$unit" ||
+        fail "$unit does not run /usr/bin/zarr-mount: $(grep '^ExecStart' "/lib/systemd/system/$unit")"
+done
 umount "$mnt"
 dpkg -r zarr-mount >/dev/null
 left=()

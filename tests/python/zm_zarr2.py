@@ -29,19 +29,25 @@ def save_expected(native: dict[str, np.ndarray], npy_dir: Path) -> dict[str, str
     return out
 
 
-def jobs_for(root: Path, manifest: dict, npy: dict[str, str], hidden: frozenset[str] = frozenset()) -> list[dict]:
+def jobs_for(root: Path | str, manifest: dict, npy: dict[str, str], hidden: frozenset[str] = frozenset()) -> list[dict]:
     """Every array (by path, and through its consolidated root if it has one) and every group;
-    arrays in `hidden` (left out of the view) are neither read nor expected among members."""
-    root = Path(root)
+    arrays in `hidden` (left out of the view) are neither read nor expected among members.
+    `root` is a directory, or an http:// URL (a str) that zarr-python 2 opens with its FSStore."""
+    if isinstance(root, str) and "://" in root:
+        def at(p: str) -> str:
+            return root.rstrip("/") + "/" + p if p else root.rstrip("/")
+    else:
+        def at(p: str) -> str:
+            return str(Path(root) / p) if p else str(root)
     jobs = []
     for e in manifest["arrays"]:
         p = e["path"]
         if p in hidden:
             continue
-        jobs.append({"id": f"array:{p}", "kind": "array", "path": str(root / p), "expected": npy[p]})
+        jobs.append({"id": f"array:{p}", "kind": "array", "path": at(p), "expected": npy[p]})
         if e["consolidated_root"]:
             c = e["consolidated_root"]
-            jobs.append({"id": f"consolidated:{p}", "kind": "consolidated", "root": str(root / c),
+            jobs.append({"id": f"consolidated:{p}", "kind": "consolidated", "root": at(c),
                          "member": p[len(c) + 1:], "expected": npy[p]})
     group_paths = [g["path"] for g in manifest["groups"]]
     for g in manifest["groups"]:
@@ -49,7 +55,7 @@ def jobs_for(root: Path, manifest: dict, npy: dict[str, str], hidden: frozenset[
         arrays = [e["path"].rpartition("/")[2] for e in manifest["arrays"]
                   if e["parent"] == gp and e["path"] not in hidden]
         groups = [h.rpartition("/")[2] for h in group_paths if h and h.rpartition("/")[0] == gp]
-        jobs.append({"id": f"group:{gp}", "kind": "group", "path": str(root / gp) if gp else str(root),
+        jobs.append({"id": f"group:{gp}", "kind": "group", "path": at(gp),
                      "arrays": arrays, "groups": groups, "attrs": g["attributes"]})
     return jobs
 
