@@ -12,7 +12,15 @@ fn init_logging(verbose: u8) {
         1 => "zarr_mount=debug,fuser=warn,info",
         _ => "zarr_mount=trace,fuser=debug,debug",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // The AWS SDK's client logs whole requests and answers at trace level (STS answers hold
+    // credentials) and its signer the canonical request (a session token): never below info,
+    // whatever RUST_LOG asks.
+    for quiet in
+        ["aws_smithy_runtime", "aws_smithy_http_client", "aws_sigv4", "aws_smithy_runtime_api"]
+    {
+        filter = filter.add_directive(format!("{quiet}=info").parse().expect("a valid directive"));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
