@@ -8,7 +8,9 @@ fn init_logging(verbose: u8) {
     // icechunk's local storage warns, on every open, that it is unsafe for concurrent commits:
     // nothing to a reader.
     let default = match verbose {
-        0 => "zarr_mount=info,fuser=error,icechunk_arrow_object_store=error,warn",
+        // aws_config warns of each credential source that failed: the mount's own error
+        // names them all, on one line.
+        0 => "zarr_mount=info,fuser=error,icechunk_arrow_object_store=error,aws_config=error,warn",
         1 => "zarr_mount=debug,fuser=warn,info",
         _ => "zarr_mount=trace,fuser=debug,debug",
     };

@@ -70,13 +70,16 @@ enum Link {
 
 /// The AWS CLI's chain of credential sources for one mount.
 pub struct AwsChain {
-    links: Vec<(Link, SharedCredentialsProvider)>,
+    /// `--profile`, if given (else the provider reads `AWS_PROFILE`).
+    profile: Option<String>,
+    /// The profile's name for messages.
+    profile_name: String,
+    conf: ProviderConfig,
 }
 
 impl std::fmt::Debug for AwsChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<_> = self.links.iter().map(|(l, _)| describe(l)).collect();
-        f.debug_struct("AwsChain").field("links", &names).finish()
+        f.debug_struct("AwsChain").field("profile", &self.profile_name).finish()
     }
 }
 
@@ -107,19 +110,27 @@ fn describe(link: &Link) -> String {
 
 impl AwsChain {
     /// The chain for `profile` (else `AWS_PROFILE`, else `default`); `region` is the one STS
-    /// (AssumeRole, web identity) and SSO are asked in. Builds providers only: nothing is read
-    /// or sent until the first `credentials()`.
+    /// (AssumeRole, web identity) and SSO are asked in. Nothing is read or sent until the
+    /// first `credentials()`.
     pub fn new(profile: Option<&str>, region: &str) -> AwsChain {
-        use aws_config::{ecs, imds, profile, web_identity_token};
         let conf = ProviderConfig::default()
             .with_region(Some(aws_config::Region::new(region.to_string())));
-        let name = profile
+        let profile_name = profile
             .map(str::to_string)
             .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
             .unwrap_or_else(|| "default".to_string());
+        AwsChain { profile: profile.map(str::to_string), profile_name, conf }
+    }
+
+    /// The sources, built anew for each search: a provider that failed to start keeps that
+    /// failure for good ("initialization error already taken"), and a renewal should see the
+    /// config files as they are now, as the CLI does.
+    fn links(&self) -> Vec<(Link, SharedCredentialsProvider)> {
+        use aws_config::{ecs, imds, profile, web_identity_token};
+        let conf = &self.conf;
         let mut profile_builder =
-            profile::ProfileFileCredentialsProvider::builder().configure(&conf);
-        if let Some(p) = profile {
+            profile::ProfileFileCredentialsProvider::builder().configure(conf);
+        if let Some(p) = &self.profile {
             profile_builder = profile_builder.profile_name(p);
         }
         let mut links = vec![
@@ -129,28 +140,27 @@ impl AwsChain {
                     aws_config::environment::EnvironmentVariableCredentialsProvider::new(),
                 ),
             ),
-            (Link::Profile(name), SharedCredentialsProvider::new(profile_builder.build())),
+            (
+                Link::Profile(self.profile_name.clone()),
+                SharedCredentialsProvider::new(profile_builder.build()),
+            ),
         ];
         // Sources that need configuring are tried (and named) only where configured.
         if env_set("AWS_WEB_IDENTITY_TOKEN_FILE") {
             let p = web_identity_token::WebIdentityTokenCredentialsProvider::builder()
-                .configure(&conf)
+                .configure(conf)
                 .build();
             links.push((Link::WebIdentity, SharedCredentialsProvider::new(p)));
         }
         if env_set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
             || env_set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
         {
-            links.push((
-                Link::Container,
-                SharedCredentialsProvider::new(
-                    ecs::EcsCredentialsProvider::builder().configure(&conf).build(),
-                ),
-            ));
+            let p = ecs::EcsCredentialsProvider::builder().configure(conf).build();
+            links.push((Link::Container, SharedCredentialsProvider::new(p)));
         }
-        let imds = imds::credentials::ImdsCredentialsProvider::builder().configure(&conf).build();
+        let imds = imds::credentials::ImdsCredentialsProvider::builder().configure(conf).build();
         links.push((Link::Imds, SharedCredentialsProvider::new(imds)));
-        AwsChain { links }
+        links
     }
 
     /// The first source that has credentials, as the CLI takes them: a source with nothing
@@ -159,7 +169,7 @@ impl AwsChain {
     /// each source tried and what it gave, without secrets.
     pub async fn credentials(&self) -> Result<(aws_credential_types::Credentials, String), String> {
         let mut tried = Vec::new();
-        for (link, provider) in &self.links {
+        for (link, provider) in &self.links() {
             match provider.provide_credentials().await {
                 Ok(c) => return Ok((c, describe(link))),
                 Err(e @ CredentialsError::CredentialsNotLoaded(_)) => {

@@ -100,15 +100,45 @@ impl Mount {
         std::fs::create_dir_all(mnt).unwrap();
         let (child, mnt, log) = spawn_daemon(source.as_ref(), mnt, args, envs);
         let mut m = Mount { child: Some(child), mnt, log };
+        m.wait_mounted();
+        m
+    }
+
+    /// Like `start_with`, with a daemon that inherits no environment but PATH: exactly `envs`
+    /// (credential tests: no AWS_* variable, HOME where the test says). No RUST_LOG either: the
+    /// daemon logs at the level of its -v flags.
+    pub fn start_clean(source: &str, mnt: &Path, args: &[&str], envs: &[(&str, &str)]) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let mnt = mnt.canonicalize().unwrap();
+        let log = mnt.with_extension("log");
+        let log_file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(BIN)
+            .arg(source)
+            .arg(&mnt)
+            .arg("--foreground")
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .expect("start zarr-mount");
+        let mut m = Mount { child: Some(child), mnt, log };
+        m.wait_mounted();
+        m
+    }
+
+    fn wait_mounted(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !is_mounted(&m.mnt) {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("zarr-mount exited early ({status}):\n{}", m.log_text());
+        while !is_mounted(&self.mnt) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("zarr-mount exited early ({status}):\n{}", self.log_text());
             }
-            assert!(Instant::now() < deadline, "mount did not appear:\n{}", m.log_text());
+            assert!(Instant::now() < deadline, "mount did not appear:\n{}", self.log_text());
             std::thread::sleep(Duration::from_millis(20));
         }
-        m
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
