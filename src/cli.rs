@@ -243,6 +243,10 @@ fn check_s3_credential_flags(
     if !s3 {
         return Err(usage("--profile and --no-sign-request apply only to s3:// sources"));
     }
+    if profile.is_some() && matches!(source, Source::Icechunk(_)) {
+        // icechunk's own S3 client takes AWS_* variables only.
+        return Err(usage("--profile does not apply to Icechunk sources (their S3 client reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment)"));
+    }
     if profile.is_some() && no_sign_request {
         return Err(usage("--profile and --no-sign-request exclude each other"));
     }

@@ -257,6 +257,12 @@ mod tests {
     }
 
     #[test]
+    fn credential_options_map_onto_cli_flags() {
+        assert_eq!(args("profile=analytics"), ["--profile", "analytics"]);
+        assert_eq!(args("no_sign_request,ro"), ["--no-sign-request", "--read-only"]);
+    }
+
+    #[test]
     fn generic_mount_options_are_dropped() {
         let all = "_netdev,noauto,auto,nofail,user,users,defaults,x-systemd.automount,\
                    x-systemd.idle-timeout=60,x-systemd.requires=network-online.target,x-gvfs-show,\

@@ -362,3 +362,27 @@ fn missing_profile_failing_process_and_unreachable_imds_name_what_was_tried() {
     assert!(stderr.contains("vault: permission denied"), "the process's own reason: {stderr}");
     assert!(!stderr.contains("IMDS"), "the search ends at the failing source: {stderr}");
 }
+
+#[test]
+fn profile_and_no_sign_request_are_checked_before_mounting() {
+    use clap::Parser;
+    use zarr_mount::cli::Args;
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().to_str().unwrap();
+    let check = |args: &[&str]| {
+        let all = [&["zarr-mount"], args, &[mnt]].concat();
+        Args::try_parse_from(all).unwrap().validate().map(|c| c.remote).map_err(|e| e.0)
+    };
+    let ok = check(&["s3://b/p", "--profile", "analytics"]).unwrap();
+    assert_eq!(ok.profile.as_deref(), Some("analytics"));
+    assert!(check(&["s3://b/p", "--no-sign-request"]).unwrap().no_sign_request);
+    let refused = |args: &[&str], want: &str| {
+        let e = check(args).unwrap_err();
+        assert!(e.contains(want), "{args:?}: {e}");
+    };
+    refused(&["gs://b/p", "--profile", "x"], "apply only to s3:// sources");
+    refused(&[tmp.path().to_str().unwrap(), "--no-sign-request"], "apply only to s3:// sources");
+    refused(&["s3://b/p", "--profile", "x", "--no-sign-request"], "exclude each other");
+    refused(&["s3://b/p", "--profile", "a b"], "not a profile name");
+    refused(&["icechunk+s3://b/repo", "--profile", "x"], "does not apply to Icechunk sources");
+}
