@@ -212,8 +212,10 @@ fn credential_process_credentials_are_renewed_before_each_expiry() {
     assert!(used.len() >= 3, "renewed credentials signed requests: {used:?}");
     assert!(common::metric(metrics, "zarr_mount_credential_renewals_total").unwrap() >= 3);
     assert_eq!(common::metric(metrics, "zarr_mount_credential_renewal_failures_total"), Some(0));
-    // The process inherited nothing of the daemon's: no FUSE device, socket or log file.
+    // The process inherited nothing of the daemon's: no FUSE device, socket or log file, and
+    // no standard input.
     let fds = std::fs::read_to_string(work.path().join("fds.2")).unwrap();
+    assert!(fds.contains(" 0 -> /dev/null"), "stdin:\n{fds}");
     for leak in ["fuse", "socket:", ".log"] {
         assert!(!fds.contains(leak), "the credential process inherited {leak}:\n{fds}");
     }
