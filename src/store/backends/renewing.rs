@@ -116,9 +116,8 @@ impl<S: Renew> RenewingCredentials<S> {
                 let renew_at = expiry.map(|e| renewal_time(now, e));
                 *crate::locks::lock(&self.held) =
                     Some(Held { credential: credential.clone(), renew_at, expiry });
-                let until = expiry
-                    .map(|e| httpdate::fmt_http_date(e))
-                    .unwrap_or_else(|| "no expiry".into());
+                let until =
+                    expiry.map(httpdate::fmt_http_date).unwrap_or_else(|| "no expiry".into());
                 if first {
                     tracing::info!("credentials from {from} (valid until {until})");
                 } else {
