@@ -116,18 +116,19 @@ impl<S: Renew> RenewingCredentials<S> {
                 let renew_at = expiry.map(|e| renewal_time(now, e));
                 *crate::locks::lock(&self.held) =
                     Some(Held { credential: credential.clone(), renew_at, expiry });
-                let until =
-                    expiry.map(httpdate::fmt_http_date).unwrap_or_else(|| "no expiry".into());
+                let until = match expiry {
+                    Some(e) => format!("valid until {}", httpdate::fmt_http_date(e)),
+                    None => "no expiry".into(),
+                };
                 if first {
-                    tracing::info!("credentials from {from} (valid until {until})");
+                    // Debug: before the mount, an INFO line would join its one-line error.
+                    tracing::debug!("credentials from {from} ({until})");
                 } else {
                     crate::metrics::global().credential_renewals.inc();
                     if self.failing.swap(false, Ordering::SeqCst) {
-                        tracing::info!(
-                            "credentials renewed again, from {from} (valid until {until})"
-                        );
+                        tracing::info!("credentials renewed again, from {from} ({until})");
                     } else {
-                        tracing::debug!("credentials renewed, from {from} (valid until {until})");
+                        tracing::debug!("credentials renewed, from {from} ({until})");
                     }
                 }
                 Ok(credential)
