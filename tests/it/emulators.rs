@@ -475,3 +475,32 @@ fn gcs_application_default_credentials_are_found_as_gcloud_leaves_them() {
     );
     assert!(stderr.contains("external_account"), "{stderr}");
 }
+
+/// Azure credentials from the `AZURE_*` variables alone (#54), as `az` and the SDKs read them:
+/// the account and key in the environment, nothing on the command line but the endpoint.
+/// Azurite checks signatures, so a wrong key in the environment is refused at mount time.
+#[test]
+fn azure_account_key_from_the_environment() {
+    use common::s3::{assert_refused, mount_refused_clean};
+    let Some(e) = Emulator::start(Kind::Azurite) else { return };
+    e.put_all(&[("pre/a".into(), b"from the environment".to_vec())]);
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = format!("{}/{AZ_ACCOUNT}", e.endpoint());
+    let args = ["--endpoint-url", endpoint.as_str(), "--read-only"];
+    let source = format!("az://{BUCKET}/pre");
+    let home = tmp.path().to_str().unwrap();
+    let wrong = AZ_KEY.replace('E', "F");
+    let env = |key| {
+        [
+            ("HOME", home),
+            ("AZURE_STORAGE_ACCOUNT_NAME", AZ_ACCOUNT),
+            ("AZURE_STORAGE_ACCOUNT_KEY", key),
+        ]
+    };
+    let m = Mount::start_clean(&source, &tmp.path().join("m1"), &args, &env(AZ_KEY));
+    assert_eq!(std::fs::read(m.path("a")).unwrap(), b"from the environment");
+    drop(m);
+    let result = mount_refused_clean(&source, &tmp.path().join("m2"), &args, &env(&wrong));
+    assert!(!result.1.contains(&wrong), "the key in the error: {}", result.1);
+    assert_refused(result, "access denied");
+}
