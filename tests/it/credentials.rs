@@ -388,3 +388,102 @@ fn profile_and_no_sign_request_are_checked_before_mounting() {
     refused(&["s3://b/p", "--profile", "a b"], "not a profile name");
     refused(&["icechunk+s3://b/repo", "--profile", "x"], "does not apply to Icechunk sources");
 }
+
+#[test]
+fn a_failing_renewal_is_logged_once_and_reads_go_on_with_the_old_credentials() {
+    let Some(s3) = S3::start_recording() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let d = work.path().display();
+    // Succeeds on its first call, then fails until the file `ok` exists.
+    let script = work.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+n=$(( $(cat "{d}/calls" 2>/dev/null || echo 0) + 1 ))
+echo $n > "{d}/calls"
+if [ $n -gt 1 ] && [ ! -e "{d}/ok" ]; then echo "vault sealed" >&2; exit 1; fi
+exp=$(date -u -d "+4 seconds" +%Y-%m-%dT%H:%M:%SZ)
+printf '{{"Version": 1, "AccessKeyId": "AKIDZMFLAKY%04d", "SecretAccessKey": "{MARK}-flaky-%d", "Expiration": "%s"}}\n' $n $n "$exp"
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let home = home(&format!("[default]\ncredential_process = {}\n", script.display()), "");
+    let imds = closed_imds();
+    let metrics = free_port();
+    let metrics_addr = format!("127.0.0.1:{metrics}");
+    let endpoint = s3.endpoint();
+    let m = Mount::start_clean(
+        &format!("s3://{BUCKET}/pre"),
+        &work.path().join("mnt"),
+        &["--endpoint-url", &endpoint, "-v", "--metrics-addr", &metrics_addr],
+        &env(home.path(), &imds, &[]),
+    );
+    let failures = || common::metric(metrics, "zarr_mount_credential_renewal_failures_total");
+    let renewals = || common::metric(metrics, "zarr_mount_credential_renewals_total");
+    let mut reads = 0;
+    // Reads (each a new object: a real request) until `done`, none failing.
+    let mut read_until = |done: &dyn Fn() -> bool, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} did not happen:\n{}", m.log_text());
+            s3.put(&format!("pre/f{reads}"), b"x");
+            let got = std::fs::read(m.path(&format!("f{reads}")));
+            assert_eq!(got.unwrap_or_else(|e| panic!("read {reads}: {e}")), b"x");
+            reads += 1;
+        }
+    };
+    // Several failed renewals (moto takes expired credentials: the reads go on).
+    read_until(&|| failures().unwrap_or(0) >= 3, "three failed renewals");
+    std::fs::write(work.path().join("ok"), "").unwrap();
+    read_until(&|| renewals().unwrap_or(0) >= 1, "a renewal after the failures");
+    let log = m.log_text();
+    assert_eq!(log.matches("renewing the credentials failed").count(), 1, "{log}");
+    assert!(log.contains("vault sealed"), "the process's reason: {log}");
+    assert_eq!(log.matches("credentials renewed again").count(), 1, "{log}");
+    assert_secrets_kept(&m, metrics);
+}
+
+#[test]
+fn web_identity_from_the_environment_assumes_the_role_at_sts() {
+    let Some(s3) = S3::start_recording() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let token = work.path().join("token");
+    std::fs::write(&token, "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ6bS10ZXN0In0.c2lnbmF0dXJl").unwrap();
+    let empty_home = tempfile::tempdir().unwrap();
+    let imds = closed_imds();
+    let endpoint = s3.endpoint();
+    let from = s3.recorded().len();
+    let m = Mount::start_clean(
+        &format!("s3://{BUCKET}/pre"),
+        &work.path().join("mnt"),
+        &["--endpoint-url", &endpoint],
+        &env(
+            empty_home.path(),
+            &imds,
+            &[
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", token.to_str().unwrap()),
+                ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/zm-irsa"),
+                ("AWS_ROLE_SESSION_NAME", "zm-test"),
+                ("AWS_REGION", "us-east-1"),
+                ("AWS_ENDPOINT_URL_STS", &endpoint),
+            ],
+        ),
+    );
+    reads_and_writes(&s3, &m, "irsa");
+    let recorded = s3.recorded().split_off(from);
+    assert!(
+        recorded.iter().any(|r| r.body.contains("Action=AssumeRoleWithWebIdentity")),
+        "no AssumeRoleWithWebIdentity: {recorded:?}"
+    );
+    let daemon: Vec<_> = recorded
+        .iter()
+        .filter(|r| r.path.starts_with(&format!("/{BUCKET}")))
+        .filter(|r| r.key.as_deref() != Some(common::s3::ACCESS_KEY))
+        .collect();
+    assert!(daemon.len() >= 3, "{daemon:?}");
+    let key = daemon[0].key.clone().expect("signed");
+    assert!(daemon.iter().all(|r| r.key.as_deref() == Some(key.as_str())), "{daemon:?}");
+}
