@@ -487,3 +487,79 @@ fn web_identity_from_the_environment_assumes_the_role_at_sts() {
     let key = daemon[0].key.clone().expect("signed");
     assert!(daemon.iter().all(|r| r.key.as_deref() == Some(key.as_str())), "{daemon:?}");
 }
+
+/// A container credentials endpoint as EKS Pod Identity runs one: answers with credentials only
+/// to requests that carry `token` as their Authorization header; counts the requests. Serves
+/// until the test ends (its thread dies with the test binary; the port is private to it).
+fn container_endpoint(
+    token: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut authorized = false;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line.trim() != "" {
+                authorized |= line.to_ascii_lowercase().starts_with("authorization:")
+                    && line.trim_end().ends_with(token);
+                line.clear();
+            }
+            let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+            let body = format!(
+                r#"{{"AccessKeyId": "AKIDZMPOD{n:04}", "SecretAccessKey": "{MARK}-pod-{n}", "Token": "{MARK}-pod-token-{n}", "Expiration": "2099-01-01T00:00:00Z"}}"#
+            );
+            let status = if authorized { "200 OK" } else { "403 Forbidden" };
+            let mut conn = conn;
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, served)
+}
+
+#[test]
+fn eks_pod_identity_container_credentials_sign_the_requests() {
+    const TOKEN: &str = "zm-pod-identity-token";
+    let Some(s3) = S3::start_recording() else { return };
+    let (port, served) = container_endpoint(TOKEN);
+    let work = tempfile::tempdir().unwrap();
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let uri = format!("http://127.0.0.1:{port}/v1/credentials");
+    let empty_home = tempfile::tempdir().unwrap();
+    let imds = closed_imds();
+    let endpoint = s3.endpoint();
+    let from = bucket_requests(&s3).len();
+    let m = Mount::start_clean(
+        &format!("s3://{BUCKET}/pre"),
+        &work.path().join("mnt"),
+        &["--endpoint-url", &endpoint],
+        &env(
+            empty_home.path(),
+            &imds,
+            &[
+                ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+                ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", token_file.to_str().unwrap()),
+            ],
+        ),
+    );
+    reads_and_writes(&s3, &m, "pod");
+    let daemon: Vec<_> = bucket_requests(&s3)
+        .split_off(from)
+        .into_iter()
+        .filter(|r| r.key.as_deref() != Some(common::s3::ACCESS_KEY))
+        .collect();
+    assert!(daemon.len() >= 3, "{daemon:?}");
+    assert!(daemon.iter().all(|r| r.key.as_deref() == Some("AKIDZMPOD0001")), "{daemon:?}");
+    // Credentials that last are fetched once, not per request.
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
