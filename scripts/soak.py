@@ -2,7 +2,7 @@
 """Chaos soak: two zarr-mount daemons on one S3 bucket, under writers, readers and outages.
 
     soak.py [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
-            [--cut-connections auto|always|never]
+            [--cut-connections auto|always|never] [--contention]
 
 Run through scripts/soak.sh (which picks the suite venv). The time is split between the
 servers, one after the other. In each phase:
@@ -17,6 +17,11 @@ servers, one after the other. In each phase:
   (SIGKILL) and restarted on its data; moto keeps its objects only in memory, so for moto the
   proxy in front of it is killed and restarted instead (the daemons see the same refused and
   cut connections).
+With --contention the same two daemons race on a few plain files instead: 3 of them, each
+rewritten without pause through the raw daemon and read by 8 threads through the unsharded
+daemon (the one that did not write them) and 2 through the raw one, with a 0.2 s metadata TTL
+and no outages, so that another daemon's rewrite lands between a reader's lookup and its open,
+or between a reader's open and another reader's lookup, many times a second.
 Every file's bytes are derived from (path, version) and start with "path@version\\n", so any
 read is checked against the versions ever written to that path (zeros: a chunk never
 written). Checked all the time: a write acknowledged (its close returned 0) reads back
@@ -443,6 +448,16 @@ class Proxy:
             self.proc.wait()
 
 
+class Contention:
+    """The --contention setting: few files, many readers of another daemon's writes."""
+    on = False
+    FILES = 3
+    TTL = "0.2"
+    READERS_ELSEWHERE = 8  # through the unsharded daemon, which does not write the files
+    READERS_AT_WRITER = 2
+    WRITERS = 3
+
+
 def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int, cuts: bool) -> dict:
     work.mkdir(parents=True)
     with contextlib.ExitStack() as cleanup:  # also on Ctrl-C / SIGTERM: nothing left behind
@@ -463,7 +478,8 @@ def phase(kind: str, secs: float, work: Path, ledger: Ledger, rss_limit_kib: int
         proxy = Proxy(server.port, scale, cuts)
         cleanup.callback(proxy.kill)
         proxy.start()
-        common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", "2",
+        ttl = Contention.TTL if Contention.on else "2"
+        common = ["--endpoint-url", f"http://127.0.0.1:{proxy.port}", "--metadata-ttl", ttl,
                   "--cache-max-size", "2M"]
         mounts = {}
         for view in ("unsharded", "raw"):
@@ -486,12 +502,19 @@ def soak(kind: str, secs: float, mounts: dict, server, proxy: "Proxy", ledger: L
     client = server.client()  # straight to the server, for failure messages
     u, r = mounts["unsharded"].path, mounts["raw"].path
     stop, busy = threading.Event(), {}
-    jobs = [
-        (writer, u, CHUNK_PATHS[0::2], client), (writer, u, CHUNK_PATHS[1::2], client),
-        (writer, r, RAW_PATHS[0::2], client), (writer, r, RAW_PATHS[1::2], client),
-        (reader, u, CHUNK_PATHS, True, client), (reader, u, RAW_PATHS, False, client),
-        (reader, r, RAW_PATHS, True, client), (reader, r, RAW_PATHS, True, client),
-    ]
+    if Contention.on:
+        restart_every = float("inf")  # interleavings, not outages
+        few = RAW_PATHS[:Contention.FILES]
+        jobs = ([(writer, r, [p], client) for p in few[:Contention.WRITERS]]
+                + [(reader, u, few, False, client)] * Contention.READERS_ELSEWHERE
+                + [(reader, r, few, True, client)] * Contention.READERS_AT_WRITER)
+    else:
+        jobs = [
+            (writer, u, CHUNK_PATHS[0::2], client), (writer, u, CHUNK_PATHS[1::2], client),
+            (writer, r, RAW_PATHS[0::2], client), (writer, r, RAW_PATHS[1::2], client),
+            (reader, u, CHUNK_PATHS, True, client), (reader, u, RAW_PATHS, False, client),
+            (reader, r, RAW_PATHS, True, client), (reader, r, RAW_PATHS, True, client),
+        ]
     threads = [threading.Thread(target=fn, args=(ledger, mnt, paths, stop, busy, *more), daemon=True)
                for fn, mnt, paths, *more in jobs]
     for t in threads:
@@ -516,7 +539,8 @@ def watch(kind: str, secs: float, restart_every: float, mounts: dict, server, pr
     dead, over, stuck = set(), set(), []  # each reported once
     restarts, started = 0, time.monotonic()
     next_outage = started + restart_every
-    print(f"soak: {kind}: {secs:.0f} s, an outage every {restart_every:.0f} s", flush=True)
+    every = "no outages" if restart_every == float("inf") else f"an outage every {restart_every:.0f} s"
+    print(f"soak: {kind}: {secs:.0f} s, {every}", flush=True)
     while time.monotonic() - started < secs:
         for view, m in mounts.items():
             if not m.alive() and view not in dead:
@@ -592,7 +616,10 @@ def main() -> int:
     ap.add_argument("--rss-limit-mb", type=int, default=1024)
     ap.add_argument("--cut-connections", choices=["auto", "always", "never"], default="auto",
                     help="auto: only in front of servers whose conditional PUTs are atomic")
+    ap.add_argument("--contention", action="store_true",
+                    help="few files, many readers of the other daemon's rewrites, short TTL, no outages")
     args = ap.parse_args()
+    Contention.on = args.contention
     kinds = args.servers.split(",")
     for k in kinds:
         if k not in S3_SERVERS:

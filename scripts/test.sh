@@ -8,7 +8,8 @@
 #   scripts/test.sh -k corrupt      extra arguments go to pytest
 #
 # Environment: ZM_SKIP_SETUP=1 skips scripts/setup.sh; ZM_FUZZ_SECS sets the seconds per
-# fuzz target; ZM_SOAK_MINUTES the soak's minutes (default 1); CARGO_TARGET_DIR is honoured.
+# fuzz target; ZM_SOAK_MINUTES the soak's minutes (default 1), ZM_CONTENTION_MINUTES the
+# contention soak's (default 1); CARGO_TARGET_DIR is honoured.
 # Leaves no mounts or daemons behind: everything the suite mounts lives under one temp dir,
 # which the exit trap unmounts and removes.
 set -euo pipefail
@@ -139,10 +140,17 @@ if ((build_ok)); then
     end_stage
 
     # A one-minute chaos soak (scripts/soak.sh): two daemons on one bucket, moto then s3s-fs,
-    # under writers, readers, server restarts, latency spikes and cut connections.
+    # under writers, readers, server restarts, latency spikes and cut connections; then a
+    # one-minute contention soak (30 s per server): a few files rewritten through one daemon
+    # and read through the other many times a second (on the binary before the fix of #55 it
+    # failed within a minute on moto).
     begin_stage "soak"
     if ! scripts/soak.sh --minutes "${ZM_SOAK_MINUTES:-1}" --workdir "$TMPBASE/soak"; then
         failed+=("soak")
+    fi
+    if ! scripts/soak.sh --contention --minutes "${ZM_CONTENTION_MINUTES:-1}" \
+        --workdir "$TMPBASE/soak-contention"; then
+        failed+=("soak --contention")
     fi
     end_stage
 

@@ -12,6 +12,8 @@ use crate::source::{Location, Source};
 use crate::store::backends::object::RemoteOptions;
 use crate::view::ViewKind;
 
+pub mod serve;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "zarr-mount",
@@ -22,7 +24,9 @@ use crate::view::ViewKind;
                   or virtual references: a kerchunk .json file or a .parq/.parquet reference directory \
                   (reference+URL for other names), \
                   or an Icechunk repository: icechunk+PATH or icechunk+URL (a local repository directory is \
-                  recognised by its layout)."
+                  recognised by its layout).\n\n\
+                  zarr-mount serve SOURCE [--listen ADDR:PORT]: every view over HTTP instead of a mount \
+                  (zarr-mount serve --help)."
 )]
 pub struct Args {
     /// The Zarr store to mount.
@@ -46,12 +50,22 @@ pub struct Args {
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
     #[arg(long)]
     pub allow_other: bool,
-    /// Owner shown for every file (default: the mounting user).
+    /// Owner shown for every file and directory (default: a local directory's own owners;
+    /// the mounting user for other sources).
     #[arg(long)]
     pub uid: Option<u32>,
-    /// Group shown for every file (default: the mounting user's group).
+    /// Group shown for every file and directory (default: a local directory's own groups;
+    /// the mounting user's group for other sources).
     #[arg(long)]
     pub gid: Option<u32>,
+    /// Mode shown for every file, in octal, e.g. 0640 (default: a local directory's own
+    /// modes; 0644 for other sources).
+    #[arg(long, value_name = "MODE", value_parser = crate::perms::parse_mode)]
+    pub file_mode: Option<u16>,
+    /// Mode shown for every directory, in octal, e.g. 0750 (default: a local directory's own
+    /// modes; 0755 for other sources).
+    #[arg(long, value_name = "MODE", value_parser = crate::perms::parse_mode)]
+    pub dir_mode: Option<u16>,
     /// Seconds that file and directory metadata (and absences) are cached; 0 = always ask the store.
     /// Default: 1 for local directories, 60 for object stores and zips.
     #[arg(long, value_name = "SECONDS")]
@@ -150,8 +164,9 @@ pub struct Args {
     /// choosing other than --endpoint-url (s3://bucket/), and http(s) on a loopback, private or
     /// link-local host (http://10.0.0.5:8080/); `all`: every container. Other remote
     /// containers are always read, with credentials from the environment. For reference
-    /// (kerchunk) sources: http(s) targets on such hosts, other than the reference file's
-    /// own origin (repeatable).
+    /// (kerchunk) sources: local files outside the reference file's own directory
+    /// (file:///data/), and http(s) targets on such hosts, other than the reference file's own
+    /// origin (repeatable).
     #[arg(long, value_name = "URL_PREFIX")]
     pub authorize_virtual: Vec<String>,
     /// Mount options in fstab form (`ro,view=raw,_netdev,key=value`), as the mount(8) helper
@@ -173,8 +188,8 @@ pub struct MountConfig {
     /// `--v2-ome`.
     pub v2_ome: crate::view::ome::OmeInV2,
     pub allow_other: bool,
-    pub uid: u32,
-    pub gid: u32,
+    /// `--uid`, `--gid`, `--file-mode`, `--dir-mode` over the mounting user's defaults.
+    pub perms: crate::perms::ShownPerms,
     pub metadata_ttl: Duration,
     pub fuse_threads: usize,
     /// `--read-ahead` in bytes: None for the default (applied where allowed, quietly), Some(0)
@@ -268,6 +283,14 @@ fn usage(msg: impl Into<String>) -> UsageError {
 
 impl Args {
     pub fn validate(self) -> Result<MountConfig, UsageError> {
+        self.validate_with(check_mountpoint)
+    }
+
+    /// `validate`, with MOUNTPOINT checked by `mountpoint` (`serve` has none).
+    pub(crate) fn validate_with(
+        self,
+        mountpoint: impl FnOnce(&Path) -> Result<PathBuf, UsageError>,
+    ) -> Result<MountConfig, UsageError> {
         let options = parse_options(&self.options)?;
         let spill = spill_config(
             self.spill_dir.as_deref(),
@@ -371,7 +394,7 @@ impl Args {
             check_endpoint_url(e)?;
         }
         check_s3_credential_flags(&source, self.profile.as_deref(), self.no_sign_request)?;
-        let mountpoint = check_mountpoint(&self.mountpoint)?;
+        let mountpoint = mountpoint(&self.mountpoint)?;
         let disk_cache = disk_cache_options(
             self.cache_dir.as_deref(),
             self.cache_max_size.as_deref(),
@@ -389,8 +412,6 @@ impl Args {
         if self.metadata_cache_entries == Some(0) {
             return Err(usage("--metadata-cache-entries must be at least 1"));
         }
-        // SAFETY: getuid/getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // Zip archives and the decoded and v2 views are served read-only (the kernel mount flag
         // too): there is no exact way back from what they show to stored bytes.
         let read_only = self.read_only
@@ -405,8 +426,13 @@ impl Args {
             view: self.view,
             v2_ome: self.v2_ome,
             allow_other: self.allow_other,
-            uid: self.uid.unwrap_or(uid),
-            gid: self.gid.unwrap_or(gid),
+            perms: crate::perms::ShownPerms {
+                uid: self.uid,
+                gid: self.gid,
+                file_mode: self.file_mode,
+                dir_mode: self.dir_mode,
+                ..crate::perms::ShownPerms::of_this_process()
+            },
             metadata_ttl: Duration::from_secs_f64(ttl),
             fuse_threads: self.fuse_threads.clamp(1, 64),
             read_ahead,
@@ -418,6 +444,7 @@ impl Args {
                 options,
                 profile: self.profile,
                 no_sign_request: self.no_sign_request,
+                egress: None,
             },
             cache_size,
             array_prefetch,

@@ -4,7 +4,7 @@
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
 //!   `immutable` -> `--immutable`; `no_sign_request` -> `--no-sign-request`;
-//! - `view=`, `v2_ome=`, `uid=`, `gid=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
+//! - `view=`, `v2_ome=`, `uid=`, `gid=`, `file_mode=`, `dir_mode=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
 //!   `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
 //!   `metrics_addr=`, `cache_dir=`, `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`,
@@ -79,6 +79,8 @@ pub const VALUE_FLAGS: &[&str] = &[
     "v2_ome",
     "uid",
     "gid",
+    "file_mode",
+    "dir_mode",
     "metadata_ttl",
     "cache_size",
     "array_prefetch",

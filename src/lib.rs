@@ -6,7 +6,7 @@
 //! (async key/value backends) is the other leaf: `zarr` and `store` know nothing of each other,
 //! and `view` uses only `zarr`. `prefetch` (every read-ahead policy) sits under `fs` and
 //! `fuse`, over `zarr` and `store`. The shared pieces (`clock`, `locks`, `metrics`, `stats`, the
-//! caches, `python_json`) serve every layer.
+//! caches, `python_json`, `perms`) serve every layer.
 
 pub mod cli;
 pub mod clock;
@@ -19,8 +19,11 @@ pub mod generated_docs;
 pub mod locks;
 pub mod metrics;
 pub mod mount;
+pub mod perms;
 pub mod prefetch;
 pub mod python_json;
+pub mod serve;
+pub mod serving;
 pub mod source;
 pub mod stats;
 pub mod store;

@@ -143,9 +143,35 @@ fn generate_docs() {
     }
 }
 
+/// `zarr-mount serve SOURCE ...`: every view over HTTP, in the foreground, until a signal.
+fn serve_main() -> ! {
+    let argv = std::iter::once("zarr-mount serve".into()).chain(std::env::args_os().skip(2));
+    let parsed = zarr_mount::cli::serve::parse_from(argv).unwrap_or_else(|e| clap_exit(e));
+    if let Some(p) = &parsed.args.env_file {
+        if let Err(e) = load_env_file(p) {
+            usage_exit(&e);
+        }
+    }
+    init_logging(parsed.args.verbose);
+    let (cfg, serve) = parsed.validate().unwrap_or_else(|e| usage_exit(&e.to_string()));
+    if let Err(e) = zarr_mount::serving::run(cfg, serve) {
+        eprintln!("zarr-mount: {e}");
+        std::process::exit(if zarr_mount::mount::source_refused() { 2 } else { 1 });
+    }
+    std::process::exit(0);
+}
+
 fn main() {
     generate_docs();
     tune_malloc();
+    // `serve` as the first argument is the subcommand (a SOURCE directory named so is
+    // spelled ./serve).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "serve") {
+        // A terminal hangup must not stop the server either.
+        // SAFETY: setting a signal disposition before any thread exists.
+        unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+        serve_main();
+    }
     // A terminal hangup or `systemctl reload` must not kill a mount; the session logs it.
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };

@@ -31,7 +31,7 @@ pub fn source_refused() -> bool {
     SOURCE_REFUSED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
+pub(crate) async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
     match &cfg.source {
         Source::Directory(location) => open_directory(location, cfg, true).await,
         Source::Zip(location) => {
@@ -59,6 +59,11 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
                 Location::Remote { url, .. } => Some(url.clone()),
                 Location::Local(_) => None,
             };
+            // Their redirects and resolved addresses obey the same rule.
+            target_cfg.remote.egress = Some(Arc::new(crate::store::egress::Egress {
+                authorized: cfg.authorize_virtual.clone(),
+                own: own.clone(),
+            }));
             let opener: crate::store::backends::reference::TargetOpener = Arc::new(move |loc| {
                 if let Location::Remote { cloud: Cloud::Http, url } = loc {
                     crate::store::egress::check_http_target(
@@ -69,9 +74,12 @@ async fn open_store(cfg: &MountConfig) -> Result<Arc<dyn Store>, SessionError> {
                 }
                 directory_store(loc, &target_cfg).map_err(|e| e.0)
             });
-            let refs = crate::store::backends::reference::ReferenceStore::open(location, opener)
-                .await
-                .map_err(|e| SessionError(e.to_string()))?;
+            let authorize = &cfg.authorize_virtual;
+            let refs = crate::store::backends::reference::ReferenceStore::open(
+                location, opener, authorize,
+            )
+            .await
+            .map_err(|e| SessionError(e.to_string()))?;
             Ok(with_object_cache(Arc::new(refs), cfg))
         }
         Source::Icechunk(location) => {
@@ -195,7 +203,8 @@ fn metered(
     let store: Arc<dyn Store> = match cloud {
         crate::source::Cloud::Http => {
             let tree = Some(CONSOLIDATED_TREE);
-            let http = crate::store::backends::http::HttpStore::new(backend, url, tree)
+            let egress = backend.egress();
+            let http = crate::store::backends::http::HttpStore::new(backend, url, tree, egress)
                 .map_err(|e| SessionError(e.to_string()))?;
             Arc::new(http)
         }
@@ -239,7 +248,7 @@ fn with_object_cache(store: Arc<dyn Store>, cfg: &MountConfig) -> Arc<dyn Store>
 }
 
 /// The `backend` label of `build_info`: where the bytes are, and `+zip` for an archive.
-fn backend_kind(source: &Source) -> String {
+pub(crate) fn backend_kind(source: &Source) -> String {
     use crate::source::Cloud;
     let place = match source.location() {
         Location::Local(_) => "local",
@@ -334,7 +343,7 @@ fn fetches_documents(cfg: &MountConfig) -> bool {
 /// every read of a chunk file would decode the whole chunk again.
 const MIN_DECODED_CACHE: u64 = 64 << 20;
 
-fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
+pub(crate) fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
     use crate::fs::namespace::presented::PresentedNamespace;
     use crate::fs::namespace::unsharded::UnshardedNamespace;
     use crate::prefetch::shards::ShardReadAhead;
@@ -435,6 +444,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
                 metadata_ttl: cfg.metadata_ttl,
                 read_only: cfg.read_only,
                 passthrough: cfg.read_only && cfg.disk_cache.is_some(),
+                perms: cfg.perms,
             },
         )
         .with_spill(spill)
@@ -460,8 +470,6 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
         fs_name: cfg.source_text.clone(),
         read_only: cfg.read_only,
         allow_other: cfg.allow_other,
-        uid: cfg.uid,
-        gid: cfg.gid,
         threads: cfg.fuse_threads,
         read_ahead: cfg.read_ahead,
     };
@@ -491,7 +499,7 @@ pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionErro
 
 /// `--stats-interval`: one INFO line of counters every `secs` seconds (and the same summary in
 /// systemd's STATUS= line when run as a service).
-async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
+pub(crate) async fn log_stats(secs: u64, started: std::time::Instant, status: String) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(secs));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     every.tick().await; // the first tick is immediate

@@ -5,6 +5,12 @@
                           endpoint_url="http://127.0.0.1:9000") as path:
         group = zarr.open_group(path, mode="r")
 
+Without FUSE (a laptop, a container, a browser's data), `serve()` runs `zarr-mount serve`
+and yields the base URL of every view over HTTP:
+
+    with zarr_mount.serve("s3://bucket/data.zarr", view="v2") as url:
+        group = zarr.open_group(url + "v2/", mode="r")
+
 The daemon runs in the foreground as a child process: `mount()` returns once it reports the
 mount live (systemd's readiness protocol on a private socket), raises `MountError` with the
 daemon's one-line reason when it cannot mount, and stops it (SIGTERM: pending writes are
@@ -29,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Union
 
-__all__ = ["MountError", "binary", "mount"]
+__all__ = ["MountError", "binary", "mount", "serve"]
 
 #: Values of the keyword options: a flag's value, True for a bare flag, a list to repeat it.
 OptionValue = Union[str, int, float, bool, None, list[str]]
@@ -140,6 +146,21 @@ def _wait_ready(
     raise MountError(f"the mount was not live after {timeout:g} s", None)
 
 
+def _wait_status(
+    proc: subprocess.Popen[bytes], sock: socket.socket, timeout: float
+) -> str | None:
+    """The STATUS= of the daemon's READY=1 notification; None if it exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([sock], [], [], 0.1)[0]:
+            lines = sock.recv(4096).decode(errors="replace").split("\n")
+            if "READY=1" in lines:
+                return next((ln[len("STATUS=") :] for ln in lines if ln.startswith("STATUS=")), "")
+        elif proc.poll() is not None:
+            return None
+    raise MountError(f"the server was not ready after {timeout:g} s", None)
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM and wait: the daemon writes back pending data, then unmounts."""
     _live.discard(proc)
@@ -204,3 +225,48 @@ def mount(
         if made_dir:
             with contextlib.suppress(OSError):
                 target.rmdir()
+
+
+@contextlib.contextmanager
+def serve(
+    source: str | os.PathLike[str],
+    *,
+    view: str | list[str] | None = None,
+    listen: str = "127.0.0.1:0",
+    timeout: float = DEFAULT_TIMEOUT,
+    **options: OptionValue,
+) -> Iterator[str]:
+    """Serve `source` over HTTP (`zarr-mount serve`, read-only) and yield the base URL, such as
+    `http://127.0.0.1:41234/`; each view is under the URL plus its name (`url + "v2/"`).
+    `view`: one view name or a list (default: every view). `listen` defaults to a free port on
+    the loopback interface; any other flag is a keyword (`token_file=...`,
+    `cors_origin=["*"]`, `cache_dir=...`). Stops the server when the block ends."""
+    views = [view] if isinstance(view, str) else list(view or [])
+    work = tempfile.TemporaryDirectory(prefix="zarr-mount-serve-")
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        sock_path = os.path.join(work.name, "notify")
+        log_path = os.path.join(work.name, "log")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, open(log_path, "wb") as log:
+            sock.bind(sock_path)
+            args = [binary(), "serve", "--listen", listen]
+            args += _flags({"view": views, **options}) + ["--", os.fspath(source)]
+            env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+            proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                start_new_session=True,
+            )
+            _live.add(proc)
+            status = _wait_status(proc, sock, timeout)
+            if status is None:
+                _live.discard(proc)
+                text = Path(log_path).read_text(errors="replace")
+                raise MountError(_reason(text, proc.returncode), proc.returncode)
+        url = next((w for w in status.split() if w.startswith(("http://", "https://"))), None)
+        if url is None:
+            raise MountError(f"no URL in the server's status: {status!r}", None)
+        yield url
+    finally:
+        if proc is not None:
+            _stop(proc)
+        work.cleanup()

@@ -100,7 +100,9 @@ impl ZarrFs {
                     } else {
                         namespace::read_all(&*self.ns, &path, &node).await?
                     };
-                    let mine = WriteBuf::shared(self.writes.spill(), &path, data, truncating)?;
+                    let mine = WriteBuf::new(self.writes.spill(), &path, data, truncating)?
+                        .with_perms(node.perms)
+                        .into_shared();
                     let buf = self
                         .writes
                         .bufs()
@@ -135,6 +137,9 @@ impl ZarrFs {
     ) -> FsResult<Opened> {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
+        }
+        if buf.is_none() {
+            self.admit_reader(ino, &node)?;
         }
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
         // Which version a reader got, for tracing a stale read back to its open.
@@ -183,12 +188,17 @@ impl ZarrFs {
         let ino = lock(&self.inodes).get_or_insert(&path, true);
         self.cache.forget_version(ino);
         let fh = self.new_handle(Handle::Write(WriteHandle { ino, path, buf, dirty: true }));
+        // A new file: what the store gives it at the write-back, the mount's file mode (a local
+        // directory's 0644 less the daemon's umask) is what it shows meanwhile.
+        let shown = self.cfg.perms.shown(false, None);
         let attr = Attr {
             ino,
             kind: FileKind::File,
             size: 0,
             mtime: SystemTime::now(),
-            perm: 0o644,
+            perm: shown.mode,
+            uid: shown.uid,
+            gid: shown.gid,
             nlink: 1,
         };
         Ok((attr, Opened { fh, keep_cache: false, read_only: false }))
@@ -270,6 +280,8 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
+        let told = self.check_told(ino, &node);
+        self.note_stale(ino, &path, told.map(|()| Bytes::new()))?;
         self.note_version(ino, &node);
         if offset == 0 {
             self.fetch_next_files(&path);
@@ -396,15 +408,32 @@ impl ZarrFs {
         self.handles.version(fh)
     }
 
+    /// The stored node a reader's handle reads (the version it was opened at: its size, date
+    /// and content version), for a front door that answers with them (`serve`).
+    pub fn opened_node(&self, fh: u64) -> Option<Node> {
+        self.handles.reader_node(fh)
+    }
+
     /// Release a handle that has no write buffer (nothing to write back), without I/O.
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
-        self.handles.remove_reader(fh)
+        match self.handles.remove_reader(fh) {
+            Some(admitted) => {
+                if let Some(ino) = admitted {
+                    self.release_reader_of(ino);
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let Some(handle) = self.handles.lock().remove(&fh) else { return Err(FsError::BadHandle) };
         let Handle::Write(WriteHandle { buf, dirty, .. }) = handle else {
+            if let Handle::Read(ReadHandle { ino, buf: None, .. }) = handle {
+                self.release_reader_of(ino);
+            }
             return Ok(());
         };
         let retry = buf.lock().await.st.wants_write_back(dirty, false);

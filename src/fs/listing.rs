@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 
 use crate::fs::cache::changes::Watch;
 use crate::fs::inodes::table::ROOT_INO;
+use crate::fs::sizes::fingerprint;
 use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
@@ -300,13 +301,16 @@ impl ZarrFs {
             st.batches[i].entries.clone()
         };
         let mut missing = batch.iter().enumerate().filter(|(_, e)| e.attr.is_none());
-        let mut found: Vec<(usize, Option<Node>)> = Vec::new();
+        let mut found: Vec<(usize, Option<Node>, bool)> = Vec::new();
         let mut asking = FuturesUnordered::new();
         loop {
             while asking.len() < FILL_LOOKUPS {
                 let Some((j, e)) = missing.next() else { break };
                 let path = join_key(&listing.path, &e.name);
-                asking.push(async move { self.resolve(&path).await.map(|node| (j, node)) });
+                asking.push(async move {
+                    let (node, buf) = self.resolve_with_buf(&path).await?;
+                    Ok::<_, FsError>((j, node, buf.is_none()))
+                });
             }
             match asking.next().await {
                 Some(answer) => found.push(answer?),
@@ -314,11 +318,12 @@ impl ZarrFs {
             }
         }
         let mut filled = (*batch).clone();
-        for (j, node) in found {
+        for (j, node, stored) in found {
             if let Some(node) = node {
                 let e = &mut filled[j];
                 e.kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
                 e.attr = Some(self.attr_of(e.ino, &node));
+                e.version = if stored { fingerprint(&node) } else { None };
             }
         }
         let mut st = lock(&listing.state);
@@ -424,12 +429,16 @@ impl ZarrFs {
             let (path, ino) = (&listing.path, listing.ino);
             let parent_ino = if path.is_empty() { ROOT_INO } else { inodes.pin(split_key(path).0) };
             inodes.pin_ino(ino);
+            // The kernel ignores these for `.` and `..` (it has their own attributes).
+            let shown = self.cfg.perms.shown(true, None);
             let dir_attr = |ino| Attr {
                 ino,
                 kind: FileKind::Dir,
                 size: 0,
                 mtime: SystemTime::UNIX_EPOCH,
-                perm: 0o755,
+                perm: shown.mode,
+                uid: shown.uid,
+                gid: shown.gid,
                 nlink: 2,
             };
             batch.push(DirEntry {
@@ -437,6 +446,7 @@ impl ZarrFs {
                 name: ".".into(),
                 kind: FileKind::Dir,
                 attr: Some(dir_attr(ino)),
+                version: None,
             });
             let parent = dir_attr(parent_ino);
             batch.push(DirEntry {
@@ -444,6 +454,7 @@ impl ZarrFs {
                 name: "..".into(),
                 kind: FileKind::Dir,
                 attr: Some(parent),
+                version: None,
             });
         }
         let now = crate::clock::now();
@@ -465,6 +476,7 @@ impl ZarrFs {
                     Some(false) => watch.is_some_and(|w| !w.changed(&child)),
                     None => false,
                 };
+            let version = node.as_ref().and_then(fingerprint);
             let (child_ino, attr) = match node {
                 Some(node) if cache => {
                     let ino = inodes.pin(&child);
@@ -481,7 +493,7 @@ impl ZarrFs {
                 None => (inodes.pin_path(child), None),
             };
             filled &= attr.is_some();
-            batch.push(DirEntry { ino: child_ino, name, kind, attr });
+            batch.push(DirEntry { ino: child_ino, name, kind, attr, version });
         }
         st.len += batch.len();
         st.batches.push(Batch { entries: Arc::new(batch), filled });
@@ -603,11 +615,11 @@ mod tests {
                 let files = whole
                     .files
                     .chunks(self.page)
-                    .map(|c| Listing { files: c.to_vec(), dirs: Vec::new() });
+                    .map(|c| Listing { files: c.to_vec(), ..Default::default() });
                 let dirs = whole
                     .dirs
                     .chunks(self.page)
-                    .map(|c| Listing { files: Vec::new(), dirs: c.to_vec() });
+                    .map(|c| Listing { dirs: c.to_vec(), ..Default::default() });
                 stream::iter(files.chain(dirs).map(Ok).collect::<Vec<_>>())
             });
             pages
@@ -656,6 +668,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         (ZarrFs::new(ns, cfg), gate, served)
     }
@@ -798,6 +811,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         let fs = ZarrFs::new(ns, cfg);
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();

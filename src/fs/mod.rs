@@ -20,6 +20,7 @@ pub mod listing;
 mod names;
 pub mod namespace;
 mod resolve;
+mod sizes;
 pub mod write;
 
 use std::num::NonZeroUsize;
@@ -49,6 +50,8 @@ pub struct FsConfig {
     /// Hand the kernel local copies of whole objects to read directly (FUSE passthrough),
     /// where the store keeps them (`--cache-dir`). Read-only mounts only.
     pub passthrough: bool,
+    /// Mode, owner and group shown where the store has none or a flag overrides them.
+    pub perms: crate::perms::ShownPerms,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,8 @@ pub struct Attr {
     pub size: u64,
     pub mtime: SystemTime,
     pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
     /// 0 for a file unlinked while open, else 1 (files) or 2 (directories).
     pub nlink: u32,
 }
@@ -77,6 +82,8 @@ pub struct DirEntry {
     /// The attributes when listed, for READDIRPLUS (ignored by the kernel for `.` and `..`);
     /// `None` for a file listed for a plain READDIR, which needs none (see `listing`).
     pub attr: Option<Attr>,
+    /// The stored version those attributes are of (`sizes::fingerprint`), for the inode table.
+    pub version: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +131,9 @@ pub struct ZarrFs {
     ahead: MountReadAhead<FsError>,
     /// Tells the kernel to drop its cached pages of an inode (set by the FUSE session).
     invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Tells the kernel, before returning, that its attributes of an inode are stale (set by
+    /// the FUSE session; see `sizes`).
+    attr_invalidator: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
 }
 
 /// See `ZarrFs::gauges`.
@@ -152,6 +162,7 @@ impl ZarrFs {
             handles: Handles::default(),
             ahead: MountReadAhead::default(),
             invalidator: OnceLock::new(),
+            attr_invalidator: OnceLock::new(),
         }
     }
 
@@ -196,6 +207,13 @@ impl ZarrFs {
         let _ = self.invalidator.set(f);
     }
 
+    /// How to tell the kernel that its attributes of an inode are stale. Called on the FUSE
+    /// dispatch thread before an OPEN is answered, so it must return once the kernel has taken
+    /// it (an attributes-only invalidation waits for no page).
+    pub fn set_attr_invalidator(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.attr_invalidator.set(f);
+    }
+
     pub fn config(&self) -> &FsConfig {
         &self.cfg
     }
@@ -212,10 +230,9 @@ impl ZarrFs {
 
     pub async fn lookup(&self, parent: u64, name: &str) -> FsResult<Attr> {
         let path = self.child_path(parent, name)?;
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        let ino = lock(&self.inodes).get_or_insert(&path, true);
-        self.note_version(ino, &node);
-        Ok(self.attr_of(ino, &node))
+        let (node, buf) = self.resolve_with_buf(&path).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        Ok(self.named_attr(&path, &node, buf.is_none(), true))
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
@@ -246,21 +263,28 @@ impl ZarrFs {
             Err(FsError::Stale) => return self.unlinked_attr(ino).await,
             r => r?,
         };
-        let node = self.resolve(&path).await?.ok_or(FsError::NotFound)?;
-        self.note_version(ino, &node);
-        Ok(self.attr_of(ino, &node))
+        let (node, buf) = self.resolve_with_buf(&path).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        if buf.is_some() {
+            return Ok(self.attr_of(ino, &node));
+        }
+        match self.inode_attr(ino, &path, &node) {
+            Some(attr) => Ok(attr),
+            None => self.unlinked_attr(ino).await,
+        }
     }
 
-    /// `set.uid`/`set.gid` are owner changes (the adapter drops a chown to the owner shown).
+    /// `set.uid`/`set.gid` are owner changes; a chown to the owner shown and a chmod to the
+    /// mode shown change nothing, so they succeed (tools such as pjdfstest and `install -m`
+    /// set what a new file already has). Any other change is refused: see docs/SEMANTICS.md.
     pub async fn setattr(&self, ino: u64, set: SetAttr) -> FsResult<Attr> {
-        if set.uid.is_some() || set.gid.is_some() {
-            return Err(FsError::NotPermitted("a store has no permissions or owners"));
-        }
-        if let Some(mode) = set.mode {
-            // A chmod to the mode shown changes nothing, so it succeeds (tools such as
-            // pjdfstest and `install -m` set the mode a new file already has).
-            if mode & 0o7777 != self.getattr(ino).await?.perm as u32 {
-                return Err(FsError::NotPermitted("a store has no permissions or owners"));
+        if set.uid.is_some() || set.gid.is_some() || set.mode.is_some() {
+            let now = self.getattr(ino).await?;
+            let same = set.uid.is_none_or(|u| u == now.uid)
+                && set.gid.is_none_or(|g| g == now.gid)
+                && set.mode.is_none_or(|m| m & 0o7777 == now.perm as u32);
+            if !same {
+                return Err(FsError::NotPermitted("modes and owners are changed at the store"));
             }
         }
         if let Some(size) = set.size {
@@ -311,7 +335,7 @@ impl ZarrFs {
     pub fn readdirplus_entry(&self, dir: &str, e: &DirEntry) -> Option<Attr> {
         let attr = e.attr?;
         let path = join_key(dir, &e.name);
-        let ino = lock(&self.inodes).get_or_insert(&path, true);
+        let ino = self.named_ino(&path, e.version, true);
         if let Some(Some(node)) = self.cached_node(&path) {
             self.note_version(ino, &node);
         }
@@ -381,7 +405,15 @@ mod tests {
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
         let ns = Arc::new(namespace::RawNamespace::new(store));
-        ZarrFs::new(ns, FsConfig { metadata_ttl: ttl, read_only, passthrough: false })
+        ZarrFs::new(
+            ns,
+            FsConfig {
+                metadata_ttl: ttl,
+                read_only,
+                passthrough: false,
+                perms: crate::perms::ShownPerms::of_this_process(),
+            },
+        )
     }
 
     /// Reads by inode (no OPEN) follow the current content, and a new content version seen
@@ -526,6 +558,7 @@ mod tests {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
             passthrough: false,
+            perms: crate::perms::ShownPerms::of_this_process(),
         };
         let fs = ZarrFs::new(ns, cfg);
         for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {

@@ -198,9 +198,9 @@ impl ZarrFs {
             crate::metrics::global().conditional_writes.inc();
         }
         self.cache.invalidate(&to);
-        let new_ino = lock(&self.inodes).get_or_insert(&to, true);
-        let node = self.resolve(&to).await?.ok_or(FsError::NotFound)?;
-        Ok(self.attr_of(new_ino, &node))
+        let (node, buf) = self.resolve_with_buf(&to).await?;
+        let node = node.ok_or(FsError::NotFound)?;
+        Ok(self.named_attr(&to, &node, buf.is_none(), true))
     }
 }
 
@@ -229,6 +229,7 @@ mod tests {
                 metadata_ttl: Duration::from_secs(3600),
                 read_only: false,
                 passthrough: false,
+                perms: crate::perms::ShownPerms::of_this_process(),
             },
         );
         let k = fs.lookup(ROOT_INO, "k").await.unwrap();

@@ -95,11 +95,12 @@ impl ZarrFs {
     }
 
     pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Attr {
-        let (kind, perm) =
-            if node.is_dir() { (FileKind::Dir, 0o755) } else { (FileKind::File, 0o644) };
-        let perm = if self.cfg.read_only { perm & 0o555 } else { perm };
+        let kind = if node.is_dir() { FileKind::Dir } else { FileKind::File };
+        let shown = self.cfg.perms.shown(node.is_dir(), node.perms);
+        let perm = if self.cfg.read_only { shown.mode & !0o222 } else { shown.mode };
         let nlink = if kind == FileKind::Dir { 2 } else { 1 };
-        Attr { ino, kind, size: node.size, mtime: node.modified, perm, nlink }
+        let (uid, gid) = (shown.uid, shown.gid);
+        Attr { ino, kind, size: node.size, mtime: node.modified, perm, uid, gid, nlink }
     }
 
     /// Without opens: the kernel is about to get (or has read) `node`'s content for `ino`. If
@@ -137,19 +138,15 @@ impl ZarrFs {
         };
         Some(match self.cached_node(&path)? {
             None => Err(FsError::NotFound),
-            Some(node) => {
-                let ino = lock(&self.inodes).get_or_insert(&path, true);
-                self.note_version(ino, &node);
-                Ok(self.attr_of(ino, &node))
-            }
+            Some(node) => Ok(self.named_attr(&path, &node, true, true)),
         })
     }
 
     pub fn getattr_cached(&self, ino: u64) -> Option<FsResult<Attr>> {
         let path = self.path_of(ino).ok()?;
         let node = self.cached_node(&path)??;
-        self.note_version(ino, &node);
-        Some(Ok(self.attr_of(ino, &node)))
+        // `None` when renumbered: the async path answers it from the open handles.
+        self.inode_attr(ino, &path, &node).map(Ok)
     }
 
     pub fn open_cached(&self, ino: u64, flags: i32) -> Option<FsResult<Opened>> {

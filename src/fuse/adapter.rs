@@ -26,8 +26,6 @@ use crate::metrics::{CacheKind, Op};
 /// Turns `fs::Attr` into what the kernel wants; small and owned so replies can carry it.
 #[derive(Clone, Copy)]
 struct AttrMaker {
-    uid: u32,
-    gid: u32,
     ttl: Duration,
 }
 
@@ -47,8 +45,8 @@ impl AttrMaker {
             },
             perm: a.perm,
             nlink: a.nlink,
-            uid: self.uid,
-            gid: self.gid,
+            uid: a.uid,
+            gid: a.gid,
             rdev: 0,
             // What applications size their buffers by: stdio and Python allocate one of this size
             // per open file, and 1 MiB (mmapped, page-faulted, unmapped each time) made every
@@ -79,15 +77,9 @@ struct Passthrough {
 }
 
 impl FuseAdapter {
-    pub fn new(fs: Arc<ZarrFs>, rt: Handle, uid: u32, gid: u32) -> Self {
+    pub fn new(fs: Arc<ZarrFs>, rt: Handle) -> Self {
         let ttl = fs.config().metadata_ttl;
-        FuseAdapter {
-            fs,
-            rt,
-            maker: AttrMaker { uid, gid, ttl },
-            passthrough: None,
-            openers: Arc::default(),
-        }
+        FuseAdapter { fs, rt, maker: AttrMaker { ttl }, passthrough: None, openers: Arc::default() }
     }
 
     /// OPEN on a passthrough connection: the first open of an inode with no open files looks
@@ -379,10 +371,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Times are accepted and ignored: a store keeps its own modification time. A chown
-        // to the owner shown changes nothing, so only real owner changes go on (and fail).
-        let uid = uid.filter(|&u| u != self.maker.uid);
-        let gid = gid.filter(|&g| g != self.maker.gid);
+        // Times are accepted and ignored: a store keeps its own modification time.
         let set = SetAttr { size, fh: fh.map(|f| f.0), mode, uid, gid };
         self.spawn(
             Req::new(Op::Setattr, self::ino(ino)),

@@ -18,8 +18,6 @@ pub struct SessionOptions {
     pub fs_name: String,
     pub read_only: bool,
     pub allow_other: bool,
-    pub uid: u32,
-    pub gid: u32,
     pub threads: usize,
     /// `--read-ahead` (see `MountConfig::read_ahead`).
     pub read_ahead: Option<u64>,
@@ -59,7 +57,7 @@ pub fn serve(
         let _guard = rt.enter();
         Signals::new().map_err(|e| SessionError(format!("cannot install signal handlers: {e}")))?
     };
-    let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone(), opts.uid, opts.gid);
+    let adapter = FuseAdapter::new(fs.clone(), rt.handle().clone());
     let cannot_mount = |e: std::io::Error| {
         SessionError(format!("cannot mount on {}: {e}", opts.mountpoint.display()))
     };
@@ -99,6 +97,16 @@ pub fn serve(
                 }
             }
         });
+    }));
+    // Attributes only (a negative offset): the kernel drops no page, so it waits for nothing
+    // and the notification is taken before the open that sends it is answered.
+    let attr_notifier = session.notifier();
+    fs.set_attr_invalidator(Box::new(move |ino| {
+        if let Err(e) = attr_notifier.inval_inode(fuser::INodeNo(ino), -1, 0) {
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                tracing::debug!(ino, error = %e, "attribute invalidation failed");
+            }
+        }
     }));
     let background =
         session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;

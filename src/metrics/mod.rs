@@ -364,6 +364,34 @@ impl DiskCacheMetrics {
     }
 }
 
+/// Requests answered by `zarr-mount serve`: by view (`index` for `/`, `none` for a path in no
+/// view) and status class, the body bytes sent, and the time to the end of the response.
+pub struct HttpMetrics {
+    requests: IntCounterVec,
+    bytes: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl HttpMetrics {
+    pub fn observe(&self, view: &str, status: u16, bytes: u64, seconds: f64) {
+        let class = match status {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.requests.with_label_values(&[view, class]).inc();
+        self.bytes.with_label_values(&[view]).inc_by(bytes);
+        self.duration.with_label_values(&[view]).observe(seconds);
+    }
+
+    /// Requests of `view` answered with a status of `class` (`2xx`, ...), for tests and stats.
+    pub fn requests(&self, view: &str, class: &str) -> u64 {
+        self.requests.with_label_values(&[view, class]).get()
+    }
+}
+
 pub struct AheadMetrics {
     pub fetched: IntCounter,
     pub used: IntCounter,
@@ -393,6 +421,7 @@ pub struct Metrics {
     pub create_conflicts: IntCounter,
     /// Opens answered with a local copy that the kernel reads directly (FUSE passthrough).
     pub passthrough_opens: IntCounter,
+    pub http: HttpMetrics,
     pub writeback_pending_buffers: IntGauge,
     pub writeback_pending_bytes: IntGauge,
     pub writeback_failures: IntCounter,
@@ -682,6 +711,24 @@ impl Metrics {
                 "passthrough_opens_total",
                 "Opens answered with a disk cache copy that the kernel reads directly (FUSE passthrough).",
             ),
+            http: HttpMetrics {
+                requests: counter_vec(
+                    "http_requests_total",
+                    "HTTP requests answered by `serve`, by view and status class.",
+                    &["view", "class"],
+                ),
+                bytes: counter_vec(
+                    "http_response_bytes_total",
+                    "Body bytes sent by `serve`, by view.",
+                    &["view"],
+                ),
+                duration: histogram_vec(
+                    "http_request_duration_seconds",
+                    "Time from receiving an HTTP request to the end of its response, by view.",
+                    &["view"],
+                    LATENCY_BUCKETS,
+                ),
+            },
             writeback_pending_buffers: gauge(
                 "writeback_pending_buffers",
                 "Files with written data held in memory, not yet stored.",

@@ -8,10 +8,14 @@
 //! name resolves to), unless the user authorized its prefix or it is on the same origin as
 //! the mount's own SOURCE (which the user chose).
 //!
-//! Limits: the name is resolved once, when the target is first used; a name that resolves to
-//! a public address then and to an internal one at connect time (DNS rebinding) is not caught.
+//! Every hop is held to the rule, not only the first URL: the HTTP clients of such fetches
+//! ([`Egress::client_builder`]) check each redirect's URL as they check the first, and resolve
+//! names through a resolver that refuses internal addresses and hands the connector exactly
+//! the addresses it checked (a name that answers a public address to the check and an
+//! internal one to the connect, DNS rebinding, is caught at the connect).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 
 /// Why `ip` is not a public address, if it is not.
 pub fn internal_ip(ip: IpAddr) -> Option<&'static str> {
@@ -159,6 +163,105 @@ fn check_with(
     }
 }
 
+/// The rule for one store's data-chosen HTTP fetches: the URL prefixes the user authorized
+/// (`--authorize-virtual`) and the origin the user chose (the mount's SOURCE).
+#[derive(Debug, Clone, Default)]
+pub struct Egress {
+    pub authorized: Vec<String>,
+    pub own: Option<String>,
+}
+
+/// Redirects followed at most (reqwest's own default).
+const MAX_REDIRECTS: usize = 10;
+
+/// The timeouts of the clients built from [`Egress::client_builder`]: those the object-store
+/// backend gives object_store (`REQUEST_TIMEOUT`, `CONNECT_TIMEOUT` in backends/object.rs).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Egress {
+    /// May a fetch go to `url`? (see [`check_http_target`]).
+    pub fn check(&self, url: &str) -> Result<(), String> {
+        check_http_target(url, &self.authorized, self.own.as_deref())
+    }
+
+    /// The same check without resolving the name (the resolver judges the addresses).
+    fn check_unresolved(&self, url: &str) -> Result<(), String> {
+        check_with(url, &self.authorized, self.own.as_deref(), |_, _| Vec::new())
+    }
+
+    /// May `host` resolve to internal addresses? The hosts of the authorized prefixes and of
+    /// the own origin (their ports and paths are checked on the URL).
+    fn trusts_host(&self, host: &str) -> bool {
+        let same =
+            |url: &str| http_host_port(url).is_some_and(|(h, _)| h.eq_ignore_ascii_case(host));
+        self.authorized.iter().any(|a| a == "all" || same(a))
+            || self.own.as_deref().is_some_and(same)
+    }
+
+    /// A reqwest client builder whose redirects and name resolutions obey this rule.
+    pub fn client_builder(self: &Arc<Self>) -> reqwest::ClientBuilder {
+        self.client_builder_with(Arc::new(system_lookup))
+    }
+
+    fn client_builder_with(self: &Arc<Self>, lookup: Arc<Lookup>) -> reqwest::ClientBuilder {
+        let resolver = GuardedResolver { egress: self.clone(), lookup };
+        let egress = self.clone();
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+            }
+            match egress.check_unresolved(attempt.url().as_str()) {
+                Ok(()) => attempt.follow(),
+                Err(why) => {
+                    tracing::warn!("redirect not followed (EIO): {why}");
+                    attempt.error(why)
+                }
+            }
+        });
+        reqwest::Client::builder().dns_resolver(Arc::new(resolver)).redirect(policy)
+    }
+}
+
+/// Name -> addresses (the system's resolver; tests give their own).
+type Lookup = dyn Fn(&str) -> std::io::Result<Vec<IpAddr>> + Send + Sync;
+
+fn system_lookup(host: &str) -> std::io::Result<Vec<IpAddr>> {
+    Ok((host, 0).to_socket_addrs()?.map(|a| a.ip()).collect())
+}
+
+/// Resolves a name once, refuses it when an address is internal (unless its host is trusted),
+/// and returns exactly the addresses it checked: they are the ones connected to.
+struct GuardedResolver {
+    egress: Arc<Egress>,
+    lookup: Arc<Lookup>,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let (egress, lookup) = (self.egress.clone(), self.lookup.clone());
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let h = host.clone();
+            let ips = tokio::task::spawn_blocking(move || lookup(&h)).await??;
+            if !egress.trusts_host(&host) {
+                let internal = ips.iter().find_map(|ip| internal_ip(*ip).map(|why| (ip, why)));
+                if let Some((ip, why)) = internal {
+                    let msg = format!(
+                        "host {host} resolves to {why} ({ip}); data may not make the mount \
+                         fetch from it unless authorized: --authorize-virtual http://{host}:PORT/"
+                    );
+                    tracing::warn!("not connected (EIO): {msg}");
+                    return Err(msg.into());
+                }
+            }
+            let addrs: reqwest::dns::Addrs =
+                Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +352,87 @@ mod tests {
         assert!(check_with("http://nowhere.example/x", &[], None, resolver).is_ok());
         // The real resolver knows `localhost` through /etc/hosts.
         assert!(resolve("localhost", 80).iter().all(|ip| internal_ip(*ip).is_some()));
+    }
+
+    /// A server on 127.0.0.1 answering every request with `answer` (`{PORT}` replaced by
+    /// `port_in_answer`); it counts the connections it accepts.
+    async fn server(
+        answer: &'static str,
+        port_in_answer: u16,
+    ) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        let answer = answer.replace("{PORT}", &port_in_answer.to_string());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else { return };
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = sock.write_all(answer.as_bytes()).await;
+            }
+        });
+        (port, count)
+    }
+
+    const OK: &str = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    const TO_B: &str = "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{PORT}/latest/meta-data/creds\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+    fn client(egress: Egress, lookup: Option<Arc<Lookup>>) -> reqwest::Client {
+        let egress = Arc::new(egress);
+        let b = match lookup {
+            Some(l) => egress.client_builder_with(l),
+            None => egress.client_builder(),
+        };
+        b.no_proxy().build().unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_redirect_is_checked_like_the_first_url() {
+        let (b, b_count) = server(OK, 0).await;
+        let (a, _) = server(TO_B, b).await;
+        let own = Some(format!("http://127.0.0.1:{a}/refs.json"));
+        let url = format!("http://127.0.0.1:{a}/data.bin");
+        // A's own origin is allowed; its redirect to B is not: B is never contacted.
+        let e = Egress { authorized: vec![], own: own.clone() };
+        assert!(e.check(&url).is_ok());
+        let err = client(e, None).get(&url).send().await.unwrap_err();
+        assert!(err.is_redirect(), "{err:?}");
+        assert_eq!(b_count.load(std::sync::atomic::Ordering::SeqCst), 0, "B was contacted");
+        // B authorized: the redirect is followed.
+        let e = Egress { authorized: vec![format!("http://127.0.0.1:{b}/latest/")], own };
+        let r = client(e, None).get(&url).send().await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "ok");
+        assert_eq!(b_count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_address_checked_is_the_address_connected_to() {
+        let (port, count) = server(OK, 0).await;
+        // The check's resolution said public; the connect's says loopback (DNS rebinding).
+        let rebinding: Arc<Lookup> = Arc::new(|host: &str| {
+            assert_eq!(host, "rebind.test");
+            Ok(vec!["127.0.0.1".parse().unwrap()])
+        });
+        let url = format!("http://rebind.test:{port}/x");
+        let err = client(Egress::default(), Some(rebinding.clone())).get(&url).send().await;
+        let err = err.unwrap_err();
+        assert!(err.is_connect(), "{err:?}");
+        assert!(format!("{err:?}").contains("loopback"), "{err:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0, "connected anyway");
+        // Its host authorized: the same resolver's answer is used, and connected to.
+        let e = Egress { authorized: vec![format!("http://rebind.test:{port}/")], own: None };
+        let r = client(e, Some(rebinding)).get(&url).send().await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "ok");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

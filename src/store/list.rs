@@ -1,7 +1,9 @@
 //! The names in a store: `ListStore` (listings whole or by page, lookups) and its answers.
 
 use crate::store::capability::capability;
-use crate::store::{ObjectMeta, StoreResult};
+use std::collections::HashMap;
+
+use crate::store::{ObjectMeta, Perms, StoreResult};
 
 use bytes::Bytes;
 
@@ -12,6 +14,8 @@ pub struct Listing {
     pub files: Vec<(String, ObjectMeta)>,
     /// Sub-prefixes ("directories") directly below the prefix, names only.
     pub dirs: Vec<String>,
+    /// The own mode, owner and group of those of `dirs` that have them (a local directory's).
+    pub dir_perms: HashMap<String, Perms>,
 }
 
 /// A listing read page by page (see `ListStore::list_pages`).
@@ -26,6 +30,8 @@ pub struct EntryListing {
     pub files: Vec<(String, Option<ObjectMeta>)>,
     /// Sub-prefixes ("directories") directly below the prefix.
     pub dirs: Vec<String>,
+    /// As `Listing::dir_perms`; left out with the files' metadata.
+    pub dir_perms: HashMap<String, Perms>,
 }
 
 impl From<Listing> for EntryListing {
@@ -33,6 +39,7 @@ impl From<Listing> for EntryListing {
         EntryListing {
             files: l.files.into_iter().map(|(name, meta)| (name, Some(meta))).collect(),
             dirs: l.dirs,
+            dir_perms: l.dir_perms,
         }
     }
 }
@@ -69,6 +76,8 @@ impl MetaWanted {
 pub struct Lookup {
     pub file: Option<ObjectMeta>,
     pub dir: bool,
+    /// The directory's own mode, owner and group, where the store keeps them.
+    pub dir_perms: Option<Perms>,
 }
 
 capability! {

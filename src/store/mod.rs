@@ -23,6 +23,8 @@ mod write;
 
 use std::time::SystemTime;
 
+pub use crate::perms::Perms;
+
 pub use hints::{HintsLayer, StoreHints};
 pub use list::{
     with_all_metadata, EntryListing, EntryPages, ListLayer, ListPages, ListStore, Listing, Lookup,
@@ -53,6 +55,9 @@ pub struct ObjectMeta {
     pub modified: SystemTime,
     /// An opaque version tag (ETag, or mtime+size for local files); changes whenever the content does.
     pub version: String,
+    /// The file's own mode, owner and group, where the store keeps them (a local directory;
+    /// object stores, zip, references and Icechunk have none).
+    pub perms: Option<Perms>,
 }
 
 /// Keys are printed escaped (`{:?}`): a key is untrusted text, and a newline in it must not

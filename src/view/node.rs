@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::perms::Perms;
 use crate::view::flat::FlatFile;
 use crate::view::retile::Retiling;
 use crate::zarr::codecs::{BytesChain, ChunkSpec};
@@ -69,16 +70,30 @@ pub struct Node {
     pub backing: Backing,
     pub size: u64,
     pub modified: SystemTime,
+    /// The mode, owner and group of what it is made of, where the store keeps them (a local
+    /// directory): a stored file's own, a view's file that of its source (`with_perms`).
+    /// `None`: the mount's defaults (`crate::perms::ShownPerms`).
+    pub perms: Option<Perms>,
 }
 
 impl Node {
     pub fn dir(modified: SystemTime) -> Self {
-        Node { backing: Backing::Dir, size: 0, modified }
+        Node { backing: Backing::Dir, size: 0, modified, perms: None }
     }
 
     /// A file of bytes the view made (e.g. rewritten metadata).
     pub fn generated(bytes: &Bytes, modified: SystemTime) -> Self {
-        Node { size: bytes.len() as u64, modified, backing: Backing::Generated(bytes.clone()) }
+        Node {
+            size: bytes.len() as u64,
+            modified,
+            backing: Backing::Generated(bytes.clone()),
+            perms: None,
+        }
+    }
+
+    /// This node showing `perms`: those of the stored object or directory it is made of.
+    pub fn with_perms(self, perms: Option<Perms>) -> Self {
+        Node { perms, ..self }
     }
 
     pub fn is_dir(&self) -> bool {

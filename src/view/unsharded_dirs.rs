@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::unsharded::{rewrite_consolidated_v3, ArrayEntry, UnshardedArray};
+use crate::perms::Perms;
 use crate::python_json;
 use crate::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use crate::zarr::sharding::NotUnpackable;
@@ -25,6 +26,8 @@ pub enum DirKind {
     Group {
         rewritten: Option<Bytes>,
         modified: SystemTime,
+        /// Those of the stored `zarr.json`, which the rewritten one shows.
+        perms: Option<Perms>,
     },
     Sharded(Arc<ShardedArray>),
 }
@@ -38,6 +41,8 @@ pub struct ShardedArray {
     /// The presented (unsharded) `zarr.json`.
     pub zarr_json: Bytes,
     pub modified: SystemTime,
+    /// Those of the stored `zarr.json`, which the presented one shows.
+    pub perms: Option<Perms>,
     /// An upper estimate of a stored shard's size, from the metadata (`stored_chunk_bound`).
     pub shard_bound: Option<u64>,
 }
@@ -126,7 +131,8 @@ pub fn same_except_attributes(a: &Map<String, Value>, b: &Map<String, Value>) ->
 }
 
 /// Decide what the directory `dir` with this `zarr.json` is.
-pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
+/// `modified` and `perms` are the stored document's, for the documents presented in its place.
+pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime, perms: Option<Perms>) -> DirKind {
     match parse_zarr_json(bytes) {
         Ok(NodeMetadata::Array(meta)) => match UnshardedArray::new(meta) {
             Ok(array) => {
@@ -136,6 +142,7 @@ pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
                     array,
                     zarr_json,
                     modified,
+                    perms,
                     shard_bound: crate::zarr::chunk_tree::stored_chunk_bound("zarr.json", bytes),
                 }))
             }
@@ -153,7 +160,7 @@ pub fn classify(dir: &str, bytes: &[u8], modified: SystemTime) -> DirKind {
                 out.shrink_to_fit();
                 Bytes::from(out)
             });
-            DirKind::Group { rewritten, modified }
+            DirKind::Group { rewritten, modified, perms }
         }
         Err(e) => {
             tracing::warn!(dir = ?dir, error = %e, "unreadable zarr.json: passed through untouched");
@@ -169,7 +176,7 @@ mod tests {
     use serde_json::json;
 
     fn sharded() -> Arc<ShardedArray> {
-        match classify("a/arr", FIXTURE.as_bytes(), SystemTime::UNIX_EPOCH) {
+        match classify("a/arr", FIXTURE.as_bytes(), SystemTime::UNIX_EPOCH, None) {
             DirKind::Sharded(a) => a,
             other => panic!("{other:?}"),
         }
@@ -188,17 +195,20 @@ mod tests {
             "data_type": "uint8", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
             "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": ["bytes"]});
         let t = SystemTime::UNIX_EPOCH;
-        assert!(matches!(classify("p", plain.to_string().as_bytes(), t), DirKind::PlainArray));
+        assert!(matches!(
+            classify("p", plain.to_string().as_bytes(), t, None),
+            DirKind::PlainArray
+        ));
         let group = json!({"zarr_format": 3, "node_type": "group", "attributes": {}});
         assert!(matches!(
-            classify("g", group.to_string().as_bytes(), t),
+            classify("g", group.to_string().as_bytes(), t, None),
             DirKind::Group { rewritten: None, .. }
         ));
         let sharded_doc: Value = serde_json::from_str(FIXTURE).unwrap();
         let consolidated = json!({"zarr_format": 3, "node_type": "group",
             "consolidated_metadata": {"kind": "inline", "metadata": {"arr": sharded_doc}}});
         let DirKind::Group { rewritten: Some(doc), .. } =
-            classify("g", consolidated.to_string().as_bytes(), t)
+            classify("g", consolidated.to_string().as_bytes(), t, None)
         else {
             panic!("consolidated metadata of a sharded array is rewritten")
         };
@@ -206,7 +216,7 @@ mod tests {
         let inner = &doc["consolidated_metadata"]["metadata"]["arr"];
         assert_eq!(inner["chunk_grid"]["configuration"]["chunk_shape"], json!([10, 10]));
         for junk in [&b"not json"[..], b"{}", b"[1]", br#"{"zarr_format": 3, "node_type": "x"}"#] {
-            assert!(matches!(classify("j", junk, t), DirKind::Other), "{junk:?}");
+            assert!(matches!(classify("j", junk, t, None), DirKind::Other), "{junk:?}");
         }
     }
 

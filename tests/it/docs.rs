@@ -168,7 +168,25 @@ fn help_flags() -> BTreeSet<String> {
 
 /// Every name zarr-mount accepts for a flag: the long and short names and their aliases.
 fn accepted_flags() -> BTreeSet<String> {
-    let mut cmd = zarr_mount::cli::Args::command();
+    flags_of(zarr_mount::cli::Args::command())
+}
+
+/// Every name `zarr-mount serve` accepts for a flag (the hidden mount-only ones, which it
+/// refuses, left out).
+fn serve_flags() -> BTreeSet<String> {
+    let mut cmd = zarr_mount::cli::serve::command();
+    cmd.build();
+    let hidden: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.is_hide_set())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    let mut names = flags_of(cmd);
+    names.retain(|n| !hidden.contains(n) || n == "--read-only");
+    names
+}
+
+fn flags_of(mut cmd: clap::Command) -> BTreeSet<String> {
     cmd.build();
     let mut names = BTreeSet::new();
     for arg in cmd.get_arguments() {
@@ -201,6 +219,22 @@ fn every_help_flag_is_in_the_flag_tables_of_configuration() {
         unknown.is_empty(),
         "docs/CONFIGURATION.md documents flags zarr-mount lacks: {unknown:?}"
     );
+}
+
+/// `zarr-mount serve --help` and the flag table of docs/SERVING.md agree both ways (its own
+/// flags; the mount's shared flags are CONFIGURATION's).
+#[test]
+fn every_serve_flag_is_in_the_flag_table_of_serving() {
+    let table = section(&read("docs/SERVING.md"), "Flags");
+    let documented: BTreeSet<String> =
+        table_rows(&table).iter().flat_map(|row| flags_in(&row[0])).collect();
+    let own: BTreeSet<String> = serve_flags().difference(&accepted_flags()).cloned().collect();
+    assert!(own.len() >= 9, "too few serve flags: {own:?}");
+    let missing: Vec<_> = own.difference(&documented).collect();
+    assert!(missing.is_empty(), "serve flags missing from docs/SERVING.md: {missing:?}");
+    let accepted = serve_flags();
+    let unknown: Vec<_> = documented.difference(&accepted).collect();
+    assert!(unknown.is_empty(), "docs/SERVING.md documents flags serve lacks: {unknown:?}");
 }
 
 #[test]
@@ -397,6 +431,7 @@ fn command_words(line: &str) -> Vec<&str> {
 #[test]
 fn command_lines_and_fstab_lines_in_the_docs_parse() {
     let accepted = accepted_flags();
+    let served = serve_flags();
     let mut bad = Vec::new();
     let (mut commands, mut fstab_lines) = (0, 0);
     for file in doc_files() {
@@ -407,10 +442,12 @@ fn command_lines_and_fstab_lines_in_the_docs_parse() {
             if words.first() == Some(&"zarr-mount") {
                 commands += 1;
                 let comment = words.iter().position(|w| w.starts_with('#')).unwrap_or(words.len());
+                let serve = words.get(1) == Some(&"serve");
+                let known = if serve { &served } else { &accepted };
                 for word in &words[1..comment] {
                     let flag = word.split('=').next().unwrap();
                     if flags_in(flag).first().map(String::as_str) == Some(flag)
-                        && !accepted.contains(flag)
+                        && !known.contains(flag)
                     {
                         bad.push(format!("{file}: {flag} in `{}`", line.trim()));
                     }

@@ -181,9 +181,6 @@ impl InProcessMount {
             fs_name: "metrics-test".into(),
             read_only: false,
             allow_other: false,
-            // SAFETY: getuid/getgid cannot fail.
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
             threads: 2,
             read_ahead: None,
         };
@@ -327,7 +324,12 @@ fn counting_alone_in_its_process() {
     let ns = UnshardedNamespace::new(RawNamespace::new(above.clone() as Arc<dyn Store>), TTL);
     let fs = Arc::new(ZarrFs::new(
         Arc::new(ns),
-        FsConfig { metadata_ttl: TTL, read_only: false, passthrough: false },
+        FsConfig {
+            metadata_ttl: TTL,
+            read_only: false,
+            passthrough: false,
+            perms: zarr_mount::perms::ShownPerms::of_this_process(),
+        },
     ));
     let before = counts();
     let m = InProcessMount::start(fs, &mnt);

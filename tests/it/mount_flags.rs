@@ -71,7 +71,7 @@ fn other_users_are_kept_out_unless_allow_other() {
     let (_tmp, src, mnt) = open_dirs();
     std::fs::write(src.join("f"), b"data").unwrap();
     std::fs::set_permissions(src.join("f"), std::fs::Permissions::from_mode(0o666)).unwrap();
-    let m = Mount::start(&src, &mnt, &["--view", "raw"]);
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--file-mode", "0644"]);
     let (per_mount, sb) = mount_options(&m.mnt);
     assert!(per_mount.contains(&"rw".to_string()), "{per_mount:?}");
     for opt in ["nosuid", "nodev"] {
@@ -88,13 +88,80 @@ fn other_users_are_kept_out_unless_allow_other() {
     );
     drop(m);
 
-    let m = Mount::start(&src, &mnt, &["--view", "raw", "--allow-other"]);
+    let m = Mount::start(&src, &mnt, &["--view", "raw", "--allow-other", "--file-mode", "0644"]);
     let (_, sb) = mount_options(&m.mnt);
     for opt in ["allow_other", "default_permissions"] {
         assert!(sb.contains(&opt.to_string()), "{opt} missing: {sb:?}");
     }
-    // Now the kernel checks the modes shown: files are 0644, owned by the mounting user.
+    // Now the kernel checks the modes shown: --file-mode 0644 over the file's own 0666.
     assert_eq!(as_nobody(&m.path("f")), (0, libc::EACCES));
+}
+
+/// Run `cat FILE` as uid/gid 65534 with no supplementary groups (util-linux `setpriv`), and
+/// return what it printed, or the errno it failed with.
+fn cat_as_nobody(file: &Path) -> Result<Vec<u8>, i32> {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+        .arg(file)
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    match () {
+        _ if out.status.success() => Ok(out.stdout),
+        _ if err.contains("Permission denied") => Err(libc::EACCES),
+        _ => panic!("unexpected failure of cat as nobody: {err}"),
+    }
+}
+
+/// Issue #51, item 3: a mode was lost. A local store's own modes, owners and groups are shown,
+/// so the kernel's `default_permissions` keeps another user out of what the store keeps from
+/// them, through a root-mounted `--allow-other` mount, and lets them read what it lets them.
+#[test]
+fn a_local_store_s_own_modes_keep_other_users_out() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (a root-owned store, read as another user)");
+        return;
+    }
+    let (_tmp, src, mnt) = open_dirs();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m)).unwrap();
+    std::fs::write(src.join("secret"), b"root only").unwrap();
+    mode(&src.join("secret"), 0o600);
+    std::fs::write(src.join("open"), b"for everyone").unwrap();
+    mode(&src.join("open"), 0o644);
+    std::fs::create_dir(src.join("private")).unwrap();
+    mode(&src.join("private"), 0o700);
+    std::fs::write(src.join("private/inside"), b"readable, in a closed directory").unwrap();
+    mode(&src.join("private/inside"), 0o644);
+    // On the store itself, as the baseline.
+    assert_eq!(cat_as_nobody(&src.join("secret")), Err(libc::EACCES));
+    assert_eq!(cat_as_nobody(&src.join("private/inside")), Err(libc::EACCES));
+
+    let m = Mount::start(&src, &mnt, &["--allow-other"]);
+    assert_eq!(cat_as_nobody(&m.path("secret")), Err(libc::EACCES), "a 0600 file read by nobody");
+    assert_eq!(cat_as_nobody(&m.path("private/inside")), Err(libc::EACCES));
+    assert_eq!(cat_as_nobody(&m.path("open")).unwrap(), b"for everyone");
+    // After a listing too (READDIRPLUS hands the kernel the attributes it checks).
+    let listed: Vec<_> =
+        std::fs::read_dir(&m.mnt).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(cat_as_nobody(&m.path("private/inside")), Err(libc::EACCES));
+    use std::os::unix::fs::MetadataExt;
+    let shown = std::fs::metadata(m.path("secret")).unwrap();
+    assert_eq!((shown.mode() & 0o7777, shown.uid(), shown.gid()), (0o600, 0, 0));
+    assert_eq!(std::fs::metadata(m.path("private")).unwrap().mode() & 0o7777, 0o700);
+    // Root writes the file through the mount: the store's file keeps its mode and owner.
+    std::fs::write(m.path("secret"), b"still root only").unwrap();
+    let stored = std::fs::metadata(src.join("secret")).unwrap();
+    assert_eq!((stored.mode() & 0o7777, stored.uid()), (0o600, 0));
+    assert_eq!(cat_as_nobody(&m.path("secret")), Err(libc::EACCES));
+    drop(m);
+
+    // --file-mode and --uid override the store's own where asked.
+    let m = Mount::start(&src, &mnt, &["--allow-other", "--file-mode", "0644", "--uid", "7"]);
+    let shown = std::fs::metadata(m.path("secret")).unwrap();
+    assert_eq!((shown.mode() & 0o7777, shown.uid(), shown.gid()), (0o644, 7, 0));
+    assert_eq!(cat_as_nobody(&m.path("secret")).unwrap(), b"still root only");
 }
 
 #[test]

@@ -72,7 +72,12 @@ async fn fixture() -> Fixture {
     let ns = UnshardedNamespace::new(raw, Duration::from_secs(60));
     let fs = ZarrFs::new(
         Arc::new(ns),
-        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false, passthrough: false },
+        FsConfig {
+            metadata_ttl: Duration::from_secs(60),
+            read_only: false,
+            passthrough: false,
+            perms: zarr_mount::perms::ShownPerms::of_this_process(),
+        },
     );
     store.take();
     Fixture { fs, store }
@@ -257,6 +262,7 @@ async fn consolidated_metadata_of_groups_is_rewritten() {
                 metadata_ttl: Duration::from_secs(60),
                 read_only: false,
                 passthrough: false,
+                perms: zarr_mount::perms::ShownPerms::of_this_process(),
             },
         )
     };
@@ -420,7 +426,12 @@ async fn exclusive_creates_of_inner_chunks_are_decided_in_the_shard() {
     let raw = RawNamespace::new(f.store.clone() as Arc<dyn Store>);
     let other = ZarrFs::new(
         Arc::new(UnshardedNamespace::new(raw, Duration::from_secs(60))),
-        FsConfig { metadata_ttl: Duration::from_secs(60), read_only: false, passthrough: false },
+        FsConfig {
+            metadata_ttl: Duration::from_secs(60),
+            read_only: false,
+            passthrough: false,
+            perms: zarr_mount::perms::ShownPerms::of_this_process(),
+        },
     );
     let c3 = ino_of(&f.fs, "a/c/3").await.unwrap();
     let o3 = ino_of(&other, "a/c/3").await.unwrap();

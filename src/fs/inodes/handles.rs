@@ -80,14 +80,26 @@ impl Handles {
         }
     }
 
-    /// Close `fh` if it is a reader (nothing to write back): whether it was.
-    pub fn remove_reader(&self, fh: u64) -> bool {
-        let mut handles = self.lock();
-        if handles.get(&fh).is_some_and(Handle::is_reader) {
-            handles.remove(&fh);
-            return true;
+    /// What a reader's handle reads: the node it was opened at. `None` for a writer (or a
+    /// reader of a write buffer) and an unknown handle.
+    pub fn reader_node(&self, fh: u64) -> Option<Node> {
+        match self.lock().get(&fh)? {
+            Handle::Read(h) if h.buf.is_none() => Some(h.node.clone()),
+            _ => None,
         }
-        false
+    }
+
+    /// Close `fh` if it is a reader (nothing to write back): `None` if it was not, else the
+    /// inode it read a stored version of (`None` for a reader of a write buffer).
+    pub fn remove_reader(&self, fh: u64) -> Option<Option<u64>> {
+        let mut handles = self.lock();
+        if !handles.get(&fh).is_some_and(Handle::is_reader) {
+            return None;
+        }
+        match handles.remove(&fh) {
+            Some(Handle::Read(ReadHandle { ino, buf: None, .. })) => Some(Some(ino)),
+            _ => Some(None),
+        }
     }
 
     /// An open handle's view of an inode whose name is gone (see `ZarrFs::path_of`): its write

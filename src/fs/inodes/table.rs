@@ -8,8 +8,14 @@
 //! Inodes live in a slab (a `Vec`, no hash map): the number is the slot in its low 32 bits and
 //! the slot's generation above, so a freed slot is reused under a new number. The path is
 //! stored once, in the slot; the path index is a hash table of slot numbers (4 bytes each)
-//! whose keys are looked up through the slab. About 32 bytes a slot, 5 an index entry and the
+//! whose keys are looked up through the slab. About 48 bytes a slot, 5 an index entry and the
 //! path's own allocation, against ~130 for two hash maps of shared paths.
+//!
+//! A file's slot also keeps which version (size and content) the kernel was last told of
+//! (`tell`) and how many readers have it open (`open_reader`): the kernel reads an open file
+//! up to the size it was told and shares its cached pages between all readers of the inode,
+//! whichever version each reader's handle holds, so the two must never disagree (see
+//! `fs::sizes`).
 //!
 //! Listings pin every name they hand out, so hashing is on the path of every `find` entry:
 //! the index uses hashbrown's default hasher (foldhash, seeded per process), several times
@@ -32,6 +38,45 @@ struct Slot {
     pins: u32,
     /// Bumped each time the slot is freed, so its next inode gets another number.
     generation: u32,
+    /// The version the kernel was last told of this file, as a fingerprint of its size and
+    /// content version (`UNTOLD`: none yet).
+    told: u64,
+    /// Open read handles holding this inode at version `told`.
+    readers: u32,
+    /// `told` changed since the kernel's attributes were last invalidated: replies in flight
+    /// may have left the kernel with the size before.
+    told_moved: bool,
+}
+
+/// Nothing told yet (a directory, or a file the kernel has not been handed).
+const UNTOLD: u64 = u64::MAX;
+
+impl Slot {
+    fn free() -> Self {
+        Slot {
+            path: None,
+            lookups: 0,
+            pins: 0,
+            generation: 0,
+            told: UNTOLD,
+            readers: 0,
+            told_moved: false,
+        }
+    }
+}
+
+/// `InodeTable::open_reader`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderOpened {
+    /// The kernel holds the reader's version.
+    Consistent,
+    /// The kernel may hold another version's size: its attributes must be invalidated before
+    /// the open is answered, so that it asks again (and is told the reader's) before reading
+    /// past it.
+    InvalidateAttrs,
+    /// Other readers hold the inode at another version: the name needs a new inode (ESTALE
+    /// makes the kernel look it up again).
+    Stale,
 }
 
 pub struct InodeTable {
@@ -54,7 +99,7 @@ impl Default for InodeTable {
             free: 0,
             live: 0,
         };
-        t.slots.push(Slot { path: None, lookups: 0, pins: 0, generation: 0 });
+        t.slots.push(Slot::free());
         let root = t.alloc("".into());
         debug_assert_eq!(root, ROOT_INO);
         t.slots[ROOT_SLOT as usize].lookups = 1;
@@ -119,13 +164,16 @@ impl InodeTable {
             slot
         } else {
             let slot = u32::try_from(self.slots.len()).expect("fewer than 2^32 live inodes");
-            self.slots.push(Slot { path: None, lookups: 0, pins: 0, generation: 0 });
+            self.slots.push(Slot::free());
             slot
         };
         let s = &mut self.slots[slot as usize];
         s.path = Some(path);
         s.lookups = 0;
         s.pins = 0;
+        s.told = UNTOLD;
+        s.readers = 0;
+        s.told_moved = false;
         self.live += 1;
         self.index(slot);
         self.ino_of(slot)
@@ -158,6 +206,65 @@ impl InodeTable {
             }
         }
         ino
+    }
+
+    /// Add a kernel reference to `ino`.
+    pub fn add_lookup(&mut self, ino: u64) {
+        if let Some(s) = self.slot_mut(ino) {
+            s.lookups += 1;
+        }
+    }
+
+    /// The kernel is about to be told that file `ino` is at version `told` (a fingerprint).
+    /// False (and nothing recorded) when readers hold it at another version: the reply must
+    /// not carry it, the name needs a new inode instead (`renumber`).
+    pub fn tell(&mut self, ino: u64, told: u64) -> bool {
+        let Some(s) = self.slot_mut(ino) else { return true };
+        if s.told == told {
+            return true;
+        }
+        if s.readers > 0 {
+            return false;
+        }
+        s.told_moved |= s.told != UNTOLD;
+        s.told = told;
+        true
+    }
+
+    /// The version the kernel was last told of file `ino`, if any.
+    pub fn told(&self, ino: u64) -> Option<u64> {
+        self.slot(ino).map(|s| s.told).filter(|&t| t != UNTOLD)
+    }
+
+    /// `path` gets a new inode (without a kernel reference yet); the old one keeps its slot
+    /// for the readers that have it open, as a file replaced by a rename does.
+    pub fn renumber(&mut self, path: &str) -> u64 {
+        self.unindex(path);
+        self.alloc(path.into())
+    }
+
+    /// A reader opens file `ino` at version `told` (a fingerprint).
+    pub fn open_reader(&mut self, ino: u64, told: u64) -> ReaderOpened {
+        let Some(s) = self.slot_mut(ino) else { return ReaderOpened::Stale };
+        if s.readers > 0 && s.told != told {
+            return ReaderOpened::Stale;
+        }
+        let answer = if s.told != told || s.told_moved {
+            ReaderOpened::InvalidateAttrs
+        } else {
+            ReaderOpened::Consistent
+        };
+        s.told = told;
+        s.told_moved = false;
+        s.readers += 1;
+        answer
+    }
+
+    /// A reader of `ino` closed its handle.
+    pub fn close_reader(&mut self, ino: u64) {
+        if let Some(s) = self.slot_mut(ino) {
+            s.readers = s.readers.saturating_sub(1);
+        }
     }
 
     /// The inode for `path`, created if needed, held by an open listing until `unpin`.
@@ -222,7 +329,7 @@ impl InodeTable {
     /// Give back the index's memory once most of it is empty. Shrinking to twice what is left
     /// keeps the cost amortized: the next shrink needs four times fewer entries. The slab keeps
     /// its length (a slot's number must stay valid while the kernel may still hold it); its free
-    /// slots (32 bytes each) are what a next walk reuses first.
+    /// slots (48 bytes each) are what a next walk reuses first.
     fn shrink_if_sparse(&mut self) {
         const MIN_CAPACITY: usize = 4096;
         let len = self.by_path.len();

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::fs::error::{FsError, FsResult};
 use crate::fs::namespace::decoded_cache::DecodedCache;
 use crate::fs::namespace::flat_read::FlatReader;
-use crate::fs::namespace::presented::read_doc;
+use crate::fs::namespace::presented::{read_doc, Doc};
 use crate::fs::namespace::regions::ChunkSource;
 use crate::fs::namespace::walk::{self, DirWalk, Step};
 use crate::fs::namespace::{slice_for_read, Namespace, ReadOnlyView};
@@ -44,6 +44,10 @@ pub(in crate::fs) struct Kind {
     /// The files shown beside the directory (in its parent): an array's, or a group's.
     files: Arc<Vec<(String, Arc<FlatFile>)>>,
     modified: SystemTime,
+    /// Those of the array's (or group's) metadata document, which its files show: a file
+    /// made of many chunks has no one stored file's mode, and whoever may read the document
+    /// may read the array (its chunks keep their own modes in the other views).
+    perms: Option<crate::perms::Perms>,
 }
 
 type Place = walk::Place<Kind, ()>;
@@ -71,30 +75,34 @@ impl DirWalk for FlatNamespace {
             "" => ROOT_ARRAY_NAME,
             name => name,
         };
-        let mut kind =
-            Kind { array: None, files: Arc::default(), modified: SystemTime::UNIX_EPOCH };
-        let attrs_of = |doc: Option<(Bytes, SystemTime)>| match doc {
-            Some((b, _)) => match serde_json::from_slice(&b) {
+        let mut kind = Kind {
+            array: None,
+            files: Arc::default(),
+            modified: SystemTime::UNIX_EPOCH,
+            perms: None,
+        };
+        let attrs_of = |doc: Option<Doc>| match doc {
+            Some((b, ..)) => match serde_json::from_slice(&b) {
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
             },
             None => Map::new(),
         };
         let (array, group) =
-            if let Some((doc, modified)) = read_doc(below, dir, "zarr.json").await? {
-                kind.modified = modified;
+            if let Some((doc, modified, perms)) = read_doc(below, dir, "zarr.json").await? {
+                (kind.modified, kind.perms) = (modified, perms);
                 match parse_zarr_json(&doc) {
                     Ok(NodeMetadata::Array(meta)) => (Some(FlatArray::from_v3(&meta)), None),
                     Ok(NodeMetadata::Group(g)) => (None, Some(g.json)),
                     Err(_) => (None, None), // the view below already logged it
                 }
-            } else if let Some((doc, modified)) = read_doc(below, dir, ".zarray").await? {
-                kind.modified = modified;
+            } else if let Some((doc, modified, perms)) = read_doc(below, dir, ".zarray").await? {
+                (kind.modified, kind.perms) = (modified, perms);
                 let zattrs = attrs_of(read_doc(below, dir, ".zattrs").await?);
                 let array = V2Array::parse(&doc).map_err(|e| e.to_string());
                 (Some(array.and_then(|a| FlatArray::from_v2(&a, zattrs))), None)
-            } else if let Some((_, modified)) = read_doc(below, dir, ".zgroup").await? {
-                kind.modified = modified;
+            } else if let Some((_, modified, perms)) = read_doc(below, dir, ".zgroup").await? {
+                (kind.modified, kind.perms) = (modified, perms);
                 (None, Some(attrs_of(read_doc(below, dir, ".zattrs").await?)))
             } else {
                 (None, None)
@@ -185,7 +193,7 @@ impl FlatNamespace {
         for owner in crate::view::flat::owners(name) {
             let kind = self.dir_kind(&join_key(dir, owner)).await?;
             if let Some((_, file)) = kind.files.iter().find(|(n, _)| n == name) {
-                return Ok(Some(file_node(file, kind.modified)));
+                return Ok(Some(file_node(file, &kind)));
             }
         }
         Ok(None)
@@ -211,11 +219,8 @@ impl FlatNamespace {
                     return Ok(vec![(name, node)]);
                 }
                 let kind = self.dir_kind(&join_key(dir, &name)).await?;
-                let mut out: Vec<(String, Node)> = kind
-                    .files
-                    .iter()
-                    .map(|(n, f)| (n.clone(), file_node(f, kind.modified)))
-                    .collect();
+                let mut out: Vec<(String, Node)> =
+                    kind.files.iter().map(|(n, f)| (n.clone(), file_node(f, &kind))).collect();
                 if kind.array.is_none() {
                     out.push((name, node));
                 }
@@ -232,8 +237,13 @@ impl FlatNamespace {
     }
 }
 
-fn file_node(file: &Arc<FlatFile>, modified: SystemTime) -> Node {
-    Node { size: file.layout.size, modified, backing: Backing::Flat(file.clone()) }
+fn file_node(file: &Arc<FlatFile>, kind: &Kind) -> Node {
+    Node {
+        size: file.layout.size,
+        modified: kind.modified,
+        backing: Backing::Flat(file.clone()),
+        perms: kind.perms,
+    }
 }
 
 #[async_trait]
@@ -245,7 +255,7 @@ impl Namespace for FlatNamespace {
         let (dir, name) = split_key(path);
         if let Some(root) = self.root_array().await? {
             let file = root.files.iter().find(|(n, _)| dir.is_empty() && n == name);
-            return Ok(file.map(|(_, f)| file_node(f, root.modified)));
+            return Ok(file.map(|(_, f)| file_node(f, &root)));
         }
         let place = match self.place(path).await {
             Err(FsError::NotFound) => return Ok(None),
@@ -271,7 +281,7 @@ impl Namespace for FlatNamespace {
             if !dir.is_empty() {
                 return Err(FsError::NotFound);
             }
-            let files = root.files.iter().map(|(n, f)| (n.clone(), file_node(f, root.modified)));
+            let files = root.files.iter().map(|(n, f)| (n.clone(), file_node(f, &root)));
             return Ok(files.collect());
         }
         if !dir.is_empty() {

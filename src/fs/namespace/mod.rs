@@ -133,6 +133,19 @@ pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
     ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)
 }
 
+/// Whether two version tags of an object name the same content. Only tags of one kind
+/// compare: an ETag (quoted) with an ETag, a local file's tag with a local file's. A tag
+/// missing from either answer, or made up by the backend from a time and size where a listing
+/// carried no ETag (s3s-fs lists none), decides nothing.
+fn same_tag(a: &str, b: &str) -> bool {
+    let etag = |t: &str| t.trim_start_matches("W/").starts_with('"');
+    if a.is_empty() || b.is_empty() || etag(a) != etag(b) {
+        return true;
+    }
+    let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
+    bare(a) == bare(b)
+}
+
 /// A store's answer to a read of `r` that brought `got` bytes, fewer than asked for within
 /// the object: logged, for the caller to ask again or fail.
 pub(super) fn short_answer(key: &str, r: &std::ops::Range<u64>, got: usize) {
@@ -358,16 +371,40 @@ impl RawNamespace {
     fn dir_node(&self) -> Node {
         Node::dir(self.started)
     }
+
+    /// As `real_dir_perms`, for a directory of a view that may be a stored file (a shard
+    /// shown as the directory of its chunks): the file's, open to entry where it is readable.
+    pub(super) async fn stored_perms_as_dir(&self, path: &str) -> Option<crate::store::Perms> {
+        if !self.store.has_real_dirs() {
+            return None;
+        }
+        let found = self.store.lookup(path).await.ok()?;
+        found.dir_perms.or(found.file.and_then(|f| f.perms).map(crate::store::Perms::as_dir))
+    }
+
+    /// The own mode, owner and group of the directory at `path`, from a store with real
+    /// directories (a local one), for a directory known without asking the store (the root, a
+    /// chunk tree's): the kernel checks a directory's mode before letting anyone in, so one
+    /// shown more open than it is would open what is below it. `None` elsewhere, and where
+    /// the store has no such directory (yet).
+    async fn real_dir_perms(&self, path: &str) -> Option<crate::store::Perms> {
+        if !self.store.has_real_dirs() {
+            return None;
+        }
+        self.store.lookup(path).await.ok().and_then(|found| found.dir_perms)
+    }
 }
 
 #[async_trait]
 impl Namespace for RawNamespace {
     async fn lookup(&self, path: &str) -> FsResult<Option<Node>> {
         if path.is_empty() {
-            return Ok(Some(self.dir_node()));
+            return Ok(Some(self.dir_node().with_perms(self.real_dir_perms(path).await)));
         }
         match self.tree_lookup(path) {
-            Some((TreeLookup::Dir, ..)) => return Ok(Some(self.dir_node())),
+            Some((TreeLookup::Dir, ..)) => {
+                return Ok(Some(self.dir_node().with_perms(self.real_dir_perms(path).await)));
+            }
             Some((TreeLookup::ChunkFile, dir, known)) if !self.is_virtual_dir(path) => {
                 self.prefetch_array(dir, &known, path);
                 return match self.chunk_meta(path, known.chunk_bound).await {
@@ -386,7 +423,7 @@ impl Namespace for RawNamespace {
         // A name that is both an object and a prefix (object stores allow it) shows as the
         // directory, so everything below it stays reachable.
         if found.dir || self.is_virtual_dir(path) {
-            return Ok(Some(self.dir_node()));
+            return Ok(Some(self.dir_node().with_perms(found.dir_perms)));
         }
         Ok(found.file.map(|meta| self.object_node(path, meta)))
     }
@@ -438,20 +475,24 @@ impl Namespace for RawNamespace {
         match &node.backing {
             Backing::Dir => Err(FsError::IsADirectory),
             Backing::Generated(data) => Ok(slice_for_read(data, offset, size)),
-            Backing::Object { key, .. } => {
+            Backing::Object { key, version } => {
                 let r = read_range(offset, size, node.size);
                 if r.is_empty() {
                     return Ok(Bytes::new());
                 }
                 // The object may have been replaced since the file was opened: bytes of the new
-                // object cut to the old size would be neither the old content nor the new one.
-                // (Sizes, unlike version tags, compare reliably across every backend's answers.)
+                // object cut to the old size would be neither the old content nor the new one,
+                // and bytes of a new version of the same size beside pages of the old one
+                // would be neither either. So the answer must be of the size and the version
+                // tag the file was opened at (a tag only where both answers carry one).
                 let whole = r.start == 0 && r.end == node.size;
                 // A short answer is asked again once, then an error: handed up, the reader
                 // would take its end for the end of the file.
                 for _ in 0..2 {
                     match self.store.get_ranged(key, ByteRange::Range(r.clone())).await? {
-                        Some((data, meta)) if meta.size == node.size => {
+                        Some((data, meta))
+                            if meta.size == node.size && same_tag(&meta.version, version) =>
+                        {
                             if data.len() as u64 != r.end - r.start {
                                 short_answer(key, &r, data.len());
                                 continue;
@@ -635,6 +676,7 @@ impl RawNamespace {
             size: meta.size,
             modified: meta.modified,
             backing: Backing::Object { key: key.to_string(), version: meta.version },
+            perms: meta.perms,
         }
     }
 
@@ -659,12 +701,14 @@ impl RawNamespace {
                 size: meta.size,
                 modified: meta.modified,
                 backing: Backing::Object { key: join_key(dir, &name), version: meta.version },
+                perms: meta.perms,
             });
             out.push((name, node));
         }
         drop(dirs);
         for name in listing.dirs {
-            out.push((name, Some(self.dir_node())));
+            let perms = listing.dir_perms.get(&name).copied();
+            out.push((name, Some(self.dir_node().with_perms(perms))));
         }
         out
     }

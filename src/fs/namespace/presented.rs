@@ -17,6 +17,7 @@ use crate::fs::namespace::regions::{is_absent, ChunkSource};
 use crate::fs::namespace::retiled::TilePath;
 use crate::fs::namespace::walk::{self, DirWalk, Step};
 use crate::fs::namespace::{read_all, slice_for_read, Namespace, ReadOnlyView};
+use crate::perms::Perms;
 use crate::store::{join_key, split_key};
 use crate::ttl_cache::TtlCache;
 use crate::view::node::{Backing, Node};
@@ -41,6 +42,10 @@ pub struct PresentedNamespace {
 pub(in crate::fs) struct Shown {
     show: DirShow,
     modified: SystemTime,
+    /// The mode, owner and group of the first metadata document read (`zarr.json`, else
+    /// `.zarray` or `.zgroup`): the documents made from it, the tiles made of the array and
+    /// the directories of its chunk tree show them (`inherit`).
+    perms: Option<Perms>,
 }
 
 /// Where a path sits relative to the arrays of the view.
@@ -59,9 +64,11 @@ impl DirWalk for PresentedNamespace {
     async fn read_kind(&self, dir: &str) -> FsResult<Shown> {
         let mut docs = DirDocs::default();
         let mut modified = SystemTime::UNIX_EPOCH;
-        let mut keep = |doc: Option<(Bytes, SystemTime)>| {
-            doc.map(|(bytes, m)| {
+        let mut perms = None;
+        let mut keep = |doc: Option<Doc>| {
+            doc.map(|(bytes, m, p)| {
                 modified = modified.max(m);
+                perms = perms.or(p);
                 bytes
             })
         };
@@ -76,7 +83,7 @@ impl DirWalk for PresentedNamespace {
                 }
             }
         }
-        Ok(Shown { show: self.presenter.present(dir, &docs), modified })
+        Ok(Shown { show: self.presenter.present(dir, &docs), modified, perms })
     }
 
     /// Paths inside an array are the view's; a hidden directory and all below it is absent.
@@ -104,7 +111,7 @@ impl PresentedNamespace {
         }
     }
 
-    async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<(Bytes, SystemTime)>> {
+    async fn read_doc(&self, dir: &str, name: &str) -> FsResult<Option<Doc>> {
         read_doc(self.below.as_ref(), dir, name).await
     }
 
@@ -154,6 +161,7 @@ impl PresentedNamespace {
             return Ok(Node {
                 size,
                 modified: node.modified,
+                perms: node.perms,
                 backing: Backing::Unwrapped {
                     below,
                     encoded: Box::new(node),
@@ -167,6 +175,7 @@ impl PresentedNamespace {
         Ok(Node {
             size,
             modified: node.modified,
+            perms: node.perms,
             backing: Backing::Decoded { below, encoded: Box::new(node), spec },
         })
     }
@@ -268,15 +277,28 @@ impl PresentedNamespace {
         Ok(out)
     }
 
-    /// What this view shows in `dir`, in no particular order.
+    /// What this view shows in `dir`, in no particular order; what the view made shows the
+    /// perms of the documents it is made from (`inherit`).
     async fn list_shown(&self, dir: &str) -> FsResult<Vec<(String, Node)>> {
+        let (entries, perms) = self.list_made(dir).await?;
+        Ok(entries.into_iter().map(|(name, node)| (name, inherit(node, perms))).collect())
+    }
+
+    /// `list_shown` before `inherit`, and the perms of the documents of the array or group.
+    async fn list_made(&self, dir: &str) -> FsResult<(Vec<(String, Node)>, Option<Perms>)> {
         if !dir.is_empty() {
             if let Place::InArray { dir: array_dir, array: show, rel } = self.place(dir).await? {
-                let modified = self.dir_kind(&array_dir).await?.modified;
-                return self.list_in_array(&array_dir, &show, &rel, modified).await;
+                let shown = self.dir_kind(&array_dir).await?;
+                let entries = self.list_in_array(&array_dir, &show, &rel, shown.modified).await?;
+                return Ok((entries, shown.perms));
             }
         }
         let shown = self.dir_kind(dir).await?;
+        let entries = self.list_at(dir, &shown).await?;
+        Ok((entries, shown.perms))
+    }
+
+    async fn list_at(&self, dir: &str, shown: &Shown) -> FsResult<Vec<(String, Node)>> {
         match &shown.show {
             DirShow::Array(show) => self.list_array_dir(dir, show, shown.modified).await,
             DirShow::Hidden => Err(FsError::NotFound),
@@ -378,12 +400,15 @@ impl PresentedNamespace {
     }
 }
 
+/// A metadata document: its bytes, modification time and perms.
+pub(in crate::fs) type Doc = (Bytes, SystemTime, Option<Perms>);
+
 /// One metadata document of `dir`, if `below` has it as a file, with its modification time.
 pub(in crate::fs) async fn read_doc(
     below: &dyn Namespace,
     dir: &str,
     name: &str,
-) -> FsResult<Option<(Bytes, SystemTime)>> {
+) -> FsResult<Option<Doc>> {
     let path = join_key(dir, name);
     let node = match below.lookup(&path).await {
         Ok(Some(node)) if !node.is_dir() => node,
@@ -392,7 +417,18 @@ pub(in crate::fs) async fn read_doc(
         Err(e) => return Err(e),
     };
     let bytes = read_all(below, &path, &node).await?;
-    Ok(Some((Bytes::from(bytes), node.modified)))
+    Ok(Some((Bytes::from(bytes), node.modified, node.perms)))
+}
+
+/// `node` as made by the view from documents with `perms`, unless it has perms of its own
+/// (a stored file or directory passed through, a chunk file shown with its stored chunk's).
+/// A directory (of a chunk tree) is entered by whoever may read the documents.
+fn inherit(node: Node, perms: Option<Perms>) -> Node {
+    if node.perms.is_some() {
+        return node;
+    }
+    let perms = if node.is_dir() { perms.map(Perms::as_dir) } else { perms };
+    node.with_perms(perms)
 }
 
 /// Apply a directory's generated files and hidden names to its listing, and sort it.
@@ -417,14 +453,16 @@ impl Namespace for PresentedNamespace {
         };
         match place {
             Place::InArray { dir, array: show, rel } => {
-                let modified = self.dir_kind(&dir).await?.modified;
-                self.lookup_in_array(&dir, &show, &rel, modified).await
+                let shown = self.dir_kind(&dir).await?;
+                let node = self.lookup_in_array(&dir, &show, &rel, shown.modified).await?;
+                Ok(node.map(|node| inherit(node, shown.perms)))
             }
             Place::Outside { parent } => {
                 if let DirShow::Group(files) = &parent.show {
                     let name = split_key(path).1;
                     if let Some(bytes) = files.get(name) {
-                        return Ok(Some(Node::generated(bytes, parent.modified)));
+                        let node = Node::generated(bytes, parent.modified);
+                        return Ok(Some(node.with_perms(parent.perms)));
                     }
                     if files.hides(name) {
                         return Ok(None);

@@ -32,6 +32,8 @@ fn tile_node(retiling: &Arc<Retiling>, tile: Vec<u64>, sources: Vec<SourceChunk>
         size: retiling.tile_bytes(),
         modified,
         backing: Backing::Retiled { tile, sources, retiling: retiling.clone() },
+        // Made of many chunks: the array's metadata document's (`presented::inherit`).
+        perms: None,
     }
 }
 

@@ -29,6 +29,8 @@ pub enum ShardState {
         index: ShardIndex,
         version: String,
         modified: std::time::SystemTime,
+        /// The shard's own mode, owner and group: its inner chunk files show them.
+        perms: Option<crate::perms::Perms>,
     },
     /// The index failed its checks: reads of this shard's chunks give EIO.
     Corrupt(String),
@@ -165,9 +167,12 @@ impl ShardIndexCache {
             IndexLocation::End => bytes.slice(bytes.len() - keep..),
         };
         let state = match ShardIndex::decode(layout, &bytes, meta.size) {
-            Ok(index) => {
-                ShardState::Present { index, version: meta.version, modified: meta.modified }
-            }
+            Ok(index) => ShardState::Present {
+                index,
+                version: meta.version,
+                modified: meta.modified,
+                perms: meta.perms,
+            },
             Err(e) => {
                 tracing::error!(shard = ?key, error = %e, "corrupt shard index: its chunks will read as EIO");
                 ShardState::Corrupt(e.to_string())

@@ -20,6 +20,7 @@ use crate::fs::namespace::walk::{self, DirWalk, Step};
 use crate::fs::namespace::{read_all, read_range, Namespace, NamespaceWrites, RawNamespace};
 use crate::fs::write::shard_writer::{ChunkOp, InGrid, ShardWriter};
 use crate::fs::write::spill::Body;
+use crate::perms::Perms;
 use crate::prefetch::shards::ShardReadAhead;
 use crate::store::{join_key, split_key, Store, StoreError};
 use crate::ttl_cache::TtlCache;
@@ -66,7 +67,7 @@ impl DirWalk for UnshardedNamespace {
         self.docs.forget(dir);
         match self.store.get_ranged(&key, range).await {
             Ok(Some((bytes, meta))) => {
-                let kind = classify(dir, &bytes, meta.modified);
+                let kind = classify(dir, &bytes, meta.modified, meta.perms);
                 self.docs.put(dir.to_string(), Some(meta));
                 Ok(kind)
             }
@@ -172,12 +173,17 @@ impl UnshardedNamespace {
     async fn lookup_in_array(&self, array: &ShardedArray, rel: &str) -> FsResult<Option<Node>> {
         let coords = match array.array.entry(rel) {
             ArrayEntry::Metadata => {
-                return Ok(Some(Node::generated(&array.zarr_json, array.modified)));
+                let node = Node::generated(&array.zarr_json, array.modified);
+                return Ok(Some(node.with_perms(array.perms)));
             }
             ArrayEntry::Chunk(coords) => coords,
             // A directory of the chunk tree inside the grid. Whether any chunk lies below it
             // would need every shard index under it; lookups answer from the grid alone.
-            ArrayEntry::ChunkDir => return Ok(Some(Node::dir(array.modified))),
+            ArrayEntry::ChunkDir => {
+                let perms = self.raw.stored_perms_as_dir(&join_key(&array.dir, rel)).await;
+                let perms = perms.or(array.perms.map(Perms::as_dir));
+                return Ok(Some(Node::dir(array.modified).with_perms(perms)));
+            }
             // A real shard object or its directory: hidden in this view.
             ArrayEntry::Hidden => return Ok(None),
             ArrayEntry::Other => return self.raw.lookup(&join_key(&array.dir, rel)).await,
@@ -188,7 +194,7 @@ impl UnshardedNamespace {
         match &*state {
             ShardState::Missing => Ok(None),
             ShardState::Corrupt(why) => Err(FsError::Corrupt(format!("shard {key}: {why}"))),
-            ShardState::Present { index, version, modified } => {
+            ShardState::Present { index, version, modified, perms } => {
                 let entry = index.entry(local);
                 if entry.is_none() {
                     tracing::debug!(shard = ?key, local, version, "chunk absent from the shard's index");
@@ -202,6 +208,7 @@ impl UnshardedNamespace {
                         len: e.nbytes,
                         version: version.clone(),
                     },
+                    perms: *perms,
                 }))
             }
         }
@@ -232,7 +239,7 @@ impl UnshardedNamespace {
             std::collections::BTreeMap::new();
         for item in fetched {
             let (sc, key, state) = item?;
-            let ShardState::Present { index, version, modified } = &*state else {
+            let ShardState::Present { index, version, modified, perms } = &*state else {
                 if let ShardState::Corrupt(why) = &*state {
                     tracing::warn!(shard = ?key, reason = %why, "listing skips the chunks of a corrupt shard");
                 }
@@ -245,7 +252,10 @@ impl UnshardedNamespace {
                     continue;
                 };
                 let node = if is_dir {
-                    Node::dir(array.modified)
+                    // A directory of the tree made of this shard (the shard itself, or a
+                    // level of its chunks): entered by whoever may read the shard; a real
+                    // directory above shards keeps its own mode (below).
+                    Node::dir(array.modified).with_perms(perms.map(Perms::as_dir))
                 } else {
                     Node {
                         size: entry.nbytes,
@@ -256,9 +266,20 @@ impl UnshardedNamespace {
                             len: entry.nbytes,
                             version: version.clone(),
                         },
+                        perms: *perms,
                     }
                 };
                 children.entry(name).or_insert(node);
+            }
+        }
+        if self.store.has_real_dirs() {
+            // The kernel checks these attributes on the way in: a stored directory (or shard)
+            // shows its own mode, never one made more open than it is.
+            for (name, node) in children.iter_mut().filter(|(_, n)| n.is_dir()) {
+                let path = join_key(&array.dir, &join_key(rel, name));
+                if let Some(perms) = self.raw.stored_perms_as_dir(&path).await {
+                    node.perms = Some(perms);
+                }
             }
         }
         Ok(Some(children.into_iter().collect()))
@@ -273,7 +294,8 @@ impl UnshardedNamespace {
             .filter(|(name, _)| !array.array.owns(name))
             .map(|(name, node)| {
                 if name == "zarr.json" {
-                    (name, Node::generated(&array.zarr_json, array.modified))
+                    let node = Node::generated(&array.zarr_json, array.modified);
+                    (name, node.with_perms(array.perms))
                 } else {
                     (name, node)
                 }
@@ -457,8 +479,9 @@ impl Namespace for UnshardedNamespace {
             (Place::Outside { .. }, Some(raw)) => raw,
             (Place::Outside { parent: parent_kind }, None) => {
                 if name == "zarr.json" {
-                    if let DirKind::Group { rewritten: Some(bytes), modified } = &parent_kind {
-                        return Ok(Some(Node::generated(bytes, *modified)));
+                    if let DirKind::Group { rewritten: Some(bytes), modified, perms } = &parent_kind
+                    {
+                        return Ok(Some(Node::generated(bytes, *modified).with_perms(*perms)));
                     }
                 }
                 match self.docs.get(dir).filter(|_| walk_reads_it) {
@@ -484,10 +507,10 @@ impl Namespace for UnshardedNamespace {
                     return self.list_array_dir(array).await;
                 }
                 let mut entries = self.raw.list(dir).await?;
-                if let DirKind::Group { rewritten: Some(bytes), modified } = &kind {
+                if let DirKind::Group { rewritten: Some(bytes), modified, perms } = &kind {
                     for (name, node) in entries.iter_mut() {
                         if name == "zarr.json" {
-                            *node = Node::generated(bytes, *modified);
+                            *node = Node::generated(bytes, *modified).with_perms(*perms);
                         }
                     }
                 }

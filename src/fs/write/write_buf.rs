@@ -258,6 +258,9 @@ pub struct WriteBuf {
     pub data: spill::Buffer,
     pub st: BufState,
     pub modified: SystemTime,
+    /// Those of the file it replaces (the store keeps them at the write-back), shown
+    /// meanwhile; `None` for a new file.
+    pub perms: Option<crate::perms::Perms>,
 }
 
 pub type SharedBuf = Arc<tokio::sync::Mutex<WriteBuf>>;
@@ -276,6 +279,7 @@ impl WriteBuf {
             data,
             st: BufState::new(path, dirty),
             modified: SystemTime::now(),
+            perms: None,
         })
     }
 
@@ -286,6 +290,11 @@ impl WriteBuf {
         dirty: bool,
     ) -> FsResult<SharedBuf> {
         Ok(Self::new(spill, path, data, dirty)?.into_shared())
+    }
+
+    /// A buffer replacing a file with `perms`.
+    pub fn with_perms(self, perms: Option<crate::perms::Perms>) -> Self {
+        WriteBuf { perms, ..self }
     }
 
     /// The buffer of a temp file that no writer holds open (made by link()).
@@ -307,6 +316,7 @@ impl WriteBuf {
         Node {
             size: self.data.len(),
             modified: self.modified,
+            perms: self.perms,
             backing: Backing::Object { key: self.path.clone(), version: "pending".into() },
         }
     }

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{CONTENT_LENGTH, ETAG, LAST_MODIFIED, LOCATION};
 
+use crate::store::egress::Egress;
 use crate::store::{
     error_chain, join_key, validate_key, Listing, Lookup, ObjectMeta, Store, StoreError,
     StoreResult,
@@ -87,6 +88,7 @@ pub fn classify(url: &url::Url, status: u16, headers: &[(&str, &str)]) -> Result
                 size,
                 modified: modified.unwrap_or(SystemTime::UNIX_EPOCH),
                 version,
+                perms: None,
             }))
         }
         300..=399 => {
@@ -157,19 +159,21 @@ pub fn parse_index(content_type: &str, body: &str) -> Option<Vec<(String, bool)>
 /// fails, with the reason on one line.
 pub async fn check(url: &str) -> Result<(), String> {
     let clean = url.split(['?', '#']).next().unwrap_or(url);
-    let client = client().map_err(|e| scrub_userinfo(&e))?;
+    let client = client(None).map_err(|e| scrub_userinfo(&e))?;
     match client.head(clean).send().await {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("cannot reach the server: {}", scrub_userinfo(&error_chain(&e)))),
     }
 }
 
-/// The client of every request this layer sends itself: no redirects followed.
-fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+/// The client of every request this layer sends itself: no redirects followed; with `egress`,
+/// names resolved by its rule (store/egress.rs).
+fn client(egress: Option<&Arc<Egress>>) -> Result<reqwest::Client, String> {
+    egress
+        .map_or_else(reqwest::Client::builder, |e| e.client_builder())
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
-        .connect_timeout(Duration::from_secs(5))
+        .timeout(crate::store::egress::REQUEST_TIMEOUT)
+        .connect_timeout(crate::store::egress::CONNECT_TIMEOUT)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
@@ -188,12 +192,18 @@ pub struct HttpStore {
 impl HttpStore {
     /// `inner` reads the bytes of `url` (an `http(s)://` URL); `source` says where a tree
     /// can be found (`None`: names can be opened, directories not listed).
-    pub fn new(inner: Arc<dyn Store>, url: &str, source: Option<TreeSource>) -> StoreResult<Self> {
+    /// `egress`: the rule of the backend's own requests (ObjectStoreBackend::egress).
+    pub fn new(
+        inner: Arc<dyn Store>,
+        url: &str,
+        source: Option<TreeSource>,
+        egress: Option<Arc<Egress>>,
+    ) -> StoreResult<Self> {
         let clean = url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/');
         let bad = |m: String| StoreError::Backend { key: String::new(), message: m };
         let base = url::Url::parse(&format!("{clean}/"))
             .map_err(|e| bad(format!("{}: {e}", inner.describe())))?;
-        let client = client().map_err(bad)?;
+        let client = client(egress.as_ref()).map_err(bad)?;
         Ok(HttpStore {
             inner,
             client,
@@ -251,12 +261,14 @@ impl HttpStore {
 
     /// File, directory or nothing, following what the raw HEAD leaves open.
     async fn resolve(&self, key: &str) -> StoreResult<Lookup> {
-        let dir = Lookup { file: None, dir: true };
+        let dir = Lookup { file: None, dir: true, dir_perms: None };
         match self.head_raw(key).await? {
-            Answer::File(meta) => Ok(Lookup { file: Some(meta), dir: false }),
+            Answer::File(meta) => Ok(Lookup { file: Some(meta), dir: false, dir_perms: None }),
             Answer::Dir => Ok(dir),
             Answer::Missing => Ok(Lookup::default()),
-            Answer::Moved => Ok(Lookup { file: self.inner.head(key).await?, dir: false }),
+            Answer::Moved => {
+                Ok(Lookup { file: self.inner.head(key).await?, dir: false, dir_perms: None })
+            }
             Answer::Forbidden => {
                 for m in self.source.map_or(&[][..], |s| s.markers) {
                     if matches!(self.head_raw(&join_key(key, m)).await?, Answer::File(_)) {
@@ -417,10 +429,10 @@ impl crate::store::layers::ListLayer for HttpStore {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         validate_key(key)?;
         if key.is_empty() {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         if self.tree().await?.is_some_and(|t| t.is_dir(key)) {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         self.resolve(key).await
     }

@@ -161,6 +161,7 @@ fn meta_of(data: &[u8], modified: SystemTime) -> ObjectMeta {
         size: data.len() as u64,
         modified,
         version: format!("m{:08x}-{}", crc32c::crc32c(data), data.len()),
+        perms: None,
     }
 }
 
@@ -176,7 +177,7 @@ fn chunk_meta(payload: &ChunkPayload, modified: SystemTime, snapshot: &SnapshotI
         }
         _ => format!("s{snapshot}"),
     };
-    ObjectMeta { size: payload.length(), modified, version }
+    ObjectMeta { size: payload.length(), modified, version, perms: None }
 }
 
 fn is_not_found(kind: &SessionErrorKind) -> bool {
@@ -391,7 +392,11 @@ impl IcechunkStore {
             storage: Some(request_settings()),
             ..Default::default()
         };
-        let repo = repo.reopen(Some(config), Some(creds)).await.map_err(one_line)?;
+        let mut repo = repo.reopen(Some(config), Some(creds)).await.map_err(one_line)?;
+        // HTTP(S) containers: every redirect and resolved address checked (icechunk_http.rs).
+        let egress = crate::store::egress::Egress { authorized: opts.authorize.clone(), own: None };
+        let fetcher = crate::store::backends::icechunk_http::GuardedFetcher::new(egress)?;
+        repo.set_http_virtual_chunk_fetcher(Arc::new(fetcher));
         let current = open_session(&repo, snapshot).await.map_err(|e| format!("{shown}: {e}"))?;
         let what = match &opts.reference {
             RefSpec::Branch(n) | RefSpec::Tag(n) | RefSpec::Snapshot(n) | RefSpec::Any(n) => n,
@@ -768,7 +773,7 @@ impl ListStore for IcechunkStore {
         let cur = self.current().await;
         let file = self.head_in(&cur, key).await?;
         let dir = self.is_dir(&cur, key).await?;
-        Ok(Lookup { file, dir })
+        Ok(Lookup { file, dir, dir_perms: None })
     }
 }
 

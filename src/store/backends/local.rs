@@ -31,7 +31,7 @@ use bytes::Bytes;
 
 use crate::store::{
     split_key, validate_key, ByteRange, EntryListing, EntryPages, HiddenKeys, ListPages, Listing,
-    Lookup, MetaWanted, ObjectMeta, PutMode, StoreError, StoreResult,
+    Lookup, MetaWanted, ObjectMeta, Perms, PutMode, StoreError, StoreResult,
 };
 use crate::store::{ListStore, ReadStore, StoreHints, WriteStore};
 
@@ -161,7 +161,7 @@ impl LocalStore {
 /// A page read with metadata as a `Listing` (every file has its metadata then).
 fn with_meta(page: EntryListing) -> Listing {
     let files = page.files.into_iter().filter_map(|(name, meta)| Some((name, meta?))).collect();
-    Listing { files, dirs: page.dirs }
+    Listing { files, dirs: page.dirs, dir_perms: page.dir_perms }
 }
 
 impl Inner {
@@ -211,13 +211,22 @@ impl Inner {
             }
             // lstat (or d_type): a symlink is reported as itself, never followed.
             let Ok(kind) = entry.file_type() else { continue }; // raced with a delete
-            let (kind, md) = if meta && kind.is_file() {
+                                                                // A directory's mode matters as much as a file's: the kernel checks it before
+                                                                // letting anyone in, from the attributes a READDIRPLUS hands it.
+            let (kind, md) = if meta && kind.is_dir() {
+                // Listed even when its lstat fails (a race with its removal): it then shows the
+                // mount's directory mode until a lookup reads its own.
+                (kind, entry.metadata().ok().filter(|md| md.is_dir()))
+            } else if meta && kind.is_file() {
                 let Ok(md) = entry.metadata() else { continue };
                 (md.file_type(), Some(md))
             } else {
                 (kind, None)
             };
             if kind.is_dir() {
+                if let Some(md) = &md {
+                    out.dir_perms.insert(name.clone(), perms_of(md));
+                }
                 out.dirs.push(name);
             } else if kind.is_file() {
                 out.files.push((name, md.as_ref().map(to_meta)));
@@ -380,7 +389,10 @@ impl Inner {
         }
         // SAFETY: fresh fd from openat.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        if let Err(e) = data.write_to(&file).and_then(|_| stamp_precise_mtime(&file)) {
+        let written = keep_perms_of(dirfd, &name_of(key), &file)
+            .and_then(|_| data.write_to(&file))
+            .and_then(|_| stamp_precise_mtime(&file));
+        if let Err(e) = written {
             // SAFETY: removal of our own temp name.
             unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
             return Err(StoreError::from_io(key, e));
@@ -593,7 +605,44 @@ fn to_meta(md: &std::fs::Metadata) -> ObjectMeta {
     version.push_str(buf.format(nanos));
     version.push('-');
     version.push_str(buf.format(md.len()));
-    ObjectMeta { size: md.len(), modified, version }
+    ObjectMeta { size: md.len(), modified, version, perms: Some(perms_of(md)) }
+}
+
+/// The last name of `key`, for `*at` calls in its parent directory.
+fn name_of(key: &str) -> CString {
+    CString::new(split_key(key).1).unwrap_or_default()
+}
+
+/// Give `file` (the temp file renamed over `name` in `dirfd`) the mode, owner and group of
+/// the regular file it replaces, so a write through the mount changes the content alone. A
+/// new file keeps what it was created with (0644 less the daemon's umask). The owner and
+/// group are kept where the daemon may set them (as root, or its own); otherwise the file
+/// is the daemon's, as with any program that replaces a file by renaming.
+fn keep_perms_of(dirfd: &OwnedFd, name: &CString, file: &File) -> std::io::Result<()> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat of a single name in a valid dirfd into a zeroed struct; no symlink followed.
+    let rc = unsafe {
+        libc::fstatat(dirfd.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
+    };
+    if rc < 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Ok(()); // nothing (regular) to keep: a new file
+    }
+    // SAFETY: fchown/fchmod on our own open fd. Owner first: chown may clear set-id bits.
+    if unsafe { libc::fchown(file.as_raw_fd(), st.st_uid, st.st_gid) } < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EPERM) {
+            return Err(e);
+        }
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fchmod(file.as_raw_fd(), st.st_mode & 0o7777) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn perms_of(md: &std::fs::Metadata) -> Perms {
+    Perms::of_stat(md.mode(), md.uid(), md.gid())
 }
 
 fn check_rc(rc: libc::c_int, key: &str) -> StoreResult<()> {
@@ -678,8 +727,12 @@ impl ListStore for LocalStore {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         let key = key.to_string();
         self.blocking(move |s| match s.stat(&key)? {
-            Some(md) if md.is_file() => Ok(Lookup { file: Some(to_meta(&md)), dir: false }),
-            Some(md) if md.is_dir() => Ok(Lookup { file: None, dir: true }),
+            Some(md) if md.is_file() => {
+                Ok(Lookup { file: Some(to_meta(&md)), dir: false, dir_perms: None })
+            }
+            Some(md) if md.is_dir() => {
+                Ok(Lookup { file: None, dir: true, dir_perms: Some(perms_of(&md)) })
+            }
             _ => Ok(Lookup::default()),
         })
         .await

@@ -30,6 +30,7 @@ impl MemoryStore {
             size: data.len() as u64,
             modified: SystemTime::now(),
             version: format!("m{g}"),
+            perms: None,
         }
     }
 
@@ -124,7 +125,7 @@ impl ListStore for MemoryStore {
                     .next()
                     .is_some_and(|(k, _)| k.starts_with(&dir_prefix))
             });
-        Ok(Lookup { file, dir })
+        Ok(Lookup { file, dir, dir_perms: None })
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod aws_chain;
 pub mod http;
 pub mod icechunk;
+pub mod icechunk_http;
 pub mod local;
 pub mod memory;
 pub mod object;

@@ -43,11 +43,38 @@ pub struct RemoteOptions {
     pub region: Option<String>,
     /// `-o key=value`, passed to the builder's `with_config` after everything else.
     pub options: Vec<(String, String)>,
+    /// The rule for `http(s)://` stores whose URL data chose (reference targets): which
+    /// internal hosts they, and their redirects, may reach. None: the store's own origin only.
+    pub egress: Option<Arc<crate::store::egress::Egress>>,
     /// `--profile` (S3): the AWS profile to take credentials, region and endpoint from
     /// (default: `AWS_PROFILE`, else `default`).
     pub profile: Option<String>,
     /// `--no-sign-request` (S3): anonymous requests, for public buckets.
     pub no_sign_request: bool,
+}
+
+/// object_store's HTTP client for `http(s)://` stores, built by [`Egress::client_builder`]
+/// (every redirect and resolved address checked; store/egress.rs) with the same timeouts
+/// and no content decoding (sizes come from Content-Length).
+///
+/// [`Egress::client_builder`]: crate::store::egress::Egress::client_builder
+#[derive(Debug)]
+struct GuardedConnector(Arc<crate::store::egress::Egress>);
+
+impl object_store::client::HttpConnector for GuardedConnector {
+    fn connect(
+        &self,
+        _: &object_store::ClientOptions,
+    ) -> object_store::Result<object_store::client::HttpClient> {
+        let client = self
+            .0
+            .client_builder()
+            .timeout(crate::store::egress::REQUEST_TIMEOUT)
+            .connect_timeout(crate::store::egress::CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
+        Ok(object_store::client::HttpClient::new(client))
+    }
 }
 
 /// The S3 credentials of a mount, as the AWS CLI finds them (see `aws_chain`).
@@ -154,6 +181,8 @@ pub struct ObjectStoreBackend {
     hidden: HiddenKeys,
     /// Conditional updates are by generation, not ETag (GCS): see `put_opts`.
     update_by_generation: bool,
+    /// The rule an `http(s)://` store's requests obey (see [`RemoteOptions::egress`]).
+    egress: Option<Arc<crate::store::egress::Egress>>,
     /// Object sizes seen, and what this server is known to refuse (see `get_ranged`).
     shapes: RequestShapes,
     /// S3 credentials from the AWS chain, renewed as they expire (None: given by `-o`, the
@@ -269,6 +298,7 @@ impl ObjectStoreBackend {
             update_by_generation: false,
             shapes: RequestShapes::default(),
             credentials: None,
+            egress: None,
         }
     }
 
@@ -387,8 +417,13 @@ impl ObjectStoreBackend {
             Cloud::Http => {
                 let clean =
                     url.split(['?', '#']).next().unwrap_or(url).trim_end_matches('/').to_string();
+                let egress = opts.egress.clone().unwrap_or_else(|| {
+                    let own = Some(clean.clone());
+                    Arc::new(crate::store::egress::Egress { authorized: Vec::new(), own })
+                });
                 let mut b = object_store::http::HttpBuilder::new()
                     .with_url(clean.clone())
+                    .with_http_connector(GuardedConnector(egress.clone()))
                     .with_retry(retry_config())
                     .with_config(ClientConfigKey::Timeout, REQUEST_TIMEOUT)
                     .with_config(ClientConfigKey::ConnectTimeout, CONNECT_TIMEOUT);
@@ -412,6 +447,7 @@ impl ObjectStoreBackend {
                     update_by_generation: false,
                     shapes: RequestShapes::default(),
                     credentials: None,
+                    egress: Some(egress),
                 });
             }
         };
@@ -426,7 +462,13 @@ impl ObjectStoreBackend {
             update_by_generation: cloud == Cloud::Gcs,
             shapes: RequestShapes::default(),
             credentials,
+            egress: None,
         })
+    }
+
+    /// The rule this `http(s)://` store's requests obey (None for other clouds).
+    pub fn egress(&self) -> Option<Arc<crate::store::egress::Egress>> {
+        self.egress.clone()
     }
 
     fn full_key(&self, key: &str) -> String {
@@ -1060,7 +1102,7 @@ fn to_meta(m: &object_store::ObjectMeta) -> ObjectMeta {
     let modified = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     let version =
         m.e_tag.clone().or_else(|| m.version.clone()).unwrap_or_else(|| untagged(ms, m.size));
-    ObjectMeta { size: m.size, modified, version }
+    ObjectMeta { size: m.size, modified, version, perms: None }
 }
 
 /// The version of an object the store gave neither an ETag nor a version id.
@@ -1357,11 +1399,11 @@ impl ListStore for ObjectStoreBackend {
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         validate_key(key)?;
         if key.is_empty() {
-            return Ok(Lookup { file: None, dir: true });
+            return Ok(Lookup { file: None, dir: true, dir_perms: None });
         }
         let (head, dir) = self.with_dir_probe(key, self.head_opt(key)).await;
         let (file, dir) = settle_lookup(key, head, dir)?;
-        Ok(Lookup { file, dir })
+        Ok(Lookup { file, dir, dir_perms: None })
     }
 
     /// One GET of the first `limit` bytes in place of `lookup`'s HEAD and directory probe (see
@@ -1376,8 +1418,10 @@ impl ListStore for ObjectStoreBackend {
             return Ok((self.lookup(key).await?, None));
         }
         match self.get_ranged(key, ByteRange::Range(0..limit)).await {
-            Ok(Some((data, meta))) => Ok((Lookup { file: Some(meta), dir: false }, Some(data))),
-            Ok(None) => Ok((Lookup { file: None, dir: false }, None)),
+            Ok(Some((data, meta))) => {
+                Ok((Lookup { file: Some(meta), dir: false, dir_perms: None }, Some(data)))
+            }
+            Ok(None) => Ok((Lookup { file: None, dir: false, dir_perms: None }, None)),
             Err(_) => Ok((self.lookup(key).await?, None)),
         }
     }

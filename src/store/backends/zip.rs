@@ -444,6 +444,7 @@ impl ZipStore {
                     size: e.size(),
                     modified: e.last_modified().and_then(dos_time).unwrap_or(archive_modified),
                     version: format!("zip-{:08x}-{:x}-{:x}", e.crc32(), header_start, e.size()),
+                    perms: None,
                 },
             };
             // Local headers inside the bytes we already hold are resolved for free.
@@ -714,13 +715,18 @@ impl ListStore for ZipStore {
                 self.files.get(&full).map(|e| (leaf.clone(), e.meta.clone()))
             })
             .collect();
-        Ok(Listing { files, dirs: node.dirs.iter().cloned().collect() })
+        Ok(Listing {
+            files,
+            dirs: node.dirs.iter().cloned().collect(),
+            dir_perms: Default::default(),
+        })
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
         Ok(Lookup {
             file: self.files.get(key).map(|e| e.meta.clone()),
             dir: self.dirs.contains_key(key),
+            dir_perms: None,
         })
     }
 }

@@ -567,7 +567,7 @@ impl crate::store::layers::ListLayer for CachingStore {
         if self.fetched_ahead(key) {
             let found = self.read(key, ByteRange::Range(0..limit)).await?;
             let file = found.as_ref().map(|(_, meta)| meta.clone());
-            return Ok((Lookup { file, dir: false }, found.map(|(data, _)| data)));
+            return Ok((Lookup { file, dir: false, dir_perms: None }, found.map(|(data, _)| data)));
         }
         let epoch = self.objects.epoch();
         let (l, data) = self.inner.lookup_reading(key, limit).await?;

@@ -1614,13 +1614,13 @@ impl crate::store::layers::ListLayer for DiskCache {
             if self.0.fresh_meta(key).is_none() && self.0.holds_any(key, &known, &whole) {
                 match self.0.revalidate(key, &whole, known).await? {
                     Ok(known) => {
-                        let l = Lookup { file: Some(known), dir: false };
+                        let l = Lookup { file: Some(known), dir: false, dir_perms: None };
                         self.0.journal.record_lookup(since, key, &l);
                         let data = self.0.read(key, whole).await?.map(|(d, _)| d);
                         return Ok((l, data));
                     }
                     Err(Some((data, meta))) => {
-                        let l = Lookup { file: Some(meta.clone()), dir: false };
+                        let l = Lookup { file: Some(meta.clone()), dir: false, dir_perms: None };
                         if self.0.observe(key, Some(&meta), Answer::READ, &start) {
                             self.0.journal.record_lookup(since, key, &l);
                             let fetched = Fetched { start: 0, data: data.clone() };

@@ -68,6 +68,7 @@ impl From<&Meta> for ObjectMeta {
             size: m.size,
             modified: UNIX_EPOCH + Duration::from_nanos(m.mtime),
             version: m.version.clone(),
+            perms: None, // object stores keep no modes: nothing to persist
         }
     }
 }
@@ -267,12 +268,14 @@ impl MetaJournal {
                 let listing = Listing {
                     files: files.iter().map(|(n, m)| (n.clone(), m.into())).collect(),
                     dirs: dirs.clone(),
+                    dir_perms: Default::default(),
                 };
                 st.lists.insert(prefix.clone(), (*at, listing));
                 self.keep(st, Subject::List(prefix.clone()), *at, frame(&rec));
             }
             Record::Lookup { key, at, file, dir } => {
-                let lookup = Lookup { file: file.as_ref().map(|m| m.into()), dir: *dir };
+                let lookup =
+                    Lookup { file: file.as_ref().map(|m| m.into()), dir: *dir, dir_perms: None };
                 st.lookups.insert(key.clone(), (*at, lookup));
                 self.keep(st, Subject::Lookup(key.clone()), *at, frame(&rec));
             }
@@ -441,6 +444,7 @@ impl MetaJournal {
             Some((at, l)) if self.fresh(*at) => Some(Lookup {
                 file: l.files.iter().find(|(n, _)| n == name).map(|(_, m)| m.clone()),
                 dir: l.dirs.iter().any(|d| d == name),
+                dir_perms: l.dir_perms.get(name).copied(),
             }),
             _ => None,
         }
@@ -623,11 +627,20 @@ mod tests {
     }
 
     fn meta(v: &str) -> ObjectMeta {
-        ObjectMeta { size: 5, modified: UNIX_EPOCH + Duration::from_secs(7), version: v.into() }
+        ObjectMeta {
+            size: 5,
+            modified: UNIX_EPOCH + Duration::from_secs(7),
+            version: v.into(),
+            perms: None,
+        }
     }
 
     fn listing() -> Listing {
-        Listing { files: vec![("f".into(), meta("v1"))], dirs: vec!["d".into()] }
+        Listing {
+            files: vec![("f".into(), meta("v1"))],
+            dirs: vec!["d".into()],
+            dir_perms: Default::default(),
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -636,7 +649,7 @@ mod tests {
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         j.record_list(j.forgets(), "a", &listing());
-        j.record_lookup(j.forgets(), "a/x", &Lookup { file: None, dir: false });
+        j.record_lookup(j.forgets(), "a/x", &Lookup { file: None, dir: false, dir_perms: None });
         // This run's own answers are not served by the journal.
         assert!(j.replayed_list("a").is_none());
         drop(j);
@@ -671,7 +684,7 @@ mod tests {
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         for p in ["", "a", "a/b", "a/b/c", "ab", "z"] {
             j.record_list(j.forgets(), p, &listing());
-            j.record_lookup(j.forgets(), p, &Lookup { file: None, dir: true });
+            j.record_lookup(j.forgets(), p, &Lookup { file: None, dir: true, dir_perms: None });
         }
         j.forget("a/b/k", false);
         drop(j);
@@ -705,8 +718,16 @@ mod tests {
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         let since = j.forgets();
         j.forget("n.zarr/zarr.json", false);
-        assert!(!j.record_lookup(since, "n.zarr/zarr.json", &Lookup { file: None, dir: false }));
-        assert!(j.record_lookup(j.forgets(), "n.zarr/.zattrs", &Lookup { file: None, dir: false }));
+        assert!(!j.record_lookup(
+            since,
+            "n.zarr/zarr.json",
+            &Lookup { file: None, dir: false, dir_perms: None }
+        ));
+        assert!(j.record_lookup(
+            j.forgets(),
+            "n.zarr/.zattrs",
+            &Lookup { file: None, dir: false, dir_perms: None }
+        ));
         drop(j);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
         assert!(j.replayed_lookup("n.zarr/zarr.json").is_none());
@@ -718,7 +739,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let ttl = Duration::from_secs(60);
         let j = MetaJournal::open(tmp.path(), "s3://b/p", ttl).unwrap();
-        j.record_lookup(j.forgets(), "a/missing", &Lookup { file: None, dir: false });
+        j.record_lookup(
+            j.forgets(),
+            "a/missing",
+            &Lookup { file: None, dir: false, dir_perms: None },
+        );
         assert!(
             !MetaJournal::root_answered_within(tmp.path(), "s3://b/p", ttl),
             "not found proves nothing (a missing bucket answers so too)"
@@ -743,10 +768,16 @@ mod tests {
                 assert!(j.record_lookup(
                     j.forgets(),
                     "a/f",
-                    &Lookup { file: Some(meta("v")), dir: false }
+                    &Lookup { file: Some(meta("v")), dir: false, dir_perms: None }
                 ))
             },
-            |j| assert!(j.record_lookup(j.forgets(), "a/d", &Lookup { file: None, dir: true })),
+            |j| {
+                assert!(j.record_lookup(
+                    j.forgets(),
+                    "a/d",
+                    &Lookup { file: None, dir: true, dir_perms: None }
+                ))
+            },
             |j| j.record_object("a/o", &meta("v")),
         ];
         for (i, record) in records.iter().enumerate() {
@@ -792,6 +823,7 @@ mod tests {
         let big = Listing {
             files: (0..2000).map(|i| (format!("file-{i}"), meta("v"))).collect(),
             dirs: vec![],
+            dir_perms: Default::default(),
         };
         for _ in 0..200 {
             j.record_list(j.forgets(), "same", &big);

@@ -299,7 +299,12 @@ mod tests {
     use super::*;
 
     fn meta(size: u64) -> ObjectMeta {
-        ObjectMeta { size, modified: std::time::SystemTime::UNIX_EPOCH, version: "v".into() }
+        ObjectMeta {
+            size,
+            modified: std::time::SystemTime::UNIX_EPOCH,
+            version: "v".into(),
+            perms: None,
+        }
     }
 
     /// A body that ends without an error but before the bytes its headers announced is a

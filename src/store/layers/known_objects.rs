@@ -143,7 +143,10 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     fn seen(version: &str) -> Seen {
-        (ObjectMeta { size: 1, modified: UNIX_EPOCH, version: version.into() }, UNIX_EPOCH)
+        (
+            ObjectMeta { size: 1, modified: UNIX_EPOCH, version: version.into(), perms: None },
+            UNIX_EPOCH,
+        )
     }
 
     fn names(found: &[(String, Seen)]) -> Vec<&str> {

@@ -21,7 +21,12 @@ use zarr_mount::zarr::sharding::{shard_layout, ShardLayout};
 pub const TTL: Duration = Duration::from_secs(60);
 
 fn config(read_only: bool) -> FsConfig {
-    FsConfig { metadata_ttl: TTL, read_only, passthrough: false }
+    FsConfig {
+        metadata_ttl: TTL,
+        read_only,
+        passthrough: false,
+        perms: zarr_mount::perms::ShownPerms::of_this_process(),
+    }
 }
 
 /// The raw view of `store`.

@@ -17,6 +17,7 @@
 //! open, then one `refs.N.parq` (one record of `record_size` chunk references) the first time a
 //! chunk in it is looked up; listing an array's directory loads all its records.
 
+mod local_files;
 mod parquet;
 pub mod template;
 
@@ -39,6 +40,7 @@ use crate::store::{
     validate_key, ByteRange, Listing, Lookup, ObjectMeta, Store, StoreError, StoreResult,
 };
 use crate::store::{ListStore, ReadStore};
+pub use local_files::LocalRoots;
 use parquet::ParquetRefs;
 use template::{render, Scope};
 
@@ -93,6 +95,7 @@ pub enum Base {
 pub struct Targets {
     opener: TargetOpener,
     base: Base,
+    local: LocalRoots,
     known: Mutex<TargetIndex>,
 }
 
@@ -103,8 +106,9 @@ struct TargetIndex {
 }
 
 impl Targets {
-    pub fn new(opener: TargetOpener, base: Base) -> Self {
-        Targets { opener, base, known: Mutex::new(TargetIndex::default()) }
+    /// `local`: the directories local targets may lie under (local_files.rs).
+    pub fn new(opener: TargetOpener, base: Base, local: LocalRoots) -> Self {
+        Targets { opener, base, local, known: Mutex::new(TargetIndex::default()) }
     }
 
     /// The target store and key of `url`.
@@ -113,7 +117,14 @@ impl Targets {
         if let Some(hit) = known.urls.get(url) {
             return Ok(hit.clone());
         }
-        let (root, key) = split_target(url, &self.base)?;
+        let (root, key) = match split_target(url, &self.base)? {
+            // A local file is read through the root it lies under, by its resolved path.
+            (Location::Local(dir), name) => {
+                let (root, key) = self.local.place(&dir.join(name))?;
+                (Location::Local(root), key)
+            }
+            remote => remote,
+        };
         let label = match &root {
             Location::Local(p) => format!("file://{}", p.display()),
             Location::Remote { url, .. } => url.clone(),
@@ -495,7 +506,8 @@ pub fn check_local(path: &Path) -> Result<(), String> {
     let doc = std::fs::read(path).map_err(|e| e.to_string())?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
     let opener: TargetOpener = Arc::new(|_| Err("not opened while checking".into()));
-    parse_json(&doc, &Targets::new(opener, Base::Local(dir)), &mut Tree::new())
+    let targets = Targets::new(opener, Base::Local(dir), LocalRoots::default());
+    parse_json(&doc, &targets, &mut Tree::new())
 }
 
 /// Why a reference store cannot be opened: one line, the mount exits 2.
@@ -554,10 +566,13 @@ fn base_of(dir: &Location) -> Base {
 impl ReferenceStore {
     /// Open the reference set at `location`: a JSON file, or a directory (prefix) holding a
     /// Parquet reference set. `opener` opens the store of the reference file's directory and,
-    /// later, the target stores.
+    /// later, the target stores. `authorize`: the `--authorize-virtual` prefixes, of which the
+    /// `file://` ones (and `all`) let targets read local files outside the reference file's
+    /// own directory.
     pub async fn open(
         location: &Location,
         opener: TargetOpener,
+        authorize: &[String],
     ) -> Result<ReadOnly<ReferenceStore>, ReferenceError> {
         let shown = match location {
             Location::Local(p) => p.display().to_string(),
@@ -566,7 +581,12 @@ impl ReferenceStore {
         let fail = |message: String| ReferenceError { source_name: shown.clone(), message };
         let (dir, name) = split_location(location).map_err(|e| fail(e.to_string()))?;
         let dir_store = opener(&dir).map_err(&fail)?;
-        let targets = Targets::new(opener.clone(), base_of(&dir));
+        let own_dir = match &dir {
+            Location::Local(d) => Some(d.as_path()),
+            Location::Remote { .. } => None,
+        };
+        let local = LocalRoots::new(own_dir, authorize);
+        let targets = Targets::new(opener.clone(), base_of(&dir), local);
         let mut tree = Tree::new();
         let is_dir = match location {
             Location::Local(p) => p.is_dir(),
@@ -614,7 +634,11 @@ impl ReferenceStore {
         base: Base,
         opener: TargetOpener,
     ) -> Result<ReadOnly<ReferenceStore>, String> {
-        let targets = Targets::new(opener, base);
+        let local = match &base {
+            Base::Local(dir) => LocalRoots::new(Some(dir), &[]),
+            Base::Remote { .. } => LocalRoots::default(),
+        };
+        let targets = Targets::new(opener, base, local);
         let mut tree = Tree::new();
         parse_json(doc, &targets, &mut tree)?;
         Ok(ReadOnly(ReferenceStore {
@@ -658,7 +682,7 @@ impl ReferenceStore {
     }
 
     fn meta(&self, size: u64) -> ObjectMeta {
-        ObjectMeta { size, modified: self.modified, version: self.version.clone() }
+        ObjectMeta { size, modified: self.modified, version: self.version.clone(), perms: None }
     }
 
     /// Size and metadata of a reference (a whole-object one asks its target).
@@ -805,7 +829,11 @@ impl ListStore for ReferenceStore {
                 Err(_) => files.push((leaf, self.meta(0))),
             }
         }
-        Ok(Listing { files, dirs: node.dirs.iter().cloned().collect() })
+        Ok(Listing {
+            files,
+            dirs: node.dirs.iter().cloned().collect(),
+            dir_perms: Default::default(),
+        })
     }
 
     async fn lookup(&self, key: &str) -> StoreResult<Lookup> {
@@ -815,7 +843,7 @@ impl ListStore for ReferenceStore {
             Some(r) => Some(self.meta_of(key, &r).await?),
             None => None,
         };
-        Ok(Lookup { file, dir: self.is_dir(key) })
+        Ok(Lookup { file, dir: self.is_dir(key), dir_perms: None })
     }
 }
 
