@@ -49,6 +49,20 @@ fn bucket_requests(s3: &S3) -> Vec<Recorded> {
     s3.recorded().into_iter().filter(|r| r.path.starts_with(&prefix)).collect()
 }
 
+/// The one key that signed the daemon's bucket requests among `recorded` (at least 3 of them;
+/// the test client's requests, signed with its own key, left out).
+fn one_signing_key(recorded: &[Recorded]) -> String {
+    let daemon: Vec<_> = recorded
+        .iter()
+        .filter(|r| r.path.starts_with(&format!("/{BUCKET}")))
+        .filter(|r| r.key.as_deref() != Some(common::s3::ACCESS_KEY))
+        .collect();
+    assert!(daemon.len() >= 3, "{daemon:?}");
+    let key = daemon[0].key.clone().expect("signed");
+    assert!(daemon.iter().all(|r| r.key.as_deref() == Some(key.as_str())), "{daemon:?}");
+    key
+}
+
 fn metrics_text(port: u16) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -253,15 +267,8 @@ fn role_arn_with_source_profile_assumes_the_role_at_sts() {
         .find(|r| r.service.as_deref() == Some("sts") && r.body.contains("Action=AssumeRole"))
         .unwrap_or_else(|| panic!("no AssumeRole call: {recorded:?}"));
     assert_eq!(assume.key.as_deref(), Some(BASE_KEY), "the source profile signs AssumeRole");
-    let daemon: Vec<_> = recorded
-        .into_iter()
-        .filter(|r| r.path.starts_with(&format!("/{BUCKET}")))
-        .filter(|r| r.key.as_deref() != Some(common::s3::ACCESS_KEY))
-        .collect();
-    assert!(daemon.len() >= 3, "{daemon:?}");
-    let role_key = daemon[0].key.clone().expect("signed");
+    let role_key = one_signing_key(&recorded);
     assert_ne!(role_key, BASE_KEY, "the assumed role's key, not the source profile's");
-    assert!(daemon.iter().all(|r| r.key.as_deref() == Some(role_key.as_str())), "{daemon:?}");
     assert_secrets_kept(&m, metrics);
 }
 
@@ -478,14 +485,7 @@ fn web_identity_from_the_environment_assumes_the_role_at_sts() {
         recorded.iter().any(|r| r.body.contains("Action=AssumeRoleWithWebIdentity")),
         "no AssumeRoleWithWebIdentity: {recorded:?}"
     );
-    let daemon: Vec<_> = recorded
-        .iter()
-        .filter(|r| r.path.starts_with(&format!("/{BUCKET}")))
-        .filter(|r| r.key.as_deref() != Some(common::s3::ACCESS_KEY))
-        .collect();
-    assert!(daemon.len() >= 3, "{daemon:?}");
-    let key = daemon[0].key.clone().expect("signed");
-    assert!(daemon.iter().all(|r| r.key.as_deref() == Some(key.as_str())), "{daemon:?}");
+    one_signing_key(&recorded);
 }
 
 /// A container credentials endpoint as EKS Pod Identity runs one: answers with credentials only
