@@ -92,6 +92,14 @@ pub struct Args {
     /// Region of an S3 bucket (default: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1).
     #[arg(long, value_name = "REGION")]
     pub region: Option<String>,
+    /// AWS profile for an s3:// source: its credentials (keys, SSO, credential_process,
+    /// role_arn), region and endpoint_url from ~/.aws/config and ~/.aws/credentials
+    /// (default: AWS_PROFILE, else `default`). See docs/SOURCES.md "Credentials".
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Send unsigned requests to an s3:// source, looking for no credentials (public buckets).
+    #[arg(long)]
+    pub no_sign_request: bool,
     /// An object_store builder option, e.g. -o aws_virtual_hosted_style_request=true (repeatable).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
@@ -234,6 +242,37 @@ fn check_endpoint_url(e: &str) -> Result<(), UsageError> {
 }
 
 /// A problem with the arguments: printed as one line, exit code 2.
+/// `--profile` and `--no-sign-request`: for S3 sources (or references that may point into
+/// S3), not both, and a profile name that can be one.
+fn check_s3_credential_flags(
+    source: &Source,
+    profile: Option<&str>,
+    no_sign_request: bool,
+) -> Result<(), UsageError> {
+    use crate::store::location::Cloud;
+    if profile.is_none() && !no_sign_request {
+        return Ok(());
+    }
+    let s3 = matches!(source.location(), Location::Remote { cloud: Cloud::S3, .. })
+        || matches!(source, Source::Reference(_));
+    if !s3 {
+        return Err(usage("--profile and --no-sign-request apply only to s3:// sources"));
+    }
+    if profile.is_some() && matches!(source, Source::Icechunk(_)) {
+        // icechunk's own S3 client takes AWS_* variables only.
+        return Err(usage("--profile does not apply to Icechunk sources (their S3 client reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment)"));
+    }
+    if profile.is_some() && no_sign_request {
+        return Err(usage("--profile and --no-sign-request exclude each other"));
+    }
+    if let Some(p) = profile {
+        if p.is_empty() || p.chars().any(|c| c.is_whitespace() || c.is_control() || c == ']') {
+            return Err(usage(format!("--profile {p:?}: not a profile name")));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
@@ -354,6 +393,7 @@ impl Args {
         if let Some(e) = &self.endpoint_url {
             check_endpoint_url(e)?;
         }
+        check_s3_credential_flags(&source, self.profile.as_deref(), self.no_sign_request)?;
         let mountpoint = mountpoint(&self.mountpoint)?;
         let disk_cache = disk_cache_options(
             self.cache_dir.as_deref(),
@@ -402,6 +442,8 @@ impl Args {
                 endpoint_url: self.endpoint_url,
                 region: self.region,
                 options,
+                profile: self.profile,
+                no_sign_request: self.no_sign_request,
                 egress: None,
             },
             cache_size,

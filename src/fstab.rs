@@ -3,12 +3,12 @@
 //! the whole mapping is unit tested.
 //!
 //! - `ro` -> `--read-only`; `rw` -> nothing; `allow_other` -> `--allow-other`;
-//!   `immutable` -> `--immutable`;
+//!   `immutable` -> `--immutable`; `no_sign_request` -> `--no-sign-request`;
 //! - `view=`, `v2_ome=`, `uid=`, `gid=`, `file_mode=`, `dir_mode=`, `metadata_ttl=`, `cache_size=`, `array_prefetch=`,
 //!   `endpoint_url=`, `region=`,
 //!   `log_file=`, `fuse_threads=`, `read_ahead=`, `stats_interval=`, `env_file=`,
 //!   `metrics_addr=`, `cache_dir=`, `cache_max_size=`, `spill_dir=`, `write_buffer_budget=`,
-//!   `spill_threshold=`, `ref=`, `metadata_cache_entries=`, `authorize_virtual=` -> the flag of
+//!   `spill_threshold=`, `ref=`, `metadata_cache_entries=`, `authorize_virtual=`, `profile=` -> the flag of
 //!   the same name;
 //! - `verbose`/`debug` -> `-v`;
 //! - mount(8)'s generic options (`_netdev`, `noauto`, `nofail`, `user`, `defaults`,
@@ -24,6 +24,7 @@ pub const SWITCHES: &[(&str, &[&str])] = &[
     ("rw", &[]),
     ("allow_other", &["--allow-other"]),
     ("immutable", &["--immutable"]),
+    ("no_sign_request", &["--no-sign-request"]),
     ("verbose", &["-v"]),
     ("debug", &["-v"]),
 ];
@@ -99,6 +100,7 @@ pub const VALUE_FLAGS: &[&str] = &[
     "metadata_cache_entries",
     "ref",
     "authorize_virtual",
+    "profile",
 ];
 
 /// Split on commas not preceded by a backslash; `\,` becomes `,`.
@@ -254,6 +256,12 @@ mod tests {
         assert_eq!(args("metadata_ttl=-3"), ["--metadata-ttl=-3"]);
         // Only the first '=' splits.
         assert_eq!(args("endpoint_url=http://h/?a=b"), ["--endpoint-url", "http://h/?a=b"]);
+    }
+
+    #[test]
+    fn credential_options_map_onto_cli_flags() {
+        assert_eq!(args("profile=analytics"), ["--profile", "analytics"]);
+        assert_eq!(args("no_sign_request,ro"), ["--no-sign-request", "--read-only"]);
     }
 
     #[test]

@@ -8,11 +8,21 @@ fn init_logging(verbose: u8) {
     // icechunk's local storage warns, on every open, that it is unsafe for concurrent commits:
     // nothing to a reader.
     let default = match verbose {
-        0 => "zarr_mount=info,fuser=error,icechunk_arrow_object_store=error,warn",
+        // aws_config warns of each credential source that failed: the mount's own error
+        // names them all, on one line.
+        0 => "zarr_mount=info,fuser=error,icechunk_arrow_object_store=error,aws_config=error,warn",
         1 => "zarr_mount=debug,fuser=warn,info",
         _ => "zarr_mount=trace,fuser=debug,debug",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // The AWS SDK's client logs whole requests and answers at trace level (STS answers hold
+    // credentials) and its signer the canonical request (a session token): never below info,
+    // whatever RUST_LOG asks.
+    for quiet in
+        ["aws_smithy_runtime", "aws_smithy_http_client", "aws_sigv4", "aws_smithy_runtime_api"]
+    {
+        filter = filter.add_directive(format!("{quiet}=info").parse().expect("a valid directive"));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

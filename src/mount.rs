@@ -117,7 +117,11 @@ async fn open_directory(
         }
         return directory_store(location, cfg);
     };
-    let backend = Arc::new(open_object_store(*cloud, url, cfg)?);
+    // A store that cannot be built (an option's value, a credentials file object_store cannot
+    // read) is a wrong source too: exit 2.
+    let backend = Arc::new(open_object_store(*cloud, url, cfg).inspect_err(|_| {
+        SOURCE_REFUSED.store(true, std::sync::atomic::Ordering::SeqCst);
+    })?);
     // A disk cache whose store answered a listing of the root within the TTL vouches for it
     // (a remount with a warm cache sends no request before the first read it cannot serve).
     let vouched = cfg.disk_cache.as_ref().is_some_and(|d| {

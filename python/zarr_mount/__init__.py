@@ -84,6 +84,46 @@ def _flags(options: dict[str, OptionValue]) -> list[str]:
     return args
 
 
+# Words that make an object-store option's value a secret (as the daemon's own list).
+_SECRET_WORDS = ("secret", "token", "password", "access_key", "account_key", "sas",
+                 "service_account_key", "client_secret")
+# The environment prefix object_store reads each cloud's options from.
+_ENV_PREFIXES = {"s3": "AWS_", "s3a": "AWS_", "gs": "GOOGLE_", "gcs": "GOOGLE_", "az": "AZURE_",
+                 "azure": "AZURE_", "abfs": "AZURE_", "abfss": "AZURE_", "adl": "AZURE_"}
+
+
+def _secrets_to_env(
+    options: dict[str, OptionValue], source: str
+) -> tuple[dict[str, OptionValue], dict[str, str]]:
+    """Move `option=["aws_secret_access_key=..."]` and other secret-valued object-store options
+    out of the daemon's command line (which every user sees in `ps`) into its environment,
+    under the name object_store reads them from (`AWS_SECRET_ACCESS_KEY`). Options whose key
+    has no cloud prefix take the prefix of the source's scheme."""
+    raw = options.get("option")
+    if raw is None or raw is False:
+        return options, {}
+    values = raw if isinstance(raw, list) else [raw]
+    scheme = source.split("://", 1)[0].split("+")[-1].lower() if "://" in source else ""
+    prefix = _ENV_PREFIXES.get(scheme)
+    kept: list[str] = []
+    env: dict[str, str] = {}
+    for item in values:
+        key, sep, value = str(item).partition("=")
+        lowered = key.lower()
+        if sep and any(w in lowered for w in _SECRET_WORDS):
+            if any(lowered.startswith(p.lower()) for p in set(_ENV_PREFIXES.values())):
+                env[key.upper()] = value
+                continue
+            if prefix:
+                env[(prefix + key).upper()] = value
+                continue
+        kept.append(str(item))
+    rest = {k: v for k, v in options.items() if k != "option"}
+    if kept:
+        rest["option"] = kept
+    return rest, env
+
+
 def _reason(log: str, returncode: int | None) -> str:
     """The daemon's one-line error: its last `zarr-mount: ...` line."""
     for line in reversed(log.splitlines()):
@@ -160,8 +200,9 @@ def mount(
             sock.bind(sock_path)
             args = [binary(), "--foreground", "--view", view]
             args += ["--read-only"] if read_only else []
+            options, secret_env = _secrets_to_env(options, os.fspath(source))
             args += _flags(options) + ["--", os.fspath(source), str(target)]
-            env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+            env = dict(os.environ, NOTIFY_SOCKET=sock_path, **secret_env)
             proc = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,

@@ -425,6 +425,9 @@ pub struct Metrics {
     pub writeback_pending_buffers: IntGauge,
     pub writeback_pending_bytes: IntGauge,
     pub writeback_failures: IntCounter,
+    /// Expiring credentials renewed, and renewals that failed (src/store/backends/renewing.rs).
+    pub credential_renewals: IntCounter,
+    pub credential_renewal_failures: IntCounter,
     pub resident_memory: IntGauge,
     pub open_handles: IntGauge,
     pub known_inodes: IntGauge,
@@ -737,6 +740,14 @@ impl Metrics {
             writeback_failures: counter(
                 "writeback_failures_total",
                 "Write-backs (flush, fsync, close, unmount) that failed to store a file.",
+            ),
+            credential_renewals: counter(
+                "credential_renewals_total",
+                "Expiring object-store credentials renewed before their expiry.",
+            ),
+            credential_renewal_failures: counter(
+                "credential_renewal_failures_total",
+                "Renewals of object-store credentials that failed (the old ones stay in use).",
             ),
             resident_memory: gauge(
                 "process_resident_memory_bytes",

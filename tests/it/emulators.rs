@@ -393,3 +393,114 @@ fn gcs_against_fake_gcs_server() {
 fn azure_against_azurite() {
     mount_list_read_write_outage(Kind::Azurite);
 }
+
+/// A service-account key file as `gcloud iam service-accounts keys create` writes it, with a
+/// fresh RSA key: object_store signs its own JWTs with it, so no token endpoint is asked.
+fn service_account_key(path: &Path) {
+    let key = Command::new("openssl")
+        .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+        .output()
+        .expect("openssl");
+    assert!(key.status.success(), "openssl genpkey: {:?}", key);
+    let file = serde_json::json!({
+        "type": "service_account",
+        "project_id": "zm-test",
+        "private_key_id": "0123456789abcdef",
+        "private_key": String::from_utf8(key.stdout).unwrap(),
+        "client_email": "reader@zm-test.iam.gserviceaccount.com",
+        "client_id": "1234567890",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    });
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, file.to_string()).unwrap();
+}
+
+/// Application Default Credentials (#54): a service-account file where `gcloud` puts ADC, or
+/// named by GOOGLE_APPLICATION_CREDENTIALS, mounts with no other configuration; without either
+/// the metadata server is asked (here a closed port on 127.0.0.1), and the mount is refused at
+/// mount time. An ADC kind object_store lacks (`external_account`) is refused in one line.
+#[test]
+fn gcs_application_default_credentials_are_found_as_gcloud_leaves_them() {
+    use common::s3::mount_refused_clean;
+    let Some(e) = Emulator::start(Kind::FakeGcs) else { return };
+    e.put_all(&[("pre/a".into(), b"through ADC".to_vec())]);
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = e.endpoint();
+    let args = ["--endpoint-url", endpoint.as_str(), "--read-only"];
+    let closed = format!("127.0.0.1:{}", free_port());
+    let source = format!("gs://{BUCKET}/pre");
+    let env = |home: &Path, extra: &[(&'static str, String)]| {
+        let mut v = vec![
+            ("HOME".to_string(), home.to_str().unwrap().to_string()),
+            ("GCE_METADATA_HOST".to_string(), closed.clone()),
+            ("GCE_METADATA_IP".to_string(), closed.clone()),
+        ];
+        v.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        v
+    };
+    let mount = |mnt: &Path, envs: &[(String, String)]| {
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Mount::start_clean(&source, mnt, &args, &envs)
+    };
+    // The well-known file of `gcloud auth application-default login`.
+    let home = tmp.path().join("home");
+    service_account_key(&home.join(".config/gcloud/application_default_credentials.json"));
+    let m = mount(&tmp.path().join("m1"), &env(&home, &[]));
+    assert_eq!(std::fs::read(m.path("a")).unwrap(), b"through ADC");
+    drop(m);
+    // GOOGLE_APPLICATION_CREDENTIALS, with an empty HOME.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let key = tmp.path().join("key.json");
+    service_account_key(&key);
+    let gac = [("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().unwrap().to_string())];
+    let m = mount(&tmp.path().join("m2"), &env(&empty, &gac));
+    assert_eq!(std::fs::read(m.path("a")).unwrap(), b"through ADC");
+    drop(m);
+    let refused = |envs: Vec<(String, String)>, mnt: &str| {
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let (code, stderr, _) = mount_refused_clean(&source, &tmp.path().join(mnt), &args, &envs);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        stderr
+    };
+    // Neither: the metadata server, which does not answer.
+    refused(env(&empty, &[]), "m3");
+    // Workload Identity Federation's file kind: not one object_store reads.
+    let external = tmp.path().join("external.json");
+    std::fs::write(&external, r#"{"type": "external_account", "audience": "x"}"#).unwrap();
+    let stderr = refused(
+        env(&empty, &[("GOOGLE_APPLICATION_CREDENTIALS", external.to_str().unwrap().to_string())]),
+        "m4",
+    );
+    assert!(stderr.contains("external_account"), "{stderr}");
+}
+
+/// Azure credentials from the `AZURE_*` variables alone (#54), as `az` and the SDKs read them:
+/// the account and key in the environment, nothing on the command line but the endpoint.
+/// Azurite checks signatures, so a wrong key in the environment is refused at mount time.
+#[test]
+fn azure_account_key_from_the_environment() {
+    use common::s3::{assert_refused, mount_refused_clean};
+    let Some(e) = Emulator::start(Kind::Azurite) else { return };
+    e.put_all(&[("pre/a".into(), b"from the environment".to_vec())]);
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = format!("{}/{AZ_ACCOUNT}", e.endpoint());
+    let args = ["--endpoint-url", endpoint.as_str(), "--read-only"];
+    let source = format!("az://{BUCKET}/pre");
+    let home = tmp.path().to_str().unwrap();
+    let wrong = AZ_KEY.replace('E', "F");
+    let env = |key| {
+        [
+            ("HOME", home),
+            ("AZURE_STORAGE_ACCOUNT_NAME", AZ_ACCOUNT),
+            ("AZURE_STORAGE_ACCOUNT_KEY", key),
+        ]
+    };
+    let m = Mount::start_clean(&source, &tmp.path().join("m1"), &args, &env(AZ_KEY));
+    assert_eq!(std::fs::read(m.path("a")).unwrap(), b"from the environment");
+    drop(m);
+    let result = mount_refused_clean(&source, &tmp.path().join("m2"), &args, &env(&wrong));
+    assert!(!result.1.contains(&wrong), "the key in the error: {}", result.1);
+    assert_refused(result, "access denied");
+}

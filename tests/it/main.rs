@@ -4,6 +4,7 @@
 mod common;
 
 mod consistency;
+mod credentials;
 mod disk_cache;
 mod docs;
 mod emulators;

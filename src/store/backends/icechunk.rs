@@ -218,7 +218,8 @@ async fn storage_for(
                 .clone()
                 .or_else(|| std::env::var("AWS_REGION").ok())
                 .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok());
-            let anonymous = truthy(option(&["aws_skip_signature", "skip_signature"]));
+            let anonymous =
+                remote.no_sign_request || truthy(option(&["aws_skip_signature", "skip_signature"]));
             let mut config = icechunk::config::S3Options::default();
             config.region = region;
             config.allow_http = endpoint.as_deref().is_some_and(|e| e.starts_with("http://"))

@@ -1,5 +1,6 @@
 //! The backends: each one maps the `Store` trait onto one kind of storage.
 
+pub mod aws_chain;
 pub mod http;
 pub mod icechunk;
 pub mod icechunk_http;
@@ -7,4 +8,5 @@ pub mod local;
 pub mod memory;
 pub mod object;
 pub mod reference;
+pub mod renewing;
 pub mod zip;

@@ -20,6 +20,8 @@ use object_store::{
     PutPayload, RetryConfig, UpdateVersion, WriteMultipart,
 };
 
+use crate::store::backends::aws_chain::{profile_settings, AwsChain};
+use crate::store::backends::renewing::RenewingCredentials;
 use crate::store::location::Cloud;
 use crate::store::{
     error_chain, join_key, name_problem, validate_key, ByteRange, HiddenKeys, ListPages, Listing,
@@ -44,6 +46,11 @@ pub struct RemoteOptions {
     /// The rule for `http(s)://` stores whose URL data chose (reference targets): which
     /// internal hosts they, and their redirects, may reach. None: the store's own origin only.
     pub egress: Option<Arc<crate::store::egress::Egress>>,
+    /// `--profile` (S3): the AWS profile to take credentials, region and endpoint from
+    /// (default: `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+    /// `--no-sign-request` (S3): anonymous requests, for public buckets.
+    pub no_sign_request: bool,
 }
 
 /// object_store's HTTP client for `http(s)://` stores, built by [`Egress::client_builder`]
@@ -68,6 +75,21 @@ impl object_store::client::HttpConnector for GuardedConnector {
             .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
         Ok(object_store::client::HttpClient::new(client))
     }
+}
+
+/// The S3 credentials of a mount, as the AWS CLI finds them (see `aws_chain`).
+type AwsCredentials = Arc<RenewingCredentials<AwsChain>>;
+
+/// Whether `-o` options give S3 credentials (or ask for none) themselves: then object_store
+/// uses them as given, and the AWS chain is not consulted.
+fn s3_options_set_credentials(options: &[(String, String)]) -> bool {
+    use object_store::aws::AmazonS3ConfigKey as K;
+    options.iter().any(|(k, _)| {
+        matches!(
+            k.parse::<K>(),
+            Ok(K::AccessKeyId | K::SecretAccessKey | K::Token | K::SkipSignature)
+        )
+    })
 }
 
 /// Bounded retries: a dead server is an error after at most ~10 s of retrying.
@@ -163,6 +185,9 @@ pub struct ObjectStoreBackend {
     egress: Option<Arc<crate::store::egress::Egress>>,
     /// Object sizes seen, and what this server is known to refuse (see `get_ranged`).
     shapes: RequestShapes,
+    /// S3 credentials from the AWS chain, renewed as they expire (None: given by `-o`, the
+    /// store's own, or none at all).
+    credentials: Option<AwsCredentials>,
 }
 
 /// How many object sizes a backend remembers (LRU; about 100 bytes each).
@@ -272,6 +297,7 @@ impl ObjectStoreBackend {
             hidden: HiddenKeys::default(),
             update_by_generation: false,
             shapes: RequestShapes::default(),
+            credentials: None,
             egress: None,
         }
     }
@@ -299,6 +325,7 @@ impl ObjectStoreBackend {
             key: String::new(),
             message: format!("-o {k}: unknown option"),
         };
+        let mut credentials = None;
         let (store, pager, description, read_only): Built = match cloud {
             Cloud::S3 => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
@@ -313,11 +340,38 @@ impl ObjectStoreBackend {
                 if let Some(r) = &opts.region {
                     b = b.with_region(r.clone());
                 }
-                if http_endpoint(b.get_config_value(&K::Endpoint)) {
-                    b = b.with_allow_http(true);
-                }
                 for (k, v) in &opts.options {
                     b = b.with_config(k.parse().map_err(|_| bad_key(k))?, v.clone());
+                }
+                let anonymous = opts.no_sign_request
+                    || b.get_config_value(&K::SkipSignature)
+                        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+                if anonymous {
+                    b = b.with_skip_signature(true);
+                }
+                // What the flags, -o and the environment leave open comes from the AWS
+                // profile, as the CLI has it.
+                let profile = profile_settings(opts.profile.as_deref());
+                let endpoint_set = b.get_config_value(&K::Endpoint).is_some()
+                    || b.get_config_value(&K::S3Endpoint).is_some();
+                if let (false, Some(e)) = (endpoint_set, profile.endpoint_url) {
+                    b = b.with_endpoint(e);
+                }
+                if let (None, Some(r)) = (b.get_config_value(&K::Region), profile.region) {
+                    b = b.with_region(r);
+                }
+                if http_endpoint(b.get_config_value(&K::Endpoint))
+                    || http_endpoint(b.get_config_value(&K::S3Endpoint))
+                {
+                    b = b.with_allow_http(true);
+                }
+                if !anonymous && !s3_options_set_credentials(&opts.options) {
+                    let region =
+                        b.get_config_value(&K::Region).unwrap_or_else(|| "us-east-1".into());
+                    let chain = AwsChain::new(opts.profile.as_deref(), &region);
+                    let provider = Arc::new(RenewingCredentials::new(chain));
+                    credentials = Some(provider.clone());
+                    b = b.with_credentials(provider);
                 }
                 let s = Arc::new(b.build().map_err(|e| map_err_with("", e, &secrets))?);
                 (s.clone(), Some(s), describe_url(&base, &prefix), false)
@@ -392,6 +446,7 @@ impl ObjectStoreBackend {
                     hidden: HiddenKeys::default(),
                     update_by_generation: false,
                     shapes: RequestShapes::default(),
+                    credentials: None,
                     egress: Some(egress),
                 });
             }
@@ -406,6 +461,7 @@ impl ObjectStoreBackend {
             hidden: HiddenKeys::default(),
             update_by_generation: cloud == Cloud::Gcs,
             shapes: RequestShapes::default(),
+            credentials,
             egress: None,
         })
     }
@@ -650,6 +706,10 @@ impl ObjectStoreBackend {
     /// EIO. `Err` holds the reason, one line, without secrets. Plain HTTP has no listing:
     /// there any HTTP answer counts (only an unreachable server fails).
     pub async fn check(&self) -> Result<Reached, String> {
+        // No credentials anywhere is said as such, naming where they were looked for.
+        if let Some(credentials) = &self.credentials {
+            credentials.get().await.map_err(|why| scrub(why, &self.secrets))?;
+        }
         let result = match &self.pager {
             Some(pager) => {
                 let prefix = if self.prefix.is_empty() { None } else { Some(self.prefix.as_str()) };

@@ -62,15 +62,32 @@ pub fn spawn_daemon(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Child, PathBuf, PathBuf) {
+    spawn(source, mnt, args, envs, false)
+}
+
+/// `spawn_daemon`; `clean`: the daemon inherits no environment but PATH, and gets no RUST_LOG
+/// (it logs at the level of its -v flags).
+fn spawn(
+    source: &std::ffi::OsStr,
+    mnt: &Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+    clean: bool,
+) -> (Child, PathBuf, PathBuf) {
     let mnt = mnt.canonicalize().unwrap();
     let log = mnt.with_extension("log");
     let log_file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    if clean {
+        command.env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    } else {
+        command.env("RUST_LOG", "zarr_mount=debug");
+    }
+    let child = command
         .arg(source)
         .arg(&mnt)
         .arg("--foreground")
         .args(args)
-        .env("RUST_LOG", "zarr_mount=debug")
         // `Mount::advance_clock` steps the daemon's clock past every TTL the tests use.
         .env("ZM_TEST_CLOCK_STEP", CLOCK_STEP_SECS)
         .envs(envs.iter().copied())
@@ -97,8 +114,25 @@ impl Mount {
     /// Like `start`, for a SOURCE that is not a path (`s3://bucket/prefix`), with extra
     /// environment variables for the daemon.
     pub fn start_with(source: &str, mnt: &Path, args: &[&str], envs: &[(&str, &str)]) -> Mount {
+        Self::start_as(source, mnt, args, envs, false)
+    }
+
+    /// Like `start_with`, with a daemon that inherits no environment but PATH: exactly `envs`
+    /// (credential tests: no AWS_* variable, HOME where the test says). No RUST_LOG either: the
+    /// daemon logs at the level of its -v flags.
+    pub fn start_clean(source: &str, mnt: &Path, args: &[&str], envs: &[(&str, &str)]) -> Mount {
+        Self::start_as(source, mnt, args, envs, true)
+    }
+
+    fn start_as(
+        source: &str,
+        mnt: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        clean: bool,
+    ) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
-        let (child, mnt, log) = spawn_daemon(source.as_ref(), mnt, args, envs);
+        let (child, mnt, log) = spawn(source.as_ref(), mnt, args, envs, clean);
         let mut m = Mount { child: Some(child), mnt, log };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !is_mounted(&m.mnt) {

@@ -37,6 +37,20 @@ pub const ENV: &[(&str, &str)] = &[
     ("AWS_REGION", "us-east-1"),
 ];
 
+/// One request moto recorded.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query, e.g. `/bkt/pre/a` or `/`.
+    pub path: String,
+    /// The access key that signed it (None: unsigned).
+    pub key: Option<String>,
+    /// The service of the signature's scope (`s3`, `sts`).
+    pub service: Option<String>,
+    /// The body as moto recorded it (form bodies of STS calls are plain text).
+    pub body: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum S3Server {
     /// moto (Python), in memory.
@@ -82,6 +96,8 @@ pub struct S3 {
     dir: tempfile::TempDir,
     pub port: u16,
     running: bool,
+    /// moto records every request it answers, headers included (`recorded`).
+    recording: bool,
 }
 
 impl S3 {
@@ -89,6 +105,16 @@ impl S3 {
     /// server cannot be installed, e.g. without network, and servers are not required
     /// (`super::server_unavailable`).
     pub fn start(kind: S3Server) -> Option<S3> {
+        Self::start_as(kind, false)
+    }
+
+    /// A moto that records every request it answers with its headers (`recorded`): which
+    /// access key signed which request.
+    pub fn start_recording() -> Option<S3> {
+        Self::start_as(S3Server::Moto, true)
+    }
+
+    fn start_as(kind: S3Server, recording: bool) -> Option<S3> {
         let status = Command::new(SCRIPT)
             .arg("install")
             .arg(kind.name())
@@ -99,8 +125,8 @@ impl S3 {
             return None;
         }
         assert!(status.success(), "scripts/s3-server.sh install {} failed: {status}", kind.name());
-        let mut s =
-            S3 { kind, dir: tempfile::tempdir().unwrap(), port: free_port(), running: false };
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = S3 { kind, dir, port: free_port(), running: false, recording };
         s.up();
         Some(s)
     }
@@ -108,7 +134,13 @@ impl S3 {
     /// Start the server (again, on the same port) and make sure the bucket exists. moto
     /// starts empty; s3s-fs still has every object it had.
     pub fn up(&mut self) {
-        let status = Command::new(SCRIPT)
+        let mut start = Command::new(SCRIPT);
+        if self.recording {
+            start
+                .env("MOTO_ENABLE_RECORDING", "True")
+                .env("MOTO_RECORDER_FILEPATH", self.dir.path().join("recording.jsonl"));
+        }
+        let status = start
             .env("S3S_ACCESS_KEY", ACCESS_KEY)
             .env("S3S_SECRET_KEY", SECRET)
             .arg("start")
@@ -152,6 +184,53 @@ impl S3 {
                 );
             }
         }
+    }
+
+    /// The requests moto recorded (`start_recording`), in order: (method, path and query,
+    /// the access key of the Authorization header if signed, the service it was signed for).
+    pub fn recorded(&self) -> Vec<Recorded> {
+        assert!(self.recording, "start_recording");
+        let text =
+            std::fs::read_to_string(self.dir.path().join("recording.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                let header = |name: &str| {
+                    v["headers"].as_object().and_then(|h| {
+                        h.iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                            .and_then(|(_, v)| v.as_str().map(str::to_string))
+                    })
+                };
+                // `AWS4-HMAC-SHA256 Credential=KEY/DATE/REGION/SERVICE/aws4_request, ...`
+                let scope = header("authorization").and_then(|a| {
+                    let c = a.split("Credential=").nth(1)?.split([',', ' ']).next()?.to_string();
+                    let parts: Vec<&str> = c.split('/').collect();
+                    Some((parts.first()?.to_string(), parts.get(3)?.to_string()))
+                });
+                let url = v["url"].as_str().unwrap_or("");
+                let path = url
+                    .split_once("://")
+                    .map_or(url, |(_, r)| &r[r.find('/').unwrap_or(r.len())..]);
+                Recorded {
+                    method: v["method"].as_str().unwrap_or("").to_string(),
+                    path: path.to_string(),
+                    key: scope.as_ref().map(|s| s.0.clone()),
+                    service: scope.map(|s| s.1),
+                    body: {
+                        use base64::Engine;
+                        let body = v["body"].as_str().unwrap_or("");
+                        match v["body_encoded"].as_bool() {
+                            Some(true) => base64::engine::general_purpose::STANDARD
+                                .decode(body)
+                                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                                .unwrap_or_default(),
+                            _ => body.to_string(),
+                        }
+                    },
+                }
+            })
+            .collect()
     }
 
     /// Where s3s-fs keeps its buckets (one directory each).
@@ -238,7 +317,7 @@ impl S3 {
                 ("aws_access_key_id".into(), ACCESS_KEY.into()),
                 ("aws_secret_access_key".into(), SECRET.into()),
             ],
-            egress: None,
+            ..Default::default()
         };
         let url = format!("s3://{BUCKET}/{prefix}");
         ObjectStoreBackend::open(zarr_mount::source::Cloud::S3, &url, &opts).unwrap()
@@ -349,11 +428,36 @@ pub fn mount_refused(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Option<i32>, String, std::time::Duration) {
+    refused(source, mnt, args, envs, false)
+}
+
+/// `mount_refused` with a daemon that inherits no environment but PATH (see
+/// `Mount::start_clean`).
+pub fn mount_refused_clean(
+    source: &str,
+    mnt: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Option<i32>, String, std::time::Duration) {
+    refused(source, mnt, args, envs, true)
+}
+
+fn refused(
+    source: &str,
+    mnt: &std::path::Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+    clean: bool,
+) -> (Option<i32>, String, std::time::Duration) {
     use std::time::{Duration, Instant};
     std::fs::create_dir_all(mnt).unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
-    let mut child = Command::new(super::BIN)
+    let mut command = Command::new(super::BIN);
+    if clean {
+        command.env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    }
+    let mut child = command
         .arg(source)
         .arg(mnt)
         .arg("--foreground")
