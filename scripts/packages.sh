@@ -48,7 +48,7 @@ wheel=$(ls "$TARGET"/wheels/zarr_mount-*.whl)
 say "wheel: $wheel"
 
 # ---- the .deb: generated man page and completions, the helper and unit pointing at /usr/bin
-# (--no-strip: the release profile already strips debug info, and cargo-deb would try to strip
+# (--no-strip: the release profile already strips debug info and symbols, and cargo-deb would try to strip
 # the helper script too, since it sits under target/release)
 rm -rf "$ASSETS"
 "$BIN" --generate-docs "$ASSETS" >/dev/null
