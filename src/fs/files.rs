@@ -138,9 +138,10 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        if buf.is_none() {
-            self.admit_reader(ino, &node)?;
-        }
+        // A reader of a write buffer counts too: once the buffer is written back and gone, a
+        // reply must not tell its inode the size of another version (a stale answer of the
+        // store), or the kernel would cut the buffer's content to it.
+        self.admit_reader(ino, &node)?;
         let keep_cache = buf.is_none() && self.cache.keep_cache(ino, &node);
         // Which version a reader got, for tracing a stale read back to its open.
         tracing::debug!(path, size = node.size, version = ?node.content_version(), from_buffer = buf.is_some(), keep_cache, "opened for reading");
@@ -418,10 +419,8 @@ impl ZarrFs {
     /// Returns false when the handle needs the async `release`.
     pub fn release_reader(&self, fh: u64) -> bool {
         match self.handles.remove_reader(fh) {
-            Some(admitted) => {
-                if let Some(ino) = admitted {
-                    self.release_reader_of(ino);
-                }
+            Some(ino) => {
+                self.release_reader_of(ino);
                 true
             }
             None => false,
@@ -431,7 +430,7 @@ impl ZarrFs {
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let Some(handle) = self.handles.lock().remove(&fh) else { return Err(FsError::BadHandle) };
         let Handle::Write(WriteHandle { buf, dirty, .. }) = handle else {
-            if let Handle::Read(ReadHandle { ino, buf: None, .. }) = handle {
+            if let Handle::Read(ReadHandle { ino, .. }) = handle {
                 self.release_reader_of(ino);
             }
             return Ok(());

@@ -594,9 +594,15 @@ mod tests {
         store.put("k", Bytes::from_static(b"a later version")).await.unwrap();
         let r = fs.open_for_reading(attr.ino, "k".into(), node, Some(buf)).unwrap();
         assert_eq!(fs.read(r.fh, 0, 64).await.unwrap().as_ref(), b"buffered");
-        // With the buffer gone, a new open sees the store.
-        let r = fs.open(attr.ino, libc::O_RDONLY).await.unwrap();
-        assert_eq!(fs.read(r.fh, 0, 64).await.unwrap().as_ref(), b"a later version");
+        // With the buffer gone, a new open sees the store: while the buffer's reader holds
+        // the inode, that is ESTALE at the old inode (the kernel looks the name up again)
+        // and the later version under a new one (`sizes`).
+        assert!(matches!(fs.open(attr.ino, libc::O_RDONLY).await, Err(FsError::Stale)));
+        let now = fs.lookup(ROOT_INO, "k").await.unwrap();
+        assert_ne!(now.ino, attr.ino);
+        let r2 = fs.open(now.ino, libc::O_RDONLY).await.unwrap();
+        assert_eq!(fs.read(r2.fh, 0, 64).await.unwrap().as_ref(), b"a later version");
+        fs.release(r.fh).await.unwrap();
     }
 
     /// link() stores the new name with one create-if-absent put: a buffered temp file is

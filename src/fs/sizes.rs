@@ -11,9 +11,10 @@
 //! of two versions of the same size fill one page cache with pages of both. None of those is
 //! a version ever written.
 //!
-//! So, for stored versions (a write buffer of this mount is the kernel's own doing, and mixes
-//! as a file rewritten in place on a local disk does; the counters live in the inode table,
-//! under its lock):
+//! So (the counters live in the inode table, under its lock; replies carrying a write buffer
+//! of this mount are the kernel's own doing and not checked, a file rewritten in place mixes
+//! as on a local disk; but a reader of such a buffer counts, at the buffer's size, so that once
+//! the buffer is stored and gone no stale answer of the store cuts it):
 //! - a reply never tells an inode held open by readers another version: the name gets a new
 //!   inode instead, and the old one lives on for its readers as a file replaced by a rename
 //!   does (`named_attr`, `inode_attr`);
@@ -89,7 +90,7 @@ impl ZarrFs {
         Some(self.attr_of(ino, node))
     }
 
-    /// A reader opens `ino` at the stored `node`.
+    /// A reader opens `ino` at `node` (a stored version, or this mount's write buffer).
     pub(super) fn admit_reader(&self, ino: u64, node: &Node) -> FsResult<()> {
         let Some(told) = fingerprint(node) else { return Ok(()) };
         let opened = lock(&self.inodes).open_reader(ino, told);
@@ -388,5 +389,28 @@ mod tests {
         let second = kernel.read_file(&fs, "a.npy", again.ino).await.unwrap();
         assert_eq!(second.len(), first.len());
         assert_eq!(second[second.len() - 4..], [1, 1, 3, 3]);
+    }
+
+    /// A reader of this mount's write buffer holds its inode at the buffer's size: once the
+    /// buffer is written back and gone, a getattr that finds another version at the store (a
+    /// later write elsewhere, or an answer from before the write) must not tell the kernel
+    /// that version's size, which would cut the reader's content to it.
+    #[tokio::test]
+    async fn a_reader_of_a_write_buffer_keeps_its_size_after_the_buffer_is_gone() {
+        let store = Arc::new(MemoryStore::new());
+        let (mut kernel, fs) = Kernel::over(Arc::new(RawNamespace::new(store.clone())));
+        let (attr, w) = fs.create(ROOT_INO, "k", 0).await.unwrap();
+        fs.write(w.fh, 0, b"the new version").await.unwrap();
+        fs.flush(w.fh).await.unwrap();
+        let r = fs.open(attr.ino, libc::O_RDONLY).await.unwrap().fh; // from the buffer
+        fs.release(w.fh).await.unwrap();
+        store.put("k", Bytes::from_static(b"other")).await.unwrap();
+        let now = kernel.told(fs.getattr(attr.ino).await.unwrap());
+        assert_eq!(now.size, 15, "the buffer reader's inode was told another version's size");
+        assert_eq!(&fs.read(r, 0, 64).await.unwrap()[..], b"the new version");
+        fs.release(r).await.unwrap();
+        let again = kernel.lookup(&fs, "k").await;
+        assert_ne!(again.ino, attr.ino);
+        assert_eq!(again.size, 5);
     }
 }

@@ -89,16 +89,16 @@ impl Handles {
         }
     }
 
-    /// Close `fh` if it is a reader (nothing to write back): `None` if it was not, else the
-    /// inode it read a stored version of (`None` for a reader of a write buffer).
-    pub fn remove_reader(&self, fh: u64) -> Option<Option<u64>> {
+    /// Close `fh` if it is a reader (nothing to write back): the inode it read, `None` if it
+    /// was no reader.
+    pub fn remove_reader(&self, fh: u64) -> Option<u64> {
         let mut handles = self.lock();
         if !handles.get(&fh).is_some_and(Handle::is_reader) {
             return None;
         }
         match handles.remove(&fh) {
-            Some(Handle::Read(ReadHandle { ino, buf: None, .. })) => Some(Some(ino)),
-            _ => Some(None),
+            Some(Handle::Read(ReadHandle { ino, .. })) => Some(ino),
+            _ => None,
         }
     }
 
