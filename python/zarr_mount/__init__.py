@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Union
+from typing import Callable, Union
 
 __all__ = ["MountError", "binary", "mount", "serve"]
 
@@ -194,29 +194,9 @@ def mount(
     work = tempfile.TemporaryDirectory(prefix="zarr-mount-notify-")
     proc: subprocess.Popen[bytes] | None = None
     try:
-        sock_path = os.path.join(work.name, "notify")
-        log_path = os.path.join(work.name, "log")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, open(log_path, "wb") as log:
-            sock.bind(sock_path)
-            args = [binary(), "--foreground", "--view", view]
-            args += ["--read-only"] if read_only else []
-            options, secret_env = _secrets_to_env(options, os.fspath(source))
-            args += _flags(options) + ["--", os.fspath(source), str(target)]
-            env = dict(os.environ, NOTIFY_SOCKET=sock_path, **secret_env)
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                # a Ctrl-C reaches Python, whose exit stops the daemon in order
-                start_new_session=True,
-            )
-            _live.add(proc)
-            if not _wait_ready(proc, sock, timeout):
-                _live.discard(proc)
-                text = Path(log_path).read_text(errors="replace")
-                raise MountError(_reason(text, proc.returncode), proc.returncode)
+        head = ["--foreground", "--view", view] + (["--read-only"] if read_only else [])
+        proc, _ = _start(work.name, head, options, [os.fspath(source), str(target)],
+                         lambda p, sock: "" if _wait_ready(p, sock, timeout) else None)
         yield target
     finally:
         if proc is not None:
@@ -225,6 +205,42 @@ def mount(
         if made_dir:
             with contextlib.suppress(OSError):
                 target.rmdir()
+
+
+def _start(
+    workdir: str,
+    head: list[str],
+    options: dict[str, OptionValue],
+    positional: list[str],
+    ready: Callable[[subprocess.Popen[bytes], socket.socket], str | None],
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the daemon (`head` flags, then `options` as flags, then `positional`) with a
+    systemd notify socket in `workdir`, secret options in its environment rather than on its
+    command line, and wait until `ready` says it is (its status line; None: it failed, and the
+    reason in its log is raised as a MountError)."""
+    sock_path = os.path.join(workdir, "notify")
+    log_path = os.path.join(workdir, "log")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, open(log_path, "wb") as log:
+        sock.bind(sock_path)
+        options, secret_env = _secrets_to_env(options, positional[0])
+        args = [binary(), *head] + _flags(options) + ["--", *positional]
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path, **secret_env)
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            # a Ctrl-C reaches Python, whose exit stops the daemon in order
+            start_new_session=True,
+        )
+        _live.add(proc)
+        status = ready(proc, sock)
+        if status is None:
+            _live.discard(proc)
+            text = Path(log_path).read_text(errors="replace")
+            raise MountError(_reason(text, proc.returncode), proc.returncode)
+    return proc, status
 
 
 @contextlib.contextmanager
@@ -245,23 +261,8 @@ def serve(
     work = tempfile.TemporaryDirectory(prefix="zarr-mount-serve-")
     proc: subprocess.Popen[bytes] | None = None
     try:
-        sock_path = os.path.join(work.name, "notify")
-        log_path = os.path.join(work.name, "log")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, open(log_path, "wb") as log:
-            sock.bind(sock_path)
-            args = [binary(), "serve", "--listen", listen]
-            args += _flags({"view": views, **options}) + ["--", os.fspath(source)]
-            env = dict(os.environ, NOTIFY_SOCKET=sock_path)
-            proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                start_new_session=True,
-            )
-            _live.add(proc)
-            status = _wait_status(proc, sock, timeout)
-            if status is None:
-                _live.discard(proc)
-                text = Path(log_path).read_text(errors="replace")
-                raise MountError(_reason(text, proc.returncode), proc.returncode)
+        proc, status = _start(work.name, ["serve", "--listen", listen], {"view": views, **options},
+                              [os.fspath(source)], lambda p, sock: _wait_status(p, sock, timeout))
         url = next((w for w in status.split() if w.startswith(("http://", "https://"))), None)
         if url is None:
             raise MountError(f"no URL in the server's status: {status!r}", None)

@@ -75,3 +75,28 @@ def test_a_mount_with_a_secret_option_shows_it_in_no_command_line(zarr_mount_bin
     finally:
         force_unmount(mnt)
     assert not os.path.ismount(mnt)
+
+
+def test_serve_with_a_secret_option_shows_it_in_no_command_line(zarr_mount_bin, moto, tmp_path,
+                                                                 monkeypatch):
+    """`zarr_mount.serve` starts its daemon the way `mount` does: the secret in its
+    environment, in no process's command line, and the store read with it."""
+    import urllib.request
+
+    monkeypatch.setenv("ZARR_MOUNT_BIN", str(zarr_mount_bin))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    moto.client().put_object(Bucket=BUCKET, Key="srv/a", Body=b"served")
+    with zarr_mount.serve(moto.url("srv"), view="raw", endpoint_url=moto.endpoint,
+                          region="us-east-1", option=[f"aws_access_key_id={ACCESS_KEY}",
+                                                      f"aws_secret_access_key={SECRET}"]) as url:
+        with urllib.request.urlopen(url + "raw/a", timeout=30) as r:
+            assert r.read() == b"served"
+        for entry in Path("/proc").iterdir():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert SECRET.encode() not in cmdline, f"the secret in {entry}/cmdline"
