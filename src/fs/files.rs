@@ -281,8 +281,9 @@ impl ZarrFs {
         if node.is_dir() {
             return Err(FsError::IsADirectory);
         }
-        let told = self.check_told(ino, &node);
-        self.note_stale(ino, &path, told.map(|()| Bytes::new()))?;
+        if let Err(stale) = self.check_told(ino, &node) {
+            return self.note_stale(ino, &path, Err(stale));
+        }
         self.note_version(ino, &node);
         if offset == 0 {
             self.fetch_next_files(&path);

@@ -142,8 +142,12 @@ fn same_tag(a: &str, b: &str) -> bool {
     if a.is_empty() || b.is_empty() || etag(a) != etag(b) {
         return true;
     }
-    let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
-    bare(a) == bare(b)
+    bare_tag(a) == bare_tag(b)
+}
+
+/// An ETag without its weak marker and quotes.
+fn bare_tag(t: &str) -> &str {
+    t.trim_start_matches("W/").trim_matches('"')
 }
 
 /// A store's answer to a read of `r` that brought `got` bytes, fewer than asked for within
