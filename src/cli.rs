@@ -31,7 +31,8 @@ pub mod serve;
 pub struct Args {
     /// The Zarr store to mount.
     pub source: String,
-    /// An existing, empty directory to mount it on.
+    /// An existing, empty directory to mount it on; or /dev/fd/N, a /dev/fuse descriptor that
+    /// a privileged helper mounted and handed to this process.
     pub mountpoint: PathBuf,
     /// Stay in the foreground (default: daemonize once the mount is live).
     #[arg(short, long)]
@@ -565,6 +566,12 @@ fn check_local_dir(p: &Path, read_only: bool) -> Result<(), UsageError> {
 }
 
 fn check_mountpoint(p: &Path) -> Result<PathBuf, UsageError> {
+    // A /dev/fuse connection handed in already mounted: nothing to check on disk.
+    if let Some(fd) = crate::fuse::passed_fd::descriptor(p) {
+        crate::fuse::passed_fd::check(fd)
+            .map_err(|e| usage(format!("MOUNTPOINT {}: {e}", p.display())))?;
+        return Ok(p.to_path_buf());
+    }
     let md = std::fs::metadata(p).map_err(|e| {
         if e.raw_os_error() == Some(libc::ENOTCONN) {
             usage(format!(

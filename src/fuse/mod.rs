@@ -5,4 +5,5 @@ pub mod io_modes;
 pub mod kernel_mount;
 pub mod notify;
 pub mod openers;
+pub mod passed_fd;
 pub mod session;

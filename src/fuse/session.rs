@@ -10,6 +10,7 @@ use fuser::{Config, MountOption, SessionACL};
 use super::adapter::FuseAdapter;
 use super::kernel_mount::{self, KernelMountOptions};
 use super::notify;
+use super::passed_fd;
 use crate::fs::ZarrFs;
 use crate::prefetch::kernel_window;
 
@@ -49,7 +50,10 @@ pub fn serve(
     config.mount_options = mount_options;
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(opts.threads.max(1));
-    config.clone_fd = opts.threads > 1;
+    let passed = passed_fd::descriptor(&opts.mountpoint);
+    // A descriptor per thread is a clone of /dev/fuse, which a daemon handed its connection
+    // may not be allowed to open (0600 root on many hosts): then the threads share the one.
+    config.clone_fd = opts.threads > 1 && (passed.is_none() || passed_fd::may_open_dev_fuse());
 
     // Signal handlers go in before the mount exists, so a SIGTERM that arrives while mounting
     // still ends in a clean unmount rather than a dead mount point.
@@ -66,22 +70,32 @@ pub fn serve(
         read_only: opts.read_only,
         allow_other: opts.allow_other,
     };
-    // Mounted here (root) or by fuser through fusermount3 (anyone else).
-    let (session, own_mount) = match kernel_mount::mount(&opts.mountpoint, &kernel_opts) {
-        Ok(Some(dev)) => {
-            let acl = config.acl;
-            match fuser::Session::from_fd(adapter, dev, acl, config) {
-                Ok(session) => (session, true),
-                Err(e) => {
-                    lazy_unmount(&opts.mountpoint);
-                    return Err(cannot_mount(e));
+    // Handed in mounted (`/dev/fd/N`), mounted here (root) or by fuser through fusermount3
+    // (anyone else).
+    let (session, own_mount) = if let Some(fd) = passed {
+        let dev = passed_fd::take(fd)
+            .map_err(|e| SessionError(format!("MOUNTPOINT {}: {e}", opts.mountpoint.display())))?;
+        // The helper that mounted it chose who may enter; the kernel enforces that.
+        let acl = SessionACL::All;
+        (fuser::Session::from_fd(adapter, dev, acl, config).map_err(cannot_mount)?, false)
+    } else {
+        match kernel_mount::mount(&opts.mountpoint, &kernel_opts) {
+            Ok(Some(dev)) => {
+                let acl = config.acl;
+                match fuser::Session::from_fd(adapter, dev, acl, config) {
+                    Ok(session) => (session, true),
+                    Err(e) => {
+                        lazy_unmount(&opts.mountpoint);
+                        return Err(cannot_mount(e));
+                    }
                 }
             }
+            Ok(None) => (
+                fuser::Session::new(adapter, &opts.mountpoint, &config).map_err(cannot_mount)?,
+                false,
+            ),
+            Err(e) => return Err(cannot_mount(e)),
         }
-        Ok(None) => {
-            (fuser::Session::new(adapter, &opts.mountpoint, &config).map_err(cannot_mount)?, false)
-        }
-        Err(e) => return Err(cannot_mount(e)),
     };
     // Page-cache invalidations go out from the blocking pool: the kernel may wait on pages
     // that a read in flight holds, and that read is answered from another thread.
@@ -111,7 +125,10 @@ pub fn serve(
     let background =
         session.spawn().map_err(|e| SessionError(format!("cannot start the FUSE session: {e}")))?;
     tracing::info!(mountpoint = %opts.mountpoint.display(), "mounted");
-    set_read_ahead(&opts.mountpoint, opts.read_ahead);
+    if passed.is_none() {
+        // The kernel's read-ahead window is found through the mountpoint's device.
+        set_read_ahead(&opts.mountpoint, opts.read_ahead);
+    }
     on_ready();
 
     let ended_by_signal = rt.block_on(wait_for_end(&background, signals));
@@ -128,7 +145,12 @@ pub fn serve(
     if !crate::store::layers::disk_cache::wait_for_queued_writes(Duration::from_secs(10)) {
         tracing::warn!("disk cache: blocks still queued after 10 s are not kept");
     }
-    if ended_by_signal {
+    if ended_by_signal && passed.is_some() {
+        // Not ours to unmount: the connection closes with this process, and the mount reads
+        // ENOTCONN until the helper that made it unmounts it.
+        tracing::info!("signal received: closing the connection handed in; its owner unmounts");
+        std::mem::forget(background);
+    } else if ended_by_signal {
         tracing::info!("signal received: unmounting");
         let unmounted = if own_mount {
             kernel_mount::unmount(&opts.mountpoint).and_then(|()| background.join())
@@ -140,8 +162,14 @@ pub fn serve(
             tracing::warn!(error = %e, "unmount failed; detaching lazily");
             lazy_unmount(&opts.mountpoint);
         }
+    } else if own_mount || passed.is_some() {
+        // Unmounted from outside, or the connection failed: the session thread has ended.
+        // Nothing unmounts on join here (the session holds no mount of fuser's).
+        if let Err(e) = background.join() {
+            tracing::error!(error = %e, "the FUSE session ended with an error");
+        }
     } else {
-        // Unmounted from outside: the session thread has ended. Dropping the session would
+        // Unmounted from outside: the session thread has ended. Dropping fuser's session would
         // unmount by path again, which could hit a new mount made there in the meantime.
         std::mem::forget(background);
     }
