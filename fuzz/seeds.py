@@ -3,8 +3,9 @@
 
     python3 fuzz/seeds.py OUTDIR      -> OUTDIR/<target>/<seed>
 
-Sources: examples/sample.zarr, the zip fixtures in tests/fixtures/zip (also read as stores)
-and the decoding vectors in src/zarr/codecs/testdata. Standard library only. scripts/fuzz.sh
+Sources: examples/sample.zarr, the zip fixtures in tests/fixtures/zip (also read as stores),
+the decoding vectors in src/zarr/codecs/testdata, the VirtualiZarr reference fixtures, and
+hand-written reference templates and OME attributes (0.5, 0.6, labels, plates, wells). Standard library only. scripts/fuzz.sh
 adds these to every run, so they need not stay in the committed (minimised) corpus.
 """
 
@@ -149,6 +150,68 @@ def main() -> None:
         add(out, "zarr_json" if kind == "v3" else "zarray", doc.read_bytes())
         if kind == "v3":
             shard_seeds(out, json.loads(doc.read_bytes()), [chunk])
+
+    reference_seeds(out)
+    template_seeds(out)
+    ome_seeds(out)
+
+
+def reference_seeds(out: Path) -> None:
+    """The refs target: an even first byte and a JSON reference file, or an odd one, the
+    `.zmetadata` length (2 bytes, little-endian), the `.zmetadata` and one record file."""
+    vz = ROOT / "tests/fixtures/virtualizarr"
+    add(out, "refs", b"\0" + (vz / "refs.json").read_bytes())
+    small = {"version": 1, "refs": {
+        ".zgroup": '{"zarr_format":2}',
+        "a/.zarray": json.dumps({"shape": [8], "chunks": [4], "dtype": "<u1", "fill_value": 0,
+                                 "order": "C", "filters": None, "compressor": None, "zarr_format": 2}),
+        "a/0": "base64:AAECAw==",
+        "a/1": ["s3://bucket/data.nc", 16, 4],
+        "b/0": ["{{u}}", 0, 8],
+    }, "templates": {"u": "s3://bucket/data.nc"},
+        "gen": [{"key": "g/{{i}}", "url": "{{u}}", "offset": "{{i * 4}}", "length": "4",
+                 "dimensions": {"i": {"start": 0, "stop": 4, "step": 1}}}]}
+    add(out, "refs", b"\0" + json.dumps(small).encode())
+    zmetadata = (vz / "refs.parq/.zmetadata").read_bytes()
+    for record in sorted((vz / "refs.parq").glob("*/refs.0.parq"))[:3]:
+        add(out, "refs", b"\1" + struct.pack("<H", len(zmetadata)) + zmetadata + record.read_bytes())
+
+
+def template_seeds(out: Path) -> None:
+    """The template target: `NAME=VALUE` lines, a NUL, two characters that bind `i` and `j`,
+    then the template."""
+    for globals_, template in [
+        ("u=s3://bucket/data", "{{u}}/{{i}}.nc"),
+        ("", "file_{{ '%03d' % i }}_{{j}}.bin"),
+        ("a=x\nb=y", "{{a}}{{b}}-{{i + j}}-{{i * 2 // 3}}"),
+        ("", "{% if i > 2 %}big{% else %}small{% endif %}"),
+        ("", "{{ i | string }}"),
+    ]:
+        add(out, "template", f"{globals_}\0\x05\x07{template}".encode())
+
+
+def ome_seeds(out: Path) -> None:
+    """The ome target: a group's attributes, OME 0.5 and 0.6 images, labels, plates, wells."""
+    axes = [{"name": "c", "type": "channel"}, {"name": "y", "type": "space", "unit": "micrometer"},
+            {"name": "x", "type": "space", "unit": "micrometer"}]
+    datasets = [{"path": str(i), "coordinateTransformations": [
+        {"type": "scale", "scale": [1.0, 2.0 ** i, 2.0 ** i]}]} for i in range(3)]
+    image = {"ome": {"version": "0.5", "multiscales": [{"name": "img", "axes": axes, "datasets": datasets}],
+                     "omero": {"channels": [{"color": "FF0000", "window": {"start": 0, "end": 255}}]}},
+             "title": "kept"}
+    add(out, "ome", json.dumps(image).encode())
+    v06 = {"ome": {"version": "0.6", "multiscales": [{
+        "coordinateSystems": [{"name": "physical", "axes": axes}],
+        "datasets": [{"path": "0", "coordinateTransformations": [
+            {"type": "scale", "scale": [1.0, 0.5, 0.5], "input": "0", "output": "physical"}]}]}]}}
+    add(out, "ome", json.dumps(v06).encode())
+    for ome in [{"version": "0.5", "labels": ["cells"]},
+                {"version": "0.5", "image-label": {"colors": [{"label-value": 1, "rgba": [255, 0, 0, 255]}]}},
+                {"version": "0.5", "plate": {"rows": [{"name": "A"}], "columns": [{"name": "1"}],
+                                             "wells": [{"path": "A/1", "rowIndex": 0, "columnIndex": 0}]}},
+                {"version": "0.5", "well": {"images": [{"path": "0"}]}},
+                {"bioformats2raw.layout": 3, "series": ["0"]}]:
+        add(out, "ome", json.dumps({"ome": ome}).encode())
 
 
 if __name__ == "__main__":
