@@ -64,6 +64,31 @@ pub fn parse(doc: &[u8]) -> Result<Value, Error> {
     Ok(value)
 }
 
+/// [`parse`] for a document that must stay small in memory: one of more than `max_containers`
+/// objects and arrays is refused before anything is parsed. A parsed object costs several
+/// hundred bytes however short its text (`{"a":0}` is 7 bytes), so the text's length alone
+/// bounds nothing.
+pub fn parse_bounded(doc: &[u8], max_containers: usize) -> Result<Value, Error> {
+    let mut count = 0usize;
+    let mut i = 0;
+    while let Some(at) = memchr3(b'"', b'{', b'[', &doc[i..]) {
+        let at = i + at;
+        if doc[at] == b'"' {
+            let Some(end) = string_end(doc, at) else { break }; // unterminated: serde says so
+            i = end;
+            continue;
+        }
+        count += 1;
+        if count > max_containers {
+            return Err(Error(format!(
+                "more than {max_containers} JSON objects and arrays (the limit for a metadata document)"
+            )));
+        }
+        i = at + 1;
+    }
+    parse(doc)
+}
+
 /// The value of a non-finite number that [`parse`] read, `None` for anything else.
 pub fn non_finite(v: &Value) -> Option<f64> {
     let Value::String(s) = v else { return None };
@@ -257,6 +282,17 @@ fn with_bare_tokens(json: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_parse_counts_objects_and_arrays_outside_strings() {
+        let doc = br#"{"a": [1, {"b": "{[{[{["}], "c": {}}"#; // 4 containers, 6 in a string
+        assert!(parse_bounded(doc, 4).is_ok());
+        let err = parse_bounded(doc, 3).unwrap_err().to_string();
+        assert!(err.contains("more than 3 JSON objects and arrays"), "{err}");
+        // An escaped quote does not end a string: the brackets after it are still inside.
+        assert!(parse_bounded(br#"["\"[[[[", 1]"#, 1).is_ok());
+        assert_eq!(parse_bounded(br#"["x", NaN]"#, 1).unwrap(), parse(br#"["x", NaN]"#).unwrap());
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::python_json;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::error::MetadataError;
 use crate::zarr::json::u64_list;
@@ -53,7 +52,7 @@ pub struct Hierarchy {
 /// Parse the document read from `key` (one of [`ROOT_DOCUMENTS`], at the group's root):
 /// `Ok(None)` when it holds no consolidated metadata (a plain `zarr.json`).
 pub fn parse_document(key: &str, doc: &[u8]) -> Result<Option<Hierarchy>, MetadataError> {
-    let v = python_json::parse(doc)?;
+    let v = crate::zarr::metadata::parse_document_json(doc)?;
     let Value::Object(map) = v else {
         return Err(MetadataError::Consolidated(format!("{key}: not a JSON object")));
     };

@@ -45,9 +45,21 @@ pub struct GroupMetadata {
     pub json: Map<String, Value>,
 }
 
+/// The most JSON objects and arrays a metadata document (`zarr.json`, `.zarray`, `.zattrs`,
+/// consolidated metadata) may hold: parsed, each takes about 500 bytes however short its text,
+/// so a document takes at most about 50 MB (and the v2 view's translation of it as much again).
+/// zarr-python's consolidated metadata holds about 23 per sharded array: a hierarchy of 4,000
+/// arrays fits.
+pub const MAX_DOCUMENT_CONTAINERS: usize = 100_000;
+
+/// A metadata document's bytes as JSON, within [`MAX_DOCUMENT_CONTAINERS`].
+pub fn parse_document_json(bytes: &[u8]) -> Result<Value, MetadataError> {
+    Ok(python_json::parse_bounded(bytes, MAX_DOCUMENT_CONTAINERS)?)
+}
+
 /// Parse the bytes of a v3 `zarr.json`.
 pub fn parse_zarr_json(bytes: &[u8]) -> Result<NodeMetadata, MetadataError> {
-    parse_node(python_json::parse(bytes)?)
+    parse_node(parse_document_json(bytes)?)
 }
 
 /// Parse an already-decoded v3 node document (e.g. an entry of inline consolidated
@@ -118,7 +130,7 @@ pub fn parse_codecs(v: &Value, field: &'static str) -> Result<Vec<Codec>, Metada
 /// Check and return a v2 `.zarray` document. v2 arrays are never sharded, so the
 /// mount only needs to know the document is what it claims to be.
 pub fn parse_zarray(bytes: &[u8]) -> Result<Map<String, Value>, MetadataError> {
-    let Value::Object(json) = python_json::parse(bytes)? else {
+    let Value::Object(json) = parse_document_json(bytes)? else {
         return Err(MetadataError::NotAnObject);
     };
     match json.get("zarr_format") {

@@ -82,7 +82,7 @@ impl DirWalk for FlatNamespace {
             perms: None,
         };
         let attrs_of = |doc: Option<Doc>| match doc {
-            Some((b, ..)) => match serde_json::from_slice(&b) {
+            Some((b, ..)) => match crate::zarr::metadata::parse_document_json(&b) {
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
             },
