@@ -21,17 +21,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::s3::{S3Server, BUCKET, ENV, S3};
-use common::Mount;
-
-/// The names in `dir`, sorted (lossy only for names that are not UTF-8; none should be).
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use common::{sorted_names, Mount};
 
 /// Every file below `dir` (the mount shows no symlinks) with its content.
 fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
@@ -134,12 +124,12 @@ fn s3_bucket_with_hostile_keys() {
     for m in [&raw, &unsharded] {
         // Listed three times: with --metadata-ttl 0 every listing reaches the store.
         for _ in 0..3 {
-            assert_eq!(names(&m.mnt), vec!["d", "e", "f", "top"]);
-            assert_eq!(names(&m.path("d")), want_d);
-            assert_eq!(names(&m.path("d/x")), vec!["y"]);
-            assert!(names(&m.path("d/trailing")).is_empty());
-            assert!(names(&m.path("e")).is_empty(), "e holds only e/../..");
-            assert!(names(&m.path("f")).is_empty(), "f holds only a 300-byte name");
+            assert_eq!(sorted_names(&m.mnt), vec!["d", "e", "f", "top"]);
+            assert_eq!(sorted_names(&m.path("d")), want_d);
+            assert_eq!(sorted_names(&m.path("d/x")), vec!["y"]);
+            assert!(sorted_names(&m.path("d/trailing")).is_empty());
+            assert!(sorted_names(&m.path("e")).is_empty(), "e holds only e/../..");
+            assert!(sorted_names(&m.path("f")).is_empty(), "f holds only a 300-byte name");
         }
         // Every file the mount shows is a good key with its own bytes, and every good key is
         // there: no hostile object is reachable under any name.
@@ -266,7 +256,7 @@ fn local_directory_with_symlinks_fifos_and_odd_names() {
         let listed = within(
             20,
             "listing a directory holding FIFOs",
-            move || (names(&root), names(&sub)),
+            move || (sorted_names(&root), sorted_names(&sub)),
             || release_fifos(&fifos),
         );
         assert_eq!(listed.0, vec!["new\nline", "ok", "sub"], "{view}");
@@ -319,7 +309,7 @@ fn local_directory_with_symlinks_fifos_and_odd_names() {
     assert!(std::fs::write(m.path("dir_link/planted"), b"x").is_err());
     assert!(m.stop().success(), "{}", m.log_text());
     assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"SECRET");
-    assert_eq!(names(&outside), vec!["secret"]);
+    assert_eq!(sorted_names(&outside), vec!["secret"]);
     assert!(std::fs::symlink_metadata(src.join("link_out")).unwrap().is_file());
     assert_eq!(std::fs::read(src.join("link_out")).unwrap(), b"through the mount");
     assert!(std::fs::symlink_metadata(src.join("dir_link")).unwrap().file_type().is_symlink());
@@ -349,7 +339,7 @@ fn zip_entries_with_overlong_names_are_skipped() {
         w.finish().unwrap();
     }
     let mut m = Mount::start(&archive, &tmp.path().join("mnt"), &["--view", "raw"]);
-    assert_eq!(names(&m.mnt), vec!["a", "ok"]);
+    assert_eq!(sorted_names(&m.mnt), vec!["a", "ok"]);
     assert_eq!(std::fs::read(m.path("ok")).unwrap(), b"ok body");
     assert_eq!(std::fs::read(m.path("a/b")).unwrap(), b"b body");
     let log = m.log_text();

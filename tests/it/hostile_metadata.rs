@@ -12,7 +12,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use common::{dirs, peak_rss, Mount};
+use common::{dirs, peak_rss, sorted_names, Mount};
 
 /// The daemon's `--cache-size` in these tests.
 const CACHE_SIZE: &str = "64M";
@@ -46,15 +46,6 @@ fn assert_bounded_and_alive(mut m: Mount, what: &str) {
 fn write(path: &Path, data: impl AsRef<[u8]>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, data).unwrap();
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 fn errno<T>(r: std::io::Result<T>) -> Option<i32> {
@@ -102,7 +93,7 @@ fn flat_view_of_arrays_of_2_pow_62_elements() {
 
     // The .npy files of 2^62 one-byte elements are there at their exact size; no TIFF can
     // hold 2^54 pages or 2^42 tiles, and no file 2^63 bytes (the square's .npy).
-    assert_eq!(names(&mnt), ["line.npy", "ok.npy", "planes.npy"]);
+    assert_eq!(sorted_names(&mnt), ["line.npy", "ok.npy", "planes.npy"]);
     let ok = std::fs::read(m.path("ok.npy")).unwrap();
     assert_eq!(&ok[ok.len() - 4..], [1, 2, 3, 4]);
     for name in ["line.npy", "planes.npy"] {
@@ -166,7 +157,7 @@ fn listing_a_trillion_virtual_chunk_files() {
                     m.log_text()
                 );
             }
-            Some(want) => assert_eq!(&names(&big), want),
+            Some(want) => assert_eq!(&sorted_names(&big), want),
         }
         assert_eq!(errno(std::fs::metadata(big.join("999999999999"))), Some(libc::ENOENT));
         assert_eq!(errno(std::fs::metadata(big.join("1000000000000"))), Some(libc::ENOENT));
@@ -236,7 +227,7 @@ fn shard_indexes_past_the_end_or_overlapping() {
     }
     // Both views show the inner chunks (the decoded view decoded: here the same bytes).
     for view in [&m, &d] {
-        let listed = names(&view.path("overlap/c"));
+        let listed = sorted_names(&view.path("overlap/c"));
         assert_eq!(listed.len(), 256, "{listed:?}");
         for i in 0..256 {
             let chunk = std::fs::read(view.path(&format!("overlap/c/{i}"))).unwrap();
@@ -442,7 +433,7 @@ fn ome_multiscales_with_a_million_datasets() {
     ome_image_with_datasets(&src, 1_000_000);
     for view in ["v2", "flat"] {
         let m = mount(&src, &mnt.join(view), view);
-        let shown = names(&m.path("img"));
+        let shown = sorted_names(&m.path("img"));
         match view {
             "v2" => {
                 assert!(!shown.contains(&".zattrs".to_string()), "{shown:?}");
@@ -477,7 +468,7 @@ fn ome_multiscales_just_under_the_document_limit() {
     assert_bounded_and_alive(v2, "OME 95,000 datasets, v2 view");
 
     let flat = mount(&src, &mnt.join("flat"), "flat");
-    assert_eq!(names(&flat.path("img")), ["0.npy", "0.tif"]);
+    assert_eq!(sorted_names(&flat.path("img")), ["0.npy", "0.tif"]);
     assert!(flat.log_text().contains("more than 64 datasets"), "{}", flat.log_text());
     assert_bounded_and_alive(flat, "OME 95,000 datasets, flat view");
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::s3::{S3Server, BUCKET, ENV, S3, SECRET};
-use common::Mount;
+use common::{sorted_names, Mount};
 use object_store::path::Path as OPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -82,15 +82,6 @@ fn mount(s3: &S3, tmp: &Path, extra: &[&str]) -> Mount {
     Mount::start_with(&format!("s3://{BUCKET}/pre"), &tmp.join("mnt"), &args, ENV)
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 % 251) as u8).collect()
 }
@@ -114,9 +105,9 @@ fn reads_writes_renames_and_directories(kind: S3Server) {
     let m = mount(&s3, tmp.path(), &[]);
 
     // Listing and metadata.
-    assert_eq!(names(&m.mnt), vec!["a", "big", "zarr.json"]);
-    assert_eq!(names(&m.path("a")), vec!["c", "zarr.json"]);
-    assert_eq!(names(&m.path("a/c/0")), vec!["0", "1"]);
+    assert_eq!(sorted_names(&m.mnt), vec!["a", "big", "zarr.json"]);
+    assert_eq!(sorted_names(&m.path("a")), vec!["c", "zarr.json"]);
+    assert_eq!(sorted_names(&m.path("a/c/0")), vec!["0", "1"]);
     assert!(std::fs::metadata(m.path("a/c")).unwrap().is_dir());
     assert_eq!(std::fs::metadata(m.path("a/c/0/0")).unwrap().len(), 1000);
     assert_eq!(std::fs::metadata(m.path("big")).unwrap().len(), big.len() as u64);
@@ -198,15 +189,15 @@ fn reads_writes_renames_and_directories(kind: S3Server) {
     let mark = s3.log().len();
     std::fs::create_dir(m.path("empty")).unwrap();
     assert!(std::fs::metadata(m.path("empty")).unwrap().is_dir());
-    assert!(names(&m.mnt).contains(&"empty".to_string()));
-    assert!(names(&m.path("empty")).is_empty());
+    assert!(sorted_names(&m.mnt).contains(&"empty".to_string()));
+    assert!(sorted_names(&m.path("empty")).is_empty());
     assert!(!s3.requests_since(mark).iter().any(|r| r.starts_with("PUT ")));
     std::fs::remove_dir(m.path("empty")).unwrap();
     assert!(!m.path("empty").exists());
     std::fs::create_dir(m.path("d2")).unwrap();
     std::fs::write(m.path("d2/x"), b"x").unwrap();
     assert_eq!(get(&client, "pre/d2/x").unwrap(), b"x");
-    assert_eq!(names(&m.path("d2")), vec!["x"]);
+    assert_eq!(sorted_names(&m.path("d2")), vec!["x"]);
 
     // Nothing in the log gives the secret away.
     assert!(!m.log_text().contains(SECRET), "secret in the daemon log");
@@ -277,7 +268,7 @@ fn server_outage_gives_eio_then_recovers_without_remount(kind: S3Server) {
     put_all(&client, &objects);
     let tmp = tempfile::tempdir().unwrap();
     let m = mount(&s3, tmp.path(), &["--metadata-ttl", "1"]);
-    assert_eq!(names(&m.mnt), vec!["one", "two"]);
+    assert_eq!(sorted_names(&m.mnt), vec!["one", "two"]);
     // Opened (looked up) while the server is up, not read yet: nothing cached.
     let mut opened = std::fs::File::open(m.path("one")).unwrap();
 

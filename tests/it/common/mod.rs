@@ -224,6 +224,16 @@ pub fn peak_rss(pid: u32) -> u64 {
 }
 
 /// A fresh temp dir with `src/` and `mnt/` inside.
+/// The names in directory `dir`, sorted.
+pub fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 pub fn dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
