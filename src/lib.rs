@@ -28,5 +28,5 @@ pub mod source;
 pub mod stats;
 pub mod store;
 pub mod ttl_cache;
-pub mod view;
+pub mod views;
 pub mod zarr;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::cli::MountConfig;
 use crate::daemon::Readiness;
-use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::prefetch::documents::fetch_documents;
@@ -18,7 +17,9 @@ use crate::store::layers::cache::{CacheConfig, CachingStore};
 use crate::store::layers::metered::MeteredStore;
 use crate::store::Store;
 use crate::store::StoreHints;
-use crate::view::ViewKind;
+use crate::views::raw::namespace::RawNamespace;
+use crate::views::shared::namespace::Namespace;
+use crate::views::ViewKind;
 use crate::zarr::consolidated;
 
 /// Set when the store could not be reached, was refused or does not exist at mount time
@@ -344,9 +345,9 @@ fn fetches_documents(cfg: &MountConfig) -> bool {
 const MIN_DECODED_CACHE: u64 = 64 << 20;
 
 pub(crate) fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
-    use crate::fs::namespace::presented::PresentedNamespace;
-    use crate::fs::namespace::unsharded::UnshardedNamespace;
-    use crate::prefetch::shards::ShardReadAhead;
+    use crate::views::presented::namespace::PresentedNamespace;
+    use crate::views::unsharded::namespace::UnshardedNamespace;
+    use crate::views::unsharded::read_ahead::ShardReadAhead;
     let ttl = cfg.metadata_ttl;
     let fetch = fetches_documents(cfg);
     let raw = RawNamespace::new(store)
@@ -368,20 +369,27 @@ pub(crate) fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<d
         )
     };
     let decoded_cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
-    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        Arc::new(PresentedNamespace::new(unsharded(), presenter, ttl, decoded_cache))
-    };
+    let presented =
+        |presenter: Box<dyn crate::views::presented::mapping::Presenter>| -> Arc<dyn Namespace> {
+            Arc::new(PresentedNamespace::new(unsharded(), presenter, ttl, decoded_cache))
+        };
     match cfg.view {
         ViewKind::Raw => Arc::new(raw),
         ViewKind::Unsharded => {
             Arc::new(UnshardedNamespace::new(raw, ttl).with_shard_read_ahead(shards_ahead))
         }
-        ViewKind::Decoded => presented(Box::new(crate::view::decoded::DecodedPresenter)),
-        ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
-        ViewKind::V2Decoded => {
-            presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
+        ViewKind::Decoded => {
+            presented(Box::new(crate::views::presented::mapping::decoded::DecodedPresenter))
         }
-        ViewKind::Flat => Arc::new(crate::fs::namespace::flat::FlatNamespace::new(
+        ViewKind::V2 => presented(Box::new(crate::views::presented::mapping::v2::V2Presenter {
+            ome: cfg.v2_ome,
+        })),
+        ViewKind::V2Decoded => {
+            presented(Box::new(crate::views::presented::mapping::v2::V2DecodedPresenter {
+                ome: cfg.v2_ome,
+            }))
+        }
+        ViewKind::Flat => Arc::new(crate::views::flat::namespace::FlatNamespace::new(
             unsharded(),
             ttl,
             decoded_cache,

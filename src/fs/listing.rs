@@ -33,7 +33,7 @@ use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key, MetaWanted};
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// Pages read ahead of the reader, besides the one being read.
 const PAGES_AHEAD: usize = 1;
@@ -559,13 +559,13 @@ mod tests {
 
     use super::*;
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::{
         ListPages, ListStore, Listing, Lookup, ObjectMeta, PutMode, ReadStore, StoreHints,
         StoreResult, WriteStore,
     };
+    use crate::views::raw::namespace::RawNamespace;
 
     /// A store whose listings come in pages of `page` names (files, then directories), every
     /// page after the first held back until the test adds a permit to `gate`: a backend in

@@ -13,12 +13,10 @@
 //! the backend.
 
 pub(crate) mod cache;
-pub mod error;
 mod files;
 pub mod inodes;
 pub mod listing;
 mod names;
-pub mod namespace;
 mod resolve;
 mod sizes;
 pub mod write;
@@ -27,20 +25,19 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
+pub use crate::views::shared::error::{FsError, FsResult};
 use cache::NodeCache;
-pub use error::{FsError, FsResult};
 use inodes::handles::{Handle, Handles};
 use inodes::table::InodeTable;
-use namespace::Namespace;
 use write::spill;
-pub use write::write_buf::is_staged_name;
 use write::write_buf::{SharedBuf, WriteBuf};
 use write::Writes;
 
 use crate::locks::lock;
 use crate::prefetch::per_mount::MountReadAhead;
 use crate::store::join_key;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
+use crate::views::shared::namespace::Namespace;
 
 #[derive(Debug, Clone)]
 pub struct FsConfig {
@@ -404,7 +401,7 @@ mod tests {
     use bytes::Bytes;
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
-        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let ns = Arc::new(crate::views::raw::namespace::RawNamespace::new(store));
         ZarrFs::new(
             ns,
             FsConfig {
@@ -553,7 +550,7 @@ mod tests {
         let store = Arc::new(crate::store::backends::local::LocalStore::open(tmp.path()).unwrap());
         store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
         store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
-        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let ns = Arc::new(crate::views::raw::namespace::RawNamespace::new(store));
         let cfg = FsConfig {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,

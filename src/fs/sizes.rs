@@ -31,7 +31,7 @@ use std::hash::{Hash, Hasher};
 use crate::fs::inodes::table::ReaderOpened;
 use crate::fs::{Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// What the inode table keeps of a stored file's version: its size and content version,
 /// hashed (a slot holds 8 bytes, not the tag). `None` for a directory.
@@ -136,17 +136,18 @@ mod tests {
     use bytes::Bytes;
 
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::namespace::flat::FlatNamespace;
-    use crate::fs::namespace::presented::PresentedNamespace;
-    use crate::fs::namespace::unsharded::UnshardedNamespace;
-    use crate::fs::namespace::{Namespace, RawNamespace};
     use crate::fs::{Attr, FsConfig, FsError, ZarrFs};
     use crate::locks::lock;
     use crate::perms::ShownPerms;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
-    use crate::view::decoded::DecodedPresenter;
-    use crate::view::v2::V2Presenter;
+    use crate::views::flat::namespace::FlatNamespace;
+    use crate::views::presented::mapping::decoded::DecodedPresenter;
+    use crate::views::presented::mapping::v2::V2Presenter;
+    use crate::views::presented::namespace::PresentedNamespace;
+    use crate::views::raw::namespace::RawNamespace;
+    use crate::views::shared::namespace::Namespace;
+    use crate::views::unsharded::namespace::UnshardedNamespace;
 
     /// Each view over `store`, with no metadata TTL: every lookup and open asks the store,
     /// so another daemon's write lands between any two of them, as it can past a TTL.

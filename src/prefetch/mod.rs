@@ -11,5 +11,4 @@ pub mod array;
 pub mod documents;
 pub mod kernel_window;
 pub mod per_mount;
-pub mod shards;
 pub mod within_file;

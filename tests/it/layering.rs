@@ -16,16 +16,17 @@ fn may_use(module: &str) -> Option<&'static [&'static str]> {
         | "perms" => None,
         // The two leaves: bytes by key, and the format without I/O; neither knows the other.
         "store" | "zarr" => Some(&[]),
-        "view" => Some(&["zarr"]),
         // The read-ahead and prefetch policies: they ask the store to fetch what the format
         // says a reader wants next; the store's own layers keep only the fetching.
         "prefetch" => Some(&["zarr", "store"]),
-        "fs" => Some(&["prefetch", "view", "zarr", "store"]),
-        "fuse" => Some(&["fs", "prefetch", "view", "zarr", "store"]),
+        // Each view: its pure mapping and the namespace that serves it from the store.
+        "views" => Some(&["prefetch", "zarr", "store"]),
+        "fs" => Some(&["views", "prefetch", "zarr", "store"]),
+        "fuse" => Some(&["fs", "views", "prefetch", "zarr", "store"]),
         // The second front door (HTTP), beside fuse: neither knows the other.
-        "serve" => Some(&["fs", "prefetch", "view", "zarr", "store"]),
+        "serve" => Some(&["fs", "views", "prefetch", "zarr", "store"]),
         m if ENTRY.contains(&m) => Some(&[
-            "fuse", "serve", "fs", "prefetch", "view", "zarr", "store", "cli", "mount", "serving",
+            "fuse", "serve", "fs", "views", "prefetch", "zarr", "store", "cli", "mount", "serving",
             "daemon", "source", "fstab",
         ]),
         other => panic!("src/{other}: a module the layering check does not know; give it a layer"),
