@@ -46,7 +46,7 @@ pub struct Args {
     /// OME-Zarr 0.4 (`translate`), which the 0.4-only bioimaging readers need, or left as it
     /// is (`keep`).
     #[arg(long, value_enum, default_value = "translate", value_name = "MODE")]
-    pub v2_ome: crate::views::presented::mapping::ome::OmeInV2,
+    pub v2_ome: crate::views::OmeInV2,
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
     #[arg(long)]
     pub allow_other: bool,
@@ -186,7 +186,7 @@ pub struct MountConfig {
     pub read_only: bool,
     pub view: ViewKind,
     /// `--v2-ome`.
-    pub v2_ome: crate::views::presented::mapping::ome::OmeInV2,
+    pub v2_ome: crate::views::OmeInV2,
     pub allow_other: bool,
     /// `--uid`, `--gid`, `--file-mode`, `--dir-mode` over the mounting user's defaults.
     pub perms: crate::perms::ShownPerms,

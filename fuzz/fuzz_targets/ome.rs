@@ -1,5 +1,5 @@
-//! The OME-Zarr translation of the v2 views (`view::ome::group_attributes`): 0.5 and 0.6
-//! attributes written as 0.4.
+//! The OME-Zarr translation of the v2 views (`views::presented::mapping::ome::group_attributes`):
+//! 0.5 and 0.6 attributes written as 0.4.
 //!
 //! Input: a group's attributes as JSON (an object with an `ome` member to translate).
 //!

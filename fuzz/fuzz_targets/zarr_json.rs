@@ -1,15 +1,17 @@
-//! v3 `zarr.json` parsing (`zarr::metadata::parse_zarr_json`) and everything the views derive
-//! from a parsed document: the unsharded view's rewritten metadata and key mapping
-//! (`view::unsharded`), the decoded view's document and chunk spec (`view::decoded`), the v2
-//! view's `.zarray`/`.zattrs`/`.zmetadata` (`view::v2`), and inline consolidated metadata.
+//! v3 `zarr.json` parsing (`zarr::metadata::parse_zarr_json`) and everything the views derive from
+//! a parsed document: the unsharded view's rewritten metadata and key mapping
+//! (`views::unsharded::mapping`), the decoded view's document and chunk spec
+//! (`views::presented::mapping::decoded`), the v2 view's `.zarray`/`.zattrs`/`.zmetadata`
+//! (`views::presented::mapping::v2`), and inline consolidated metadata.
 //!
 //! Input: the bytes of one `zarr.json`.
 //!
-//! Invariants: Python's JSON (`python_json`) reads back what it writes; parsing is a function of the JSON value (re-serialising parses to the same
-//! thing); the unsharded rewrite changes only the chunk grid and codecs, into the inner chunk
-//! shape and chain, and its key mapping round-trips (key -> coordinates -> shard and index
-//! entry -> coordinates, and the directory plans lead to the key); what the decoded and v2 views
-//! generate parses again and describes the same data type and decoded chunk size.
+//! Invariants: Python's JSON (`python_json`) reads back what it writes; parsing is a function of
+//! the JSON value (re-serialising parses to the same thing); the unsharded rewrite changes only the
+//! chunk grid and codecs, into the inner chunk shape and chain, and its key mapping round-trips
+//! (key -> coordinates -> shard and index entry -> coordinates, and the directory plans lead to the
+//! key); what the decoded and v2 views generate parses again and describes the same data type and
+//! decoded chunk size.
 #![no_main]
 
 use bytes::Bytes;

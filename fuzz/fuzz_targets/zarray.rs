@@ -1,6 +1,7 @@
-//! v2 metadata: `.zarray` parsing (`zarr::metadata::parse_zarray`, `zarr::v2::V2Array::parse`
-//! and its v3 codec chain `chunk_spec`), the decoded view's rewritten `.zarray` and `.zmetadata`
-//! (`view::decoded`), and the unsharded view's `.zmetadata` rewrite (`view::unsharded`).
+//! v2 metadata: `.zarray` parsing (`zarr::metadata::parse_zarray`, `zarr::v2::V2Array::parse` and
+//! its v3 codec chain `chunk_spec`), the decoded view's rewritten `.zarray` and `.zmetadata`
+//! (`views::presented::mapping::decoded`), and the unsharded view's `.zmetadata` rewrite
+//! (`views::unsharded::mapping`).
 //!
 //! Input: the bytes of one document, tried both as a `.zarray` and as a `.zmetadata`.
 //!

@@ -215,7 +215,7 @@ mod tests {
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
-    use crate::views::raw::namespace::RawNamespace;
+    use crate::views::{ViewKind, ViewOptions};
 
     /// unlink() of a stored file that is open for writing with changes not yet stored: the
     /// stored object goes too (the name must not come back with the old content).
@@ -223,7 +223,7 @@ mod tests {
     async fn unlinking_a_changed_open_file_removes_the_stored_object() {
         let store = Arc::new(MemoryStore::new());
         store.put("k", Bytes::from_static(b"old")).await.unwrap();
-        let ns = Arc::new(RawNamespace::new(store.clone()));
+        let ns = crate::views::build(ViewKind::Raw, store.clone(), &ViewOptions::default());
         let fs = ZarrFs::new(
             ns,
             FsConfig {

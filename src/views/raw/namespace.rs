@@ -112,7 +112,7 @@ impl RawNamespace {
     }
 
     /// Answer lookups inside the chunk tree of an array whose metadata document was read
-    /// through this namespace (within `ttl`) from that tree (see `view::chunk_lookup`):
+    /// through this namespace (within `ttl`) from that tree (see `views::raw::mapping`):
     /// directories of the tree with no request, chunk files with one request and no directory
     /// probe: a GET of the whole chunk when the metadata bounds it within what the cache
     /// below keeps whole (the read that follows a lookup is then served from memory: one

@@ -1,8 +1,8 @@
-//! Decoded chunks of the view below, and regions of an array assembled from them (the async
-//! side of `view::regions`). A stored chunk is read and decoded once per version through the
-//! decoded-chunk cache; a region takes each chunk under it that exists and copies that chunk's
-//! overlap into a buffer already holding the fill value (absent chunks are the fill value).
-//! Finding which chunks exist lists only the chunk tree's directories under the region.
+//! Decoded chunks of the view below, and regions of an array assembled from them (the async side of
+//! `views::shared::mapping::regions`). A stored chunk is read and decoded once per version through
+//! the decoded-chunk cache; a region takes each chunk under it that exists and copies that chunk's
+//! overlap into a buffer already holding the fill value (absent chunks are the fill value). Finding
+//! which chunks exist lists only the chunk tree's directories under the region.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -15,9 +15,9 @@ use crate::ttl_cache::TtlCache;
 use crate::views::shared::decoded_cache::DecodedCache;
 use crate::views::shared::error::{FsError, FsResult};
 use crate::views::shared::mapping::node::{Node, SourceChunk};
+use crate::views::shared::mapping::regions::GridBoxIter;
 use crate::views::shared::mapping::regions::{copy_overlap, Placed};
 use crate::views::shared::namespace::{read_all, Namespace};
-use crate::views::unsharded::mapping::GridBoxIter;
 use crate::zarr::chunk_grid::RectilinearGrid;
 use crate::zarr::chunk_specs::ChunkSpecs;
 use crate::zarr::chunk_tree::ChunkTree;

@@ -1,9 +1,9 @@
-//! The unsharded view, the async side: finds sharded arrays (by reading `zarr.json` files),
-//! serves their rewritten metadata and their inner chunks as files backed by byte ranges of
-//! shards, and passes everything else to the raw namespace. The mapping itself is pure logic
-//! in `view::unsharded` (keys, shards, listings; the chunk tree is `zarr::chunk_tree`) and
-//! `view::unsharded_dirs` (what a directory is, which changes are accepted); the walk from the
-//! root is `fs::namespace::walk`. This module only fetches what that logic asks for.
+//! The unsharded view, the async side: finds sharded arrays (by reading `zarr.json` files), serves
+//! their rewritten metadata and their inner chunks as files backed by byte ranges of shards, and
+//! passes everything else to the raw namespace. The mapping itself is pure logic in
+//! `views::unsharded::mapping` (keys, shards, listings; the chunk tree is `zarr::chunk_tree`) and
+//! `views::unsharded::mapping::dirs` (what a directory is, which changes are accepted); the walk
+//! from the root is `views::shared::walk`. This module only fetches what that logic asks for.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -110,7 +110,7 @@ impl UnshardedNamespace {
     }
 
     /// Plan at most `bytes` of shards ahead of a scan (see `read_shards_ahead`); the default
-    /// is `prefetch::shards::DEFAULT_BUDGET`.
+    /// is `views::unsharded::read_ahead::DEFAULT_BUDGET`.
     pub fn with_shard_read_ahead(mut self, bytes: u64) -> Self {
         self.shards_ahead = ShardReadAhead::with_budget(bytes);
         self
@@ -138,13 +138,13 @@ impl UnshardedNamespace {
         Ok(Some((key, state, loc.local_index)))
     }
 
-    /// A scan in C order (the shard before this one was read) over a store that keeps small
-    /// objects whole: start fetching the indexes of the next shards now, in the background.
-    /// When the array's shards are small, each of those fetches brings the whole shard into
-    /// the store's cache (see `ShardIndexCache::window`), so the scan finds its chunks there
-    /// instead of waiting for one request after another. How far ahead and how many at once is
-    /// `prefetch::shards`'s; a shard planned again while it waits for a slot is then found
-    /// fetched.
+    /// A scan in C order (the shard before this one was read) over a store that keeps small objects
+    /// whole: start fetching the indexes of the next shards now, in the background. When the
+    /// array's shards are small, each of those fetches brings the whole shard into the store's
+    /// cache (see `ShardIndexCache::window`), so the scan finds its chunks there instead of waiting
+    /// for one request after another. How far ahead and how many at once is
+    /// `views::unsharded::read_ahead`'s; a shard planned again while it waits for a slot is then
+    /// found fetched.
     fn read_shards_ahead(&self, array: &ShardedArray, shard: &[u64]) {
         if self.store.whole_object_limit() == 0 {
             return;

@@ -1,7 +1,7 @@
 //! Shards ahead of a reader that walks a sharded array's chunks in C order (the unsharded and
 //! v2 views, one chunk file at a time): how far ahead, and how many fetches at once. Which
 //! shards are next and whether the reader is scanning at all is the view's to say
-//! (`fs/namespace/unsharded.rs`); the fetch is the shard-index cache's.
+//! (`src/views/unsharded/namespace.rs`); the fetch is the shard-index cache's.
 
 use std::future::Future;
 use std::pin::Pin;

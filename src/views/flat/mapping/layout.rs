@@ -204,7 +204,7 @@ fn split(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::views::unsharded::mapping::GridBoxIter;
+    use crate::views::shared::mapping::regions::GridBoxIter;
 
     /// The C-order indices (within `region`) of the elements of `boxes`, in order.
     fn indices(region: &[Range<u64>], boxes: &[Region]) -> Vec<u64> {

@@ -1,7 +1,7 @@
-//! `--view flat`: every array as single files that tools without Zarr open (`NAME.npy`, and
-//! the formats added beside it), groups as directories. Pure: what an array is
-//! ([`FlatArray`]), which files it shows and the byte layout of each ([`Layout`]); the fs side
-//! (`fs::namespace::flat`) reads metadata, finds the chunks under a byte range and assembles them.
+//! `--view flat`: every array as single files that tools without Zarr open (`NAME.npy`, and the
+//! formats added beside it), groups as directories. Pure: what an array is ([`FlatArray`]), which
+//! files it shows and the byte layout of each ([`Layout`]); the fs side (`views::flat::namespace`)
+//! reads metadata, finds the chunks under a byte range and assembles them.
 //!
 //! # Adding a format
 //! A format is an [`ArrayFormat`] (one file per array, e.g. `.npy`, `.tif`) or a

@@ -296,7 +296,8 @@ pub(crate) fn materialize(layout: &Layout, sources: &[(&[u8], &[u64])]) -> Vec<u
             Content::Elements(e) => {
                 let (data, shape) = sources[e.source];
                 let item = e.item;
-                for at in crate::views::unsharded::mapping::GridBoxIter::new(e.region.clone()) {
+                for at in crate::views::shared::mapping::regions::GridBoxIter::new(e.region.clone())
+                {
                     if at.iter().zip(shape).all(|(a, n)| a < n) {
                         let i = at.iter().zip(shape).fold(0, |acc, (a, n)| acc * n + a) as usize;
                         out.extend(&data[i * item..(i + 1) * item]);

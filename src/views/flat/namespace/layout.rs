@@ -1,7 +1,7 @@
-//! Reads of flat files (`view::flat`): a byte range maps to the layout's parts under it;
-//! literal parts are copied, and the elements of an element part become a few boxes in C
-//! order (`view::flat::layout::c_order_boxes`), each assembled from the decoded chunks under
-//! it (`fs::namespace::regions`) into a buffer of the fill value. Only the chunks under the range are
+//! Reads of flat files (`views::flat::mapping`): a byte range maps to the layout's parts under it;
+//! literal parts are copied, and the elements of an element part become a few boxes in C order
+//! (`views::flat::mapping::layout::c_order_boxes`), each assembled from the decoded chunks under it
+//! (`views::shared::regions`) into a buffer of the fill value. Only the chunks under the range are
 //! read; a chunk that cannot be decoded fails the reads that touch it (EIO) and no other.
 
 use std::ops::Range;

@@ -1,8 +1,7 @@
-//! `--view flat` on the fs side: a namespace over the unsharded view where every array
-//! directory is replaced by its files (`view::flat`: `NAME.npy` and the other formats) in
-//! its parent, groups and other directories stay directories without their Zarr documents,
-//! and a flat file's read assembles the chunks under the bytes asked (`fs::flat_read`).
-//! Read-only.
+//! `--view flat` on the fs side: a namespace over the unsharded view where every array directory is
+//! replaced by its files (`views::flat::mapping`: `NAME.npy` and the other formats) in its parent,
+//! groups and other directories stay directories without their Zarr documents, and a flat file's
+//! read assembles the chunks under the bytes asked (`views::flat::namespace::layout`). Read-only.
 
 mod layout;
 

@@ -1,6 +1,6 @@
-//! The shared shape of views that re-present Zarr nodes of the view below them (`decoded`,
-//! `v2`): for each directory, given its metadata documents, a `Presenter` decides what the
-//! directory shows. Pure: the fs layer (`fs::namespace::presented`) reads the documents and applies the
+//! The shared shape of views that re-present Zarr nodes of the view below them (`decoded`, `v2`):
+//! for each directory, given its metadata documents, a `Presenter` decides what the directory
+//! shows. Pure: the fs layer (`views::presented::namespace`) reads the documents and applies the
 //! decision.
 
 pub mod decoded;

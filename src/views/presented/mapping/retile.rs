@@ -1,7 +1,7 @@
-//! A truly rectilinear array on a regular grid, for the v2 views (Zarr v2 has no rectilinear
-//! grid): every v2 chunk (a *tile*) is assembled from the decoded source chunks it overlaps.
-//! Pure: which source chunks a tile needs, which tiles a source chunk feeds, and the names of
-//! both chunk trees; `fs::namespace::regions` and `fs::namespace::retiled` fetch and assemble.
+//! A truly rectilinear array on a regular grid, for the v2 views (Zarr v2 has no rectilinear grid):
+//! every v2 chunk (a *tile*) is assembled from the decoded source chunks it overlaps. Pure: which
+//! source chunks a tile needs, which tiles a source chunk feeds, and the names of both chunk trees;
+//! `views::shared::regions` and `views::presented::namespace::retile` fetch and assemble.
 //!
 //! The tile is, per dimension, the longest source chunk: the shape of the grid's largest chunk
 //! (every combination of lengths is a chunk), so no tile is larger than a decoded chunk already
@@ -15,8 +15,8 @@
 
 use std::ops::Range;
 
+use crate::views::shared::mapping::regions::GridBoxIter;
 use crate::views::shared::mapping::regions::{chunks_under, Region};
-use crate::views::unsharded::mapping::GridBoxIter;
 use crate::zarr::chunk_grid::RectilinearGrid;
 use crate::zarr::chunk_key::ChunkKeyEncoding;
 use crate::zarr::chunk_specs::ChunkSpecs;

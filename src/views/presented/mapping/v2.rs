@@ -189,9 +189,9 @@ fn zarray_doc(meta: &ArrayMetadata, chunks: &[u64], enc: V2Encoding) -> Map<Stri
     zarray
 }
 
-/// The v2 form of an array on a truly rectilinear grid, in both v2 views: tiles of the
-/// regular grid of its longest chunks (see `view::retile`), each assembled decoded and stored
-/// uncompressed.
+/// The v2 form of an array on a truly rectilinear grid, in both v2 views: tiles of the regular grid
+/// of its longest chunks (see `views::presented::mapping::retile`), each assembled decoded and
+/// stored uncompressed.
 fn retiled_v2_array(meta: &ArrayMetadata, source: &RectilinearGrid) -> Result<V2Form, String> {
     let specs = decode_spec(meta).map_err(|e| {
         format!("rectilinear chunks that cannot be decoded cannot be re-tiled: {e}")

@@ -1,7 +1,7 @@
-//! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's
-//! metadata documents from the view below, asks the `Presenter` what the directory shows,
-//! and serves generated metadata, translated chunk keys and decoded chunks (through
-//! `fs::namespace::regions`), or the tiles of a re-tiled array (`fs::namespace::retiled`). Read-only: the mapping
+//! The async side of the re-presenting views (`decoded`, `v2`): reads each directory's metadata
+//! documents from the view below, asks the `Presenter` what the directory shows, and serves
+//! generated metadata, translated chunk keys and decoded chunks (through `views::shared::regions`),
+//! or the tiles of a re-tiled array (`views::presented::namespace::retile`). Read-only: the mapping
 //! back to stored bytes is not exact, so every change is EROFS.
 
 mod retile;

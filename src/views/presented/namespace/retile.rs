@@ -1,7 +1,8 @@
-//! The tiles of re-tiled arrays (`view::retile`) in the presented views: a tile exists when
-//! a stored chunk it overlaps does, is looked up from those chunks alone, and reads as the
-//! region assembled from them (`fs::namespace::regions`), kept in the decoded-chunk cache. Directories of
-//! the tile tree exist from the grid alone and list the tiles of the stored chunks under them.
+//! The tiles of re-tiled arrays (`views::presented::mapping::retile`) in the presented views: a
+//! tile exists when a stored chunk it overlaps does, is looked up from those chunks alone, and
+//! reads as the region assembled from them (`views::shared::regions`), kept in the decoded-chunk
+//! cache. Directories of the tile tree exist from the grid alone and list the tiles of the stored
+//! chunks under them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -52,7 +52,7 @@ pub enum Backing {
         sources: Vec<SourceChunk>,
         retiling: Arc<Retiling>,
     },
-    /// A file of the flat view, read from its layout (`view::flat`).
+    /// A file of the flat view, read from its layout (`views::flat::mapping`).
     Flat(Arc<FlatFile>),
 }
 

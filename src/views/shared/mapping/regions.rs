@@ -1,14 +1,13 @@
-//! Regions of an array and the chunks under them, as pure geometry: which chunks of a grid a
-//! box of elements overlaps, and how to copy each chunk's part of the box from its decoded
-//! bytes into a buffer holding the box. Used to assemble chunks on a grid the array is not
-//! stored on (`view::retile`); a view serving whole arrays would use it the same way. No I/O:
-//! `fs::namespace::regions` fetches and decodes the chunks.
+//! Regions of an array and the chunks under them, as pure geometry: which chunks of a grid a box of
+//! elements overlaps, and how to copy each chunk's part of the box from its decoded bytes into a
+//! buffer holding the box. Used to assemble chunks on a grid the array is not stored on
+//! (`views::presented::mapping::retile`); a view serving whole arrays would use it the same way. No
+//! I/O: `views::shared::regions` fetches and decodes the chunks.
 
 use std::ops::Range;
 
 use thiserror::Error;
 
-use crate::views::unsharded::mapping::GridBoxIter;
 use crate::zarr::chunk_grid::RectilinearGrid;
 
 /// A box of array elements: one range of indices per dimension.
@@ -130,6 +129,45 @@ pub fn copy_overlap(
     Ok(())
 }
 
+/// C-order iterator over a box of grid coordinates (one range per dimension).
+/// A 0-d box yields one empty coordinate list; a box with an empty range yields
+/// nothing.
+#[derive(Debug, Clone)]
+pub struct GridBoxIter {
+    ranges: Vec<Range<u64>>,
+    next: Option<Vec<u64>>,
+}
+
+impl GridBoxIter {
+    pub fn new(ranges: Vec<Range<u64>>) -> Self {
+        let next = if ranges.iter().any(|r| r.is_empty()) {
+            None
+        } else {
+            Some(ranges.iter().map(|r| r.start).collect())
+        };
+        GridBoxIter { ranges, next }
+    }
+}
+
+impl Iterator for GridBoxIter {
+    type Item = Vec<u64>;
+
+    fn next(&mut self) -> Option<Vec<u64>> {
+        let current = self.next.take()?;
+        let mut succ = current.clone();
+        // Odometer: bump the last dimension, carrying leftwards.
+        for i in (0..succ.len()).rev() {
+            succ[i] += 1; // < range end <= u64::MAX, cannot overflow
+            if succ[i] < self.ranges[i].end {
+                self.next = Some(succ);
+                return Some(current);
+            }
+            succ[i] = self.ranges[i].start;
+        }
+        Some(current)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +272,15 @@ mod tests {
         ));
         let far = Placed { origin: &[5, 5], shape: &[2, 2] };
         assert!(copy_overlap(&src, p, &mut dst, far, &[0..1, 0..1], 2).is_err());
+    }
+
+    #[test]
+    fn grid_box_iter() {
+        let v: Vec<_> = GridBoxIter::new(vec![1..3, 5..7]).collect();
+        assert_eq!(v, vec![vec![1, 5], vec![1, 6], vec![2, 5], vec![2, 6]]);
+        assert_eq!(GridBoxIter::new(vec![0..2, 3..3]).count(), 0);
+        assert_eq!(GridBoxIter::new(vec![]).count(), 1);
+        let top = u64::MAX - 1..u64::MAX;
+        assert_eq!(GridBoxIter::new(vec![top.clone(), top]).count(), 1);
     }
 }

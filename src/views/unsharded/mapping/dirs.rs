@@ -1,7 +1,8 @@
-//! The unsharded view's decisions about directories of the store, as pure logic: what a
-//! directory with a given `zarr.json` is ([`classify`]), and which changes inside a sharded
-//! array the view accepts ([`ShardedArray::may_change`], [`ShardedArray::attributes_update`]).
-//! `fs::namespace::unsharded` reads the documents these decide on and does the writes they allow.
+//! The unsharded view's decisions about directories of the store, as pure logic: what a directory
+//! with a given `zarr.json` is ([`classify`]), and which changes inside a sharded array the view
+//! accepts ([`ShardedArray::may_change`], [`ShardedArray::attributes_update`]).
+//! `views::unsharded::namespace` reads the documents these decide on and does the writes they
+//! allow.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -18,6 +18,7 @@ use std::ops::Range;
 use serde_json::{Map, Value};
 
 use crate::python_json;
+use crate::views::shared::mapping::regions::GridBoxIter;
 use crate::zarr::chunk_tree::{grid, ChunkTree};
 pub use crate::zarr::chunk_tree::{Children, DirChild};
 use crate::zarr::metadata::{parse_node, ArrayMetadata, NodeMetadata};
@@ -290,45 +291,6 @@ impl UnshardedArray {
     /// `inner_coords` appears; `None` if the chunk is not under that directory.
     pub fn child_in_dir(&self, plan: &DirPlan, inner_coords: &[u64]) -> Option<DirChild> {
         self.inner.child(&plan.fixed, plan.children, inner_coords)
-    }
-}
-
-/// C-order iterator over a box of grid coordinates (one range per dimension).
-/// A 0-d box yields one empty coordinate list; a box with an empty range yields
-/// nothing.
-#[derive(Debug, Clone)]
-pub struct GridBoxIter {
-    ranges: Vec<Range<u64>>,
-    next: Option<Vec<u64>>,
-}
-
-impl GridBoxIter {
-    pub fn new(ranges: Vec<Range<u64>>) -> Self {
-        let next = if ranges.iter().any(|r| r.is_empty()) {
-            None
-        } else {
-            Some(ranges.iter().map(|r| r.start).collect())
-        };
-        GridBoxIter { ranges, next }
-    }
-}
-
-impl Iterator for GridBoxIter {
-    type Item = Vec<u64>;
-
-    fn next(&mut self) -> Option<Vec<u64>> {
-        let current = self.next.take()?;
-        let mut succ = current.clone();
-        // Odometer: bump the last dimension, carrying leftwards.
-        for i in (0..succ.len()).rev() {
-            succ[i] += 1; // < range end <= u64::MAX, cannot overflow
-            if succ[i] < self.ranges[i].end {
-                self.next = Some(succ);
-                return Some(current);
-            }
-            succ[i] = self.ranges[i].start;
-        }
-        Some(current)
     }
 }
 
@@ -773,16 +735,6 @@ mod tests {
             doc["metadata"]["b/zarr.json"]["chunk_grid"]["configuration"]["chunk_shape"],
             json!([10, 10])
         );
-    }
-
-    #[test]
-    fn grid_box_iter() {
-        let v: Vec<_> = GridBoxIter::new(vec![1..3, 5..7]).collect();
-        assert_eq!(v, vec![vec![1, 5], vec![1, 6], vec![2, 5], vec![2, 6]]);
-        assert_eq!(GridBoxIter::new(vec![0..2, 3..3]).count(), 0);
-        assert_eq!(GridBoxIter::new(vec![]).count(), 1);
-        let top = u64::MAX - 1..u64::MAX;
-        assert_eq!(GridBoxIter::new(vec![top.clone(), top]).count(), 1);
     }
 
     /// Random geometry: shape, inner chunk shape and chunks per shard per dimension.
