@@ -10,7 +10,7 @@ use clap::Parser;
 
 use crate::source::{Location, Source};
 use crate::store::backends::object::RemoteOptions;
-use crate::view::ViewKind;
+use crate::views::ViewKind;
 
 pub mod serve;
 
@@ -47,7 +47,7 @@ pub struct Args {
     /// OME-Zarr 0.4 (`translate`), which the 0.4-only bioimaging readers need, or left as it
     /// is (`keep`).
     #[arg(long, value_enum, default_value = "translate", value_name = "MODE")]
-    pub v2_ome: crate::view::ome::OmeInV2,
+    pub v2_ome: crate::views::OmeInV2,
     /// Let users other than the mounting user see the mount (needs user_allow_other in /etc/fuse.conf when not root).
     #[arg(long)]
     pub allow_other: bool,
@@ -187,7 +187,7 @@ pub struct MountConfig {
     pub read_only: bool,
     pub view: ViewKind,
     /// `--v2-ome`.
-    pub v2_ome: crate::view::ome::OmeInV2,
+    pub v2_ome: crate::views::OmeInV2,
     pub allow_other: bool,
     /// `--uid`, `--gid`, `--file-mode`, `--dir-mode` over the mounting user's defaults.
     pub perms: crate::perms::ShownPerms,

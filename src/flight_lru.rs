@@ -232,9 +232,9 @@ impl<V, T, E> Drop for FlightLru<V, T, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::error::FsError;
     use crate::metrics::{global, CacheKind};
     use crate::store::StoreError;
+    use crate::views::shared::error::FsError;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 

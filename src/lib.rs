@@ -1,12 +1,13 @@
 //! zarr-mount: mount a Zarr store as a directory.
 //!
 //! Layers, each using only those below it (`tests/it/layering.rs` checks the imports):
-//! `cli`/`mount` -> `fuse` (thin fuser adapter) -> `fs` (inodes, handles, caches; where I/O
-//! meets the format) -> `view` (pure path mapping) -> `zarr` (the format, no I/O). `store`
-//! (async key/value backends) is the other leaf: `zarr` and `store` know nothing of each other,
-//! and `view` uses only `zarr`. `prefetch` (every read-ahead policy) sits under `fs` and
-//! `fuse`, over `zarr` and `store`. The shared pieces (`clock`, `locks`, `metrics`, `stats`, the
-//! caches, `python_json`, `perms`) serve every layer.
+//! `cli`/`mount` -> `fuse` and `serve` (the two front doors) -> `fs` (inodes, handles, caches)
+//! -> `views` (each view: its pure mapping and the namespace that serves it, all reached
+//! through one `Namespace` trait) -> `prefetch` (every read-ahead policy) -> `zarr` (the
+//! format, no I/O) and `store` (async key/value backends), two leaves that know nothing of each
+//! other. A view's mapping (`mapping.rs` or `mapping/`) uses only `zarr` and other mappings.
+//! The shared pieces (`clock`, `locks`, `metrics`, `stats`, the caches, `python_json`, `perms`)
+//! serve every layer.
 
 pub mod cli;
 pub mod clock;
@@ -28,5 +29,5 @@ pub mod source;
 pub mod stats;
 pub mod store;
 pub mod ttl_cache;
-pub mod view;
+pub mod views;
 pub mod zarr;

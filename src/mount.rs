@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::cli::MountConfig;
 use crate::daemon::Readiness;
-use crate::fs::namespace::{Namespace, RawNamespace};
 use crate::fs::{FsConfig, ZarrFs};
 use crate::fuse::session::{serve, SessionError, SessionOptions};
 use crate::prefetch::documents::fetch_documents;
@@ -18,7 +17,8 @@ use crate::store::layers::cache::{CacheConfig, CachingStore};
 use crate::store::layers::metered::MeteredStore;
 use crate::store::Store;
 use crate::store::StoreHints;
-use crate::view::ViewKind;
+use crate::views::shared::namespace::Namespace;
+use crate::views::ViewOptions;
 use crate::zarr::consolidated;
 
 /// Set when the store could not be reached, was refused or does not exist at mount time
@@ -339,54 +339,15 @@ fn fetches_documents(cfg: &MountConfig) -> bool {
     object_store && cfg.cache_size > 0 && !cfg.metadata_ttl.is_zero()
 }
 
-/// Memory for decoded chunks when `--cache-size 0` turned the object cache off: without any,
-/// every read of a chunk file would decode the whole chunk again.
-const MIN_DECODED_CACHE: u64 = 64 << 20;
-
 pub(crate) fn build_namespace(cfg: &MountConfig, store: Arc<dyn Store>) -> Arc<dyn Namespace> {
-    use crate::fs::namespace::presented::PresentedNamespace;
-    use crate::fs::namespace::unsharded::UnshardedNamespace;
-    use crate::prefetch::shards::ShardReadAhead;
-    let ttl = cfg.metadata_ttl;
-    let fetch = fetches_documents(cfg);
-    let raw = RawNamespace::new(store)
-        .with_chunk_trees(ttl)
-        .with_array_prefetch(cfg.array_prefetch)
-        .with_document_fetch(fetch);
-    // Shards read ahead of a scan wait for the reader in the memory cache.
-    let shards_ahead = ShardReadAhead::budget_for_cache(cfg.cache_size);
-    let unsharded = || {
-        Arc::new(
-            UnshardedNamespace::new(
-                RawNamespace::new(raw.store().clone())
-                    .with_chunk_trees(ttl)
-                    .with_array_prefetch(cfg.array_prefetch)
-                    .with_document_fetch(fetch),
-                ttl,
-            )
-            .with_shard_read_ahead(shards_ahead),
-        )
+    let opts = ViewOptions {
+        metadata_ttl: cfg.metadata_ttl,
+        array_prefetch: cfg.array_prefetch,
+        document_fetch: fetches_documents(cfg),
+        cache_size: cfg.cache_size,
+        v2_ome: cfg.v2_ome,
     };
-    let decoded_cache = cfg.cache_size.max(MIN_DECODED_CACHE) as usize;
-    let presented = |presenter: Box<dyn crate::view::present::Presenter>| -> Arc<dyn Namespace> {
-        Arc::new(PresentedNamespace::new(unsharded(), presenter, ttl, decoded_cache))
-    };
-    match cfg.view {
-        ViewKind::Raw => Arc::new(raw),
-        ViewKind::Unsharded => {
-            Arc::new(UnshardedNamespace::new(raw, ttl).with_shard_read_ahead(shards_ahead))
-        }
-        ViewKind::Decoded => presented(Box::new(crate::view::decoded::DecodedPresenter)),
-        ViewKind::V2 => presented(Box::new(crate::view::v2::V2Presenter { ome: cfg.v2_ome })),
-        ViewKind::V2Decoded => {
-            presented(Box::new(crate::view::v2::V2DecodedPresenter { ome: cfg.v2_ome }))
-        }
-        ViewKind::Flat => Arc::new(crate::fs::namespace::flat::FlatNamespace::new(
-            unsharded(),
-            ttl,
-            decoded_cache,
-        )),
-    }
+    crate::views::build(cfg.view, store, &opts)
 }
 
 pub fn run(cfg: MountConfig, mut readiness: Readiness) -> Result<(), SessionError> {

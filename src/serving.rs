@@ -47,7 +47,7 @@ async fn serve_views(cfg: MountConfig, serve: ServeConfig) -> Result<(), Session
     let store = open_store(&cfg).await?;
     let described = store.describe();
     // One filesystem per view over the one store stack: the views share its caches.
-    let views: Vec<(crate::view::ViewKind, Arc<ZarrFs>)> = serve
+    let views: Vec<(crate::views::ViewKind, Arc<ZarrFs>)> = serve
         .views
         .iter()
         .map(|&view| {

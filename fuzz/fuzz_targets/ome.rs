@@ -1,5 +1,5 @@
-//! The OME-Zarr translation of the v2 views (`view::ome::group_attributes`): 0.5 and 0.6
-//! attributes written as 0.4.
+//! The OME-Zarr translation of the v2 views (`views::presented::mapping::ome::group_attributes`):
+//! 0.5 and 0.6 attributes written as 0.4.
 //!
 //! Input: a group's attributes as JSON (an object with an `ome` member to translate).
 //!
@@ -11,7 +11,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use zarr_mount::python_json;
-use zarr_mount::view::ome::{group_attributes, OmeInV2};
+use zarr_mount::views::presented::mapping::ome::{group_attributes, OmeInV2};
 
 fuzz_target!(init: zarr_mount_fuzz::init(), |data: &[u8]| {
     let Ok(Value::Object(attrs)) = python_json::parse(data) else { return };

@@ -1,25 +1,27 @@
-//! v3 `zarr.json` parsing (`zarr::metadata::parse_zarr_json`) and everything the views derive
-//! from a parsed document: the unsharded view's rewritten metadata and key mapping
-//! (`view::unsharded`), the decoded view's document and chunk spec (`view::decoded`), the v2
-//! view's `.zarray`/`.zattrs`/`.zmetadata` (`view::v2`), and inline consolidated metadata.
+//! v3 `zarr.json` parsing (`zarr::metadata::parse_zarr_json`) and everything the views derive from
+//! a parsed document: the unsharded view's rewritten metadata and key mapping
+//! (`views::unsharded::mapping`), the decoded view's document and chunk spec
+//! (`views::presented::mapping::decoded`), the v2 view's `.zarray`/`.zattrs`/`.zmetadata`
+//! (`views::presented::mapping::v2`), and inline consolidated metadata.
 //!
 //! Input: the bytes of one `zarr.json`.
 //!
-//! Invariants: Python's JSON (`python_json`) reads back what it writes; parsing is a function of the JSON value (re-serialising parses to the same
-//! thing); the unsharded rewrite changes only the chunk grid and codecs, into the inner chunk
-//! shape and chain, and its key mapping round-trips (key -> coordinates -> shard and index
-//! entry -> coordinates, and the directory plans lead to the key); what the decoded and v2 views
-//! generate parses again and describes the same data type and decoded chunk size.
+//! Invariants: Python's JSON (`python_json`) reads back what it writes; parsing is a function of
+//! the JSON value (re-serialising parses to the same thing); the unsharded rewrite changes only the
+//! chunk grid and codecs, into the inner chunk shape and chain, and its key mapping round-trips
+//! (key -> coordinates -> shard and index entry -> coordinates, and the directory plans lead to the
+//! key); what the decoded and v2 views generate parses again and describes the same data type and
+//! decoded chunk size.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use zarr_mount::python_json;
-use zarr_mount::view::decoded::{decoded_v3_array, rewrite_consolidated, DecodedPresenter};
-use zarr_mount::view::present::{ChunkShow, DirDocs, DirShow, Presenter};
-use zarr_mount::view::unsharded::{rewrite_consolidated_v3, UnshardedArray};
-use zarr_mount::view::v2::{v2_array, V2Presenter};
+use zarr_mount::views::presented::mapping::decoded::{decoded_v3_array, rewrite_consolidated, DecodedPresenter};
+use zarr_mount::views::presented::mapping::{ChunkShow, DirDocs, DirShow, Presenter};
+use zarr_mount::views::unsharded::mapping::{rewrite_consolidated_v3, UnshardedArray};
+use zarr_mount::views::presented::mapping::v2::{v2_array, V2Presenter};
 use zarr_mount::zarr::chunk_specs::ChunkSpecs;
 use zarr_mount::zarr::codecs::decoded_size;
 use zarr_mount::zarr::data_type::DataType;

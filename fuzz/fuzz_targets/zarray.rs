@@ -1,6 +1,7 @@
-//! v2 metadata: `.zarray` parsing (`zarr::metadata::parse_zarray`, `zarr::v2::V2Array::parse`
-//! and its v3 codec chain `chunk_spec`), the decoded view's rewritten `.zarray` and `.zmetadata`
-//! (`view::decoded`), and the unsharded view's `.zmetadata` rewrite (`view::unsharded`).
+//! v2 metadata: `.zarray` parsing (`zarr::metadata::parse_zarray`, `zarr::v2::V2Array::parse` and
+//! its v3 codec chain `chunk_spec`), the decoded view's rewritten `.zarray` and `.zmetadata`
+//! (`views::presented::mapping::decoded`), and the unsharded view's `.zmetadata` rewrite
+//! (`views::unsharded::mapping`).
 //!
 //! Input: the bytes of one document, tried both as a `.zarray` and as a `.zmetadata`.
 //!
@@ -14,9 +15,9 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use zarr_mount::python_json;
-use zarr_mount::view::decoded::DecodedPresenter;
-use zarr_mount::view::present::{DirDocs, DirShow, Presenter};
-use zarr_mount::view::unsharded::rewrite_zmetadata_v2;
+use zarr_mount::views::presented::mapping::decoded::DecodedPresenter;
+use zarr_mount::views::presented::mapping::{DirDocs, DirShow, Presenter};
+use zarr_mount::views::unsharded::mapping::rewrite_zmetadata_v2;
 use zarr_mount::zarr::codecs::decoded_size;
 use zarr_mount::zarr::metadata::parse_zarray;
 use zarr_mount::zarr::v2::V2Array;

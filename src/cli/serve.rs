@@ -13,7 +13,7 @@ use clap::{Args as _, CommandFactory, FromArgMatches};
 use super::{usage, Args, MountConfig, UsageError};
 use crate::serve::access::{Access, Cors};
 use crate::serve::{Limits, ServeConfig};
-use crate::view::ViewKind;
+use crate::views::ViewKind;
 
 /// The flags `serve` adds.
 #[derive(Debug, clap::Args)]

@@ -12,11 +12,12 @@ use bytes::Bytes;
 
 use crate::fs::inodes::handles::{Handle, ReadFrom, ReadHandle, SharedReadAhead, WriteHandle};
 use crate::fs::write::write_buf::{io_err, AfterPut, Put, SharedBuf, WriteBuf};
-use crate::fs::{namespace, Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
+use crate::fs::{Attr, FileKind, FsError, FsResult, Opened, ZarrFs};
 use crate::locks::lock;
 use crate::prefetch::within_file;
 use crate::store::{join_key, split_key};
-use crate::view::node::{Backing, Node};
+use crate::views::shared::mapping::node::{Backing, Node};
+use crate::views::shared::namespace;
 
 /// Files smaller than this are read through the daemon even when a local copy exists: their
 /// copy through FUSE costs little, and the daemon reads the next files of a directory scan

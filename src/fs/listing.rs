@@ -33,7 +33,7 @@ use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, DirEntry, FileKind, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::{join_key, split_key, MetaWanted};
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// Pages read ahead of the reader, besides the one being read.
 const PAGES_AHEAD: usize = 1;
@@ -559,13 +559,13 @@ mod tests {
 
     use super::*;
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::{
         ListPages, ListStore, Listing, Lookup, ObjectMeta, PutMode, ReadStore, StoreHints,
         StoreResult, WriteStore,
     };
+    use crate::views::{ViewKind, ViewOptions};
 
     /// A store whose listings come in pages of `page` names (files, then directories), every
     /// page after the first held back until the test adds a permit to `gate`: a backend in
@@ -663,7 +663,7 @@ mod tests {
         let gate = Arc::new(Semaphore::new(0));
         let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let store = GatedPages { inner, page, gate: gate.clone(), served: served.clone() };
-        let ns = Arc::new(RawNamespace::new(Arc::new(store)));
+        let ns = crate::views::build(ViewKind::Raw, Arc::new(store), &ViewOptions::default());
         let cfg = FsConfig {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,
@@ -806,7 +806,11 @@ mod tests {
             std::fs::write(dir.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
         }
         let size_of = |name: &str| (name[1..].parse::<usize>().unwrap() % 7) as u64;
-        let ns = Arc::new(RawNamespace::new(Arc::new(LocalStore::open(tmp.path()).unwrap())));
+        let ns = crate::views::build(
+            ViewKind::Raw,
+            Arc::new(LocalStore::open(tmp.path()).unwrap()),
+            &ViewOptions::default(),
+        );
         let cfg = FsConfig {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,

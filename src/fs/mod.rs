@@ -3,8 +3,9 @@
 //! into fuser replies.
 //!
 //! `ZarrFs` dispatches to subsystems, a folder each: `inodes` (what the kernel holds: inode
-//! numbers, open handles), `cache` (what the mount remembers of the namespace), `write` (write
-//! buffers, spill files, the shard writer) and `namespace` (the chosen view over the store).
+//! numbers, open handles), `cache` (what the mount remembers of the namespace) and `write`
+//! (write buffers, spill files); the chosen view over the store is a `views` namespace, reached
+//! through the `Namespace` trait.
 //! This module holds `ZarrFs`, lookups, attributes and directories; open files are in `files`,
 //! unlink/rename/link in `names`. A file open for writing is buffered whole and written to the
 //! namespace as one object on flush (close) and release, so the backend never sees half a
@@ -13,12 +14,10 @@
 //! the backend.
 
 pub(crate) mod cache;
-pub mod error;
 mod files;
 pub mod inodes;
 pub mod listing;
 mod names;
-pub mod namespace;
 mod resolve;
 mod sizes;
 pub mod write;
@@ -27,20 +26,19 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
+pub use crate::views::shared::error::{FsError, FsResult};
 use cache::NodeCache;
-pub use error::{FsError, FsResult};
 use inodes::handles::{Handle, Handles};
 use inodes::table::InodeTable;
-use namespace::Namespace;
 use write::spill;
-pub use write::write_buf::is_staged_name;
 use write::write_buf::{SharedBuf, WriteBuf};
 use write::Writes;
 
 use crate::locks::lock;
 use crate::prefetch::per_mount::MountReadAhead;
 use crate::store::join_key;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
+use crate::views::shared::namespace::Namespace;
 
 #[derive(Debug, Clone)]
 pub struct FsConfig {
@@ -401,10 +399,11 @@ mod tests {
     use super::*;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
+    use crate::views::{ViewKind, ViewOptions};
     use bytes::Bytes;
 
     fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
-        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let ns = crate::views::build(ViewKind::Raw, store, &ViewOptions::default());
         ZarrFs::new(
             ns,
             FsConfig {
@@ -553,7 +552,7 @@ mod tests {
         let store = Arc::new(crate::store::backends::local::LocalStore::open(tmp.path()).unwrap());
         store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
         store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
-        let ns = Arc::new(namespace::RawNamespace::new(store));
+        let ns = crate::views::build(ViewKind::Raw, store, &ViewOptions::default());
         let cfg = FsConfig {
             metadata_ttl: Duration::from_secs(3600),
             read_only: false,

@@ -3,11 +3,12 @@
 
 use bytes::Bytes;
 
-use crate::fs::write::write_buf::{io_err, is_staged_name, OldName, SharedBuf, WriteBuf};
-use crate::fs::{namespace, Attr, FsError, FsResult, ZarrFs};
+use crate::fs::write::write_buf::{io_err, OldName, SharedBuf, WriteBuf};
+use crate::fs::{Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
 use crate::store::split_key;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
+use crate::views::shared::namespace::{self, is_staged_name};
 
 impl ZarrFs {
     pub async fn unlink(&self, parent: u64, name: &str) -> FsResult<()> {
@@ -211,10 +212,10 @@ mod tests {
 
     use super::*;
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::namespace::RawNamespace;
     use crate::fs::FsConfig;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
+    use crate::views::{ViewKind, ViewOptions};
 
     /// unlink() of a stored file that is open for writing with changes not yet stored: the
     /// stored object goes too (the name must not come back with the old content).
@@ -222,7 +223,7 @@ mod tests {
     async fn unlinking_a_changed_open_file_removes_the_stored_object() {
         let store = Arc::new(MemoryStore::new());
         store.put("k", Bytes::from_static(b"old")).await.unwrap();
-        let ns = Arc::new(RawNamespace::new(store.clone()));
+        let ns = crate::views::build(ViewKind::Raw, store.clone(), &ViewOptions::default());
         let fs = ZarrFs::new(
             ns,
             FsConfig {

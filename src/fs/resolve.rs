@@ -6,7 +6,7 @@ use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{buf_node, Attr, FileKind, FsError, FsResult, Opened, ZarrFs, MAX_NAME_LEN};
 use crate::locks::lock;
 use crate::store::join_key;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 impl ZarrFs {
     // ---- paths, caches ----

@@ -31,7 +31,7 @@ use std::hash::{Hash, Hasher};
 use crate::fs::inodes::table::ReaderOpened;
 use crate::fs::{Attr, FsError, FsResult, ZarrFs};
 use crate::locks::lock;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// What the inode table keeps of a stored file's version: its size and content version,
 /// hashed (a slot holds 8 bytes, not the tag). `None` for a directory.
@@ -136,47 +136,21 @@ mod tests {
     use bytes::Bytes;
 
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::namespace::flat::FlatNamespace;
-    use crate::fs::namespace::presented::PresentedNamespace;
-    use crate::fs::namespace::unsharded::UnshardedNamespace;
-    use crate::fs::namespace::{Namespace, RawNamespace};
     use crate::fs::{Attr, FsConfig, FsError, ZarrFs};
     use crate::locks::lock;
     use crate::perms::ShownPerms;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
-    use crate::view::decoded::DecodedPresenter;
-    use crate::view::v2::V2Presenter;
+    use crate::views::shared::namespace::Namespace;
+    use crate::views::{build, ViewKind, ViewOptions};
 
     /// Each view over `store`, with no metadata TTL: every lookup and open asks the store,
     /// so another daemon's write lands between any two of them, as it can past a TTL.
     fn views(store: Arc<MemoryStore>) -> Vec<(&'static str, Arc<dyn Namespace>)> {
-        let ttl = Duration::ZERO;
-        let raw = || RawNamespace::new(store.clone());
-        let unsharded = || Arc::new(UnshardedNamespace::new(raw(), ttl));
-        vec![
-            ("raw", Arc::new(raw())),
-            ("unsharded", unsharded()),
-            (
-                "decoded",
-                Arc::new(PresentedNamespace::new(
-                    unsharded(),
-                    Box::new(DecodedPresenter),
-                    ttl,
-                    1 << 20,
-                )),
-            ),
-            (
-                "v2",
-                Arc::new(PresentedNamespace::new(
-                    unsharded(),
-                    Box::new(V2Presenter::default()),
-                    ttl,
-                    1 << 20,
-                )),
-            ),
-            ("flat", Arc::new(FlatNamespace::new(unsharded(), ttl, 1 << 20))),
-        ]
+        [ViewKind::Raw, ViewKind::Unsharded, ViewKind::Decoded, ViewKind::V2, ViewKind::Flat]
+            .into_iter()
+            .map(|kind| (kind.name(), build(kind, store.clone(), &ViewOptions::default())))
+            .collect()
     }
 
     /// What the kernel does with the attributes it is told: one size per inode, read up to
@@ -377,9 +351,8 @@ mod tests {
         store.put("a/zarr.json", Bytes::from(meta.to_string())).await.unwrap();
         store.put("a/c/0", Bytes::from_static(&[1, 1])).await.unwrap();
         store.put("a/c/1", Bytes::from_static(&[2, 2])).await.unwrap();
-        let ttl = Duration::ZERO;
-        let unsharded = Arc::new(UnshardedNamespace::new(RawNamespace::new(store.clone()), ttl));
-        let (mut kernel, fs) = Kernel::over(Arc::new(FlatNamespace::new(unsharded, ttl, 1 << 20)));
+        let flat = build(ViewKind::Flat, store.clone(), &ViewOptions::default());
+        let (mut kernel, fs) = Kernel::over(flat);
         let npy = kernel.lookup(&fs, "a.npy").await;
         let first = kernel.read_file(&fs, "a.npy", npy.ino).await.unwrap();
         assert_eq!(first[first.len() - 4..], [1, 1, 2, 2]);
@@ -398,7 +371,8 @@ mod tests {
     #[tokio::test]
     async fn a_reader_of_a_write_buffer_keeps_its_size_after_the_buffer_is_gone() {
         let store = Arc::new(MemoryStore::new());
-        let (mut kernel, fs) = Kernel::over(Arc::new(RawNamespace::new(store.clone())));
+        let (mut kernel, fs) =
+            Kernel::over(build(ViewKind::Raw, store.clone(), &ViewOptions::default()));
         let (attr, w) = fs.create(ROOT_INO, "k", 0).await.unwrap();
         fs.write(w.fh, 0, b"the new version").await.unwrap();
         fs.flush(w.fh).await.unwrap();

@@ -157,9 +157,9 @@ impl Kind {
 pub enum CacheKind {
     /// Small objects kept whole in front of a remote store (`store/layers/cache.rs`).
     Objects,
-    /// Parsed shard indexes (`fs/namespace/shard_indexes.rs`).
+    /// Parsed shard indexes (`src/views/unsharded/shard_indexes.rs`).
     ShardIndex,
-    /// Decoded chunks of the decoded and v2 views (`fs/namespace/decoded_cache.rs`).
+    /// Decoded chunks of the decoded and v2 views (`src/views/shared/decoded_cache.rs`).
     Decoded,
     /// Lookups, attributes and opens answered from the filesystem's metadata cache without
     /// leaving the FUSE thread.

@@ -18,7 +18,7 @@ use super::paths::{self, Target};
 use super::ranges::{self, Decision, Ranged, Validators};
 use super::walk::{self, OpenFile};
 use crate::fs::{FileKind, FsError, FsResult, ZarrFs};
-use crate::view::ViewKind;
+use crate::views::ViewKind;
 
 /// What every request is answered from.
 pub struct Served {

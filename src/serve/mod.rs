@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::view::ViewKind;
+use crate::views::ViewKind;
 
 /// Everything `serve` adds to a mount's configuration, validated.
 #[derive(Clone)]

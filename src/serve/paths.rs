@@ -3,7 +3,7 @@
 //! then be one plain name (no `/`, no NUL, not `..`, UTF-8), so no spelling of a path reaches
 //! outside the view's root; empty and `.` segments (`//`, `/./`) are dropped.
 
-use crate::view::ViewKind;
+use crate::views::ViewKind;
 
 /// What a request path names.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::fs::inodes::table::ROOT_INO;
 use crate::fs::{Attr, FileKind, FsError, FsResult, ZarrFs};
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// The inodes a walk looked up (forgotten on drop) and what the last one is.
 pub struct Walked {

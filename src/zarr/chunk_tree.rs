@@ -1,9 +1,9 @@
 //! The chunk tree of one array: given the chunk grid and the chunk key encoding, which paths
 //! inside the array directory are chunk files, which are directories of the tree, and which
 //! names the tree owns (so that a view replacing the tree hides them). Every view uses this
-//! one model: `view::unsharded` for its inner chunks (and the shards behind them),
-//! `view::present` for the keys it shows and the keys of the view below. How one key is
-//! spelled is `chunk_key`; this module adds the grid and the directory rules.
+//! one model: `views::unsharded::mapping` for its inner chunks (and the shards behind them),
+//! `views::presented::mapping` for the keys it shows and the keys of the view below. How one
+//! key is spelled is `chunk_key`; this module adds the grid and the directory rules.
 
 use serde_json::Value;
 

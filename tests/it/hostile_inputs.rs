@@ -45,7 +45,7 @@ proptest! {
             if let Ok(NodeMetadata::Array(meta)) = parse_zarr_json(d) {
                 if let Ok(layout) = shard_layout(&meta) {
                     let _ = ShardIndex::new_empty(&layout);
-                    let _ = zarr_mount::view::unsharded::UnshardedArray::new(meta.clone()).map(|a| a.rewritten_zarr_json());
+                    let _ = zarr_mount::views::unsharded::mapping::UnshardedArray::new(meta.clone()).map(|a| a.rewritten_zarr_json());
                 }
             }
         }

@@ -16,16 +16,17 @@ fn may_use(module: &str) -> Option<&'static [&'static str]> {
         | "perms" => None,
         // The two leaves: bytes by key, and the format without I/O; neither knows the other.
         "store" | "zarr" => Some(&[]),
-        "view" => Some(&["zarr"]),
         // The read-ahead and prefetch policies: they ask the store to fetch what the format
         // says a reader wants next; the store's own layers keep only the fetching.
         "prefetch" => Some(&["zarr", "store"]),
-        "fs" => Some(&["prefetch", "view", "zarr", "store"]),
-        "fuse" => Some(&["fs", "prefetch", "view", "zarr", "store"]),
+        // Each view: its pure mapping and the namespace that serves it from the store.
+        "views" => Some(&["prefetch", "zarr", "store"]),
+        "fs" => Some(&["views", "prefetch", "zarr", "store"]),
+        "fuse" => Some(&["fs", "views", "prefetch", "zarr", "store"]),
         // The second front door (HTTP), beside fuse: neither knows the other.
-        "serve" => Some(&["fs", "prefetch", "view", "zarr", "store"]),
+        "serve" => Some(&["fs", "views", "prefetch", "zarr", "store"]),
         m if ENTRY.contains(&m) => Some(&[
-            "fuse", "serve", "fs", "prefetch", "view", "zarr", "store", "cli", "mount", "serving",
+            "fuse", "serve", "fs", "views", "prefetch", "zarr", "store", "cli", "mount", "serving",
             "daemon", "source", "fstab",
         ]),
         other => panic!("src/{other}: a module the layering check does not know; give it a layer"),
@@ -132,9 +133,112 @@ fn no_module_imports_from_a_layer_it_may_not_use() {
     );
 }
 
+/// The module path of a source file (`src/views/flat/mapping/npy.rs` -> views, flat, mapping,
+/// npy; a `mod.rs` is its folder's module).
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut path: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into())
+        .collect();
+    if path.last().is_some_and(|m| m == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// Every path into the crate that `code` (the file of module `module`) names through
+/// `crate::` or `super::`, as segments from the crate root (up to a brace or the last name).
+fn crate_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for start in ["crate::", "super::"] {
+        for (i, _) in code.match_indices(start) {
+            let before = &code[..i];
+            if before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let segments: Vec<&str> = code[i..]
+                .split("::")
+                .map(|s| s.trim_start())
+                .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                .collect();
+            let mut path: Vec<String> = Vec::new();
+            let mut rest = &segments[..];
+            if rest.first() == Some(&"crate") {
+                rest = &rest[1..];
+            } else {
+                path = module.to_vec();
+                while rest.first() == Some(&"super") {
+                    path.pop();
+                    rest = &rest[1..];
+                }
+            }
+            path.extend(rest.iter().map(|s| s.to_string()));
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The pure half of a view (`mapping.rs`, or a file under a `mapping/` folder of
+/// `src/views/`) does no I/O: it may use only `zarr`, the shared pieces and the other views'
+/// mappings (`views::VIEW::mapping`), never a namespace, the store or prefetch.
+fn pure_may_use(path: &[String]) -> bool {
+    match path.first().map(String::as_str) {
+        Some("zarr") => true,
+        Some("views") => path.get(2).is_some_and(|m| m == "mapping"),
+        Some(other) => may_use(other).is_none(),
+        None => true,
+    }
+}
+
+fn is_pure_half(module: &[String]) -> bool {
+    module.first().is_some_and(|m| m == "views") && module.iter().any(|m| m == "mapping")
+}
+
+#[test]
+fn the_pure_half_of_each_view_does_no_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("views"), &mut files);
+    files.sort();
+    let mut checked = 0;
+    let mut violations = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let module = module_path(rel);
+        if !is_pure_half(&module) {
+            continue;
+        }
+        checked += 1;
+        let code = without_test_modules(&std::fs::read_to_string(file).unwrap());
+        for used in crate_paths(&code, &module) {
+            if !pure_may_use(&used) {
+                violations.push(format!("src/{}: uses {}", rel.display(), used.join("::")));
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} files of pure mappings found under src/views");
+    violations.sort();
+    violations.dedup();
+    assert!(violations.is_empty(), "a view's mapping does I/O:\n{}", violations.join("\n"));
+}
+
 #[test]
 fn the_check_sees_an_upward_import() {
     let code = "use crate::store::Store;\nfn f() { crate::fs::x(); }\n#[cfg(test)]\nmod tests {\n    use crate::fuse::y;\n    fn g() { if true { } }\n}\nfn h() { crate::view::z(); }\n";
     assert_eq!(crate_modules(&without_test_modules(code)), ["store", "fs", "view"]);
     assert_eq!(test_only_files("#[cfg(test)]\nmod conditional_tests;\n"), ["conditional_tests"]);
+}
+
+#[test]
+fn the_pure_check_resolves_super_and_crate_paths() {
+    let module: Vec<String> = ["views", "raw", "mapping"].map(String::from).to_vec();
+    let code = "use super::namespace::RawNamespace;\nuse crate::views::shared::mapping::node::Node;\nuse crate::zarr::x;\n";
+    let paths = crate_paths(code, &module);
+    let allowed: Vec<bool> = paths.iter().map(|p| pure_may_use(p)).collect();
+    assert_eq!(paths[2], ["views", "raw", "namespace"]);
+    assert_eq!(allowed, [true, true, false]);
+    assert!(is_pure_half(&module_path(Path::new("views/flat/mapping/mod.rs"))));
+    assert!(!is_pure_half(&module_path(Path::new("views/flat/namespace/mod.rs"))));
 }

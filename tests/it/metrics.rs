@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::zfs::{local_of, put_sharded_array, TTL};
 use common::{force_unmount, is_mounted, Mount};
-use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
-use zarr_mount::fs::namespace::RawNamespace;
 use zarr_mount::fs::{FsConfig, ZarrFs};
 use zarr_mount::fuse::session::{serve, SessionError, SessionOptions};
 use zarr_mount::metrics::{self, CacheKind, Kind, Op};
@@ -33,6 +31,8 @@ use zarr_mount::store::layers::fault::{self, Fault, FaultPlan, FaultStore};
 use zarr_mount::store::layers::metered::MeteredStore;
 use zarr_mount::store::layers::recording::{RecordingStore, READS};
 use zarr_mount::store::prelude::*;
+use zarr_mount::views::raw::namespace::RawNamespace;
+use zarr_mount::views::unsharded::namespace::UnshardedNamespace;
 
 /// A port free right now on the loopback interface.
 fn free_port() -> u16 {

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zarr_mount::fs::inodes::table::ROOT_INO;
-use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
-use zarr_mount::fs::namespace::RawNamespace;
 use zarr_mount::fs::{FsConfig, FsError, ZarrFs};
 use zarr_mount::store::backends::memory::MemoryStore;
 use zarr_mount::store::layers::recording::RecordingStore;
 use zarr_mount::store::prelude::*;
+use zarr_mount::views::raw::namespace::RawNamespace;
+use zarr_mount::views::unsharded::namespace::UnshardedNamespace;
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use zarr_mount::zarr::sharding::build::build_shard;
 use zarr_mount::zarr::sharding::shard_layout;
@@ -460,7 +460,7 @@ async fn exclusive_creates_of_inner_chunks_are_decided_in_the_shard() {
 /// store's (here: absent, and present).
 #[tokio::test]
 async fn a_v2_document_lookup_goes_out_beside_the_walk() {
-    use zarr_mount::fs::namespace::Namespace;
+    use zarr_mount::views::shared::namespace::Namespace;
     let memory = Arc::new(MemoryStore::new());
     memory.put("a/zarr.json", Bytes::from_static(ARRAY_JSON.as_bytes())).await.unwrap();
     memory.put("a/.zattrs", Bytes::from_static(b"{}")).await.unwrap();

@@ -26,7 +26,7 @@ from zm_views import assert_tree_unchanged, erofs_checks
 ARRAYS = fixture_array_paths()
 # v3 arrays with no v2 form are left out of the v2 view. Every fixture array has one (strings
 # included, as '|O' with vlen-utf8); the reasons for leaving arrays out are unit-tested in
-# src/view/v2.rs.
+# src/views/presented/mapping/v2.rs.
 LEFT_OUT: frozenset[str] = frozenset()
 SHOWN = tuple(p for p in ARRAYS if p not in LEFT_OUT)
 V3_ARRAYS = tuple(p for p in SHOWN if not p.startswith("v2/"))

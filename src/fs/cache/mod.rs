@@ -16,7 +16,7 @@ use lru::LruCache;
 use crate::fs::cache::changes::{ChangeLog, Watch};
 use crate::fs::cache::trees::DroppedTrees;
 use crate::locks::lock;
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 /// Entries of the metadata cache unless `--metadata-cache-entries` says otherwise. Each costs
 /// about 300 bytes (the path, the node with its key and version, the LRU links and slot), so

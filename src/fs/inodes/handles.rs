@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::fs::write::write_buf::SharedBuf;
 use crate::fs::{FsError, FsResult};
-use crate::view::node::Node;
+use crate::views::shared::mapping::node::Node;
 
 pub type SharedReadAhead = crate::prefetch::per_mount::SharedReadAhead<FsError>;
 

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use crate::views::shared::body::Body;
+
 /// A file passes to disk once it is larger than this (unless configured otherwise).
 pub const DEFAULT_THRESHOLD: u64 = 8 << 20;
 /// Memory for all write buffers of a mount together (unless configured otherwise).
@@ -86,38 +88,6 @@ impl Spill {
 
 fn anonymous_file(dir: &Path) -> std::io::Result<File> {
     tempfile::tempfile_in(dir)
-}
-
-/// What a write-back stores: bytes in memory, or the first `len` bytes of a spill file.
-#[derive(Debug, Clone)]
-pub enum Body {
-    Bytes(Bytes),
-    File(Arc<File>, u64),
-}
-
-impl Body {
-    pub fn len(&self) -> u64 {
-        match self {
-            Body::Bytes(b) => b.len() as u64,
-            Body::File(_, len) => *len,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The whole body in memory (for the paths that need it: small objects, conditional puts).
-    pub fn into_bytes(self) -> std::io::Result<Bytes> {
-        match self {
-            Body::Bytes(b) => Ok(b),
-            Body::File(f, len) => {
-                let mut v = vec![0; usize::try_from(len).map_err(std::io::Error::other)?];
-                f.read_exact_at(&mut v, 0)?;
-                Ok(Bytes::from(v))
-            }
-        }
-    }
 }
 
 /// In-memory content is kept in pages of at most this size (each grown by doubling): no

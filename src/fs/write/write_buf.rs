@@ -7,15 +7,11 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::fs::error::{FsError, FsResult};
 use crate::fs::write::spill;
 use crate::store::split_key;
-use crate::view::node::{Backing, Node};
-
-/// Temp files that writers rename over the real key.
-pub fn is_staged_name(name: &str) -> bool {
-    name.ends_with(".partial")
-}
+use crate::views::shared::error::{FsError, FsResult};
+use crate::views::shared::mapping::node::{Backing, Node};
+use crate::views::shared::namespace::is_staged_name;
 
 /// How a write-back stores a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

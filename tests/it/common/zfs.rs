@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zarr_mount::fs::inodes::table::ROOT_INO;
-use zarr_mount::fs::namespace::unsharded::UnshardedNamespace;
-use zarr_mount::fs::namespace::RawNamespace;
 use zarr_mount::fs::{FsConfig, FsResult, ZarrFs};
 use zarr_mount::store::prelude::*;
 use zarr_mount::store::split_key;
+use zarr_mount::views::raw::namespace::RawNamespace;
+use zarr_mount::views::unsharded::namespace::UnshardedNamespace;
 use zarr_mount::zarr::metadata::{parse_zarr_json, NodeMetadata};
 use zarr_mount::zarr::sharding::build::build_shard;
 use zarr_mount::zarr::sharding::index::ShardIndex;

@@ -6,8 +6,9 @@ Run from the repository root:  .venv/bin/python src/zarr/codecs/testdata/make_v2
 For every case this writes src/zarr/codecs/testdata/v2forms/<name>/ with
   zarr.json   the v3 array document zarr-python 3 wrote
   .zarray     the v2 document zarr-python 3 wrote for the same array with zarr_format=2
-The v2 view (src/view/v2.rs) must show each zarr.json as that .zarray. Cases whose v3
-chain ends in crc32c get the .zarray of the chain without it (the view strips the checksum).
+The v2 view (src/views/presented/mapping/v2.rs) must show each zarr.json as that .zarray. Cases
+whose v3 chain ends in crc32c get the .zarray of the chain without it (the view strips the
+checksum).
 """
 
 import json

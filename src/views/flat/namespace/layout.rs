@@ -1,0 +1,109 @@
+//! Reads of flat files (`views::flat::mapping`): a byte range maps to the layout's parts under it;
+//! literal parts are copied, and the elements of an element part become a few boxes in C order
+//! (`views::flat::mapping::layout::c_order_boxes`), each assembled from the decoded chunks under it
+//! (`views::shared::regions`) into a buffer of the fill value. Only the chunks under the range are
+//! read; a chunk that cannot be decoded fails the reads that touch it (EIO) and no other.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::future::try_join_all;
+
+use crate::ttl_cache::TtlCache;
+use crate::views::flat::mapping::layout::c_order_boxes;
+use crate::views::flat::mapping::{ByteOrder, Content, ElementBox, FlatArray, FlatFile};
+use crate::views::shared::error::{FsError, FsResult};
+use crate::views::shared::mapping::node::Node;
+use crate::views::shared::mapping::regions::{chunks_under, Placed, Region};
+use crate::views::shared::regions::ChunkSource;
+
+/// Reads flat files from the chunks of the view below.
+pub struct FlatReader<'a> {
+    pub source: ChunkSource<'a>,
+    /// Chunk path below -> its node (`None`: absent), for the metadata TTL: a reader walking
+    /// a file asks for the chunks of one chunk row many times (each read covers a few
+    /// element rows across all of them), which must not cost a request each time.
+    pub found: &'a TtlCache<Option<Node>>,
+}
+
+/// Reverse the bytes of every `unit` bytes of `buf`.
+fn swap_units(buf: &mut [u8], unit: usize) {
+    if unit > 1 {
+        buf.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
+    }
+}
+
+impl FlatReader<'_> {
+    /// Bytes `offset .. offset + size` of `file` (`path` names it in errors).
+    pub async fn read_flat(
+        &self,
+        path: &str,
+        file: &FlatFile,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
+        let layout = &file.layout;
+        let pieces =
+            layout.covering(offset..offset.saturating_add(size as u64)).map(|c| async move {
+                match &c.part.content {
+                    Content::Bytes(b) => {
+                        FsResult::Ok(b.slice(c.within.start as usize..c.within.end as usize))
+                    }
+                    Content::Elements(eb) => {
+                        let (dir, array) =
+                            file.dirs.get(eb.source).zip(file.arrays.get(eb.source)).ok_or_else(
+                                || FsError::Corrupt(format!("{path}: no array {}", eb.source)),
+                            )?;
+                        let mut out = self.read_elements(dir, array, eb, c.within.clone()).await?;
+                        if layout.order == ByteOrder::Big {
+                            swap_units(&mut out, eb.swap);
+                        }
+                        Ok(Bytes::from(out))
+                    }
+                }
+            });
+        let parts: Vec<Bytes> = try_join_all(pieces).await?;
+        if let [one] = parts.as_slice() {
+            return Ok(one.clone());
+        }
+        Ok(Bytes::from(parts.concat()))
+    }
+
+    /// Bytes `within` (relative to the box's first byte) of the elements of `eb`, of
+    /// `array` (in directory `dir` below), little-endian.
+    async fn read_elements(
+        &self,
+        dir: &str,
+        array: &FlatArray,
+        eb: &ElementBox,
+        within: Range<u64>,
+    ) -> FsResult<Vec<u8>> {
+        let item = eb.item as u64;
+        let elements = within.start / item..within.end.div_ceil(item);
+        let boxes = c_order_boxes(&eb.region, elements.clone());
+        let buffers = try_join_all(boxes.iter().map(|b| self.read_box(dir, array, b))).await?;
+        let mut out = if buffers.len() == 1 {
+            buffers.into_iter().next().unwrap_or_default()
+        } else {
+            buffers.concat()
+        };
+        let skip = (within.start - elements.start * item) as usize;
+        out.truncate(skip + (within.end - within.start) as usize);
+        out.drain(..skip);
+        Ok(out)
+    }
+
+    /// The elements of `region` (array coordinates; past the array: the fill value) in C order.
+    async fn read_box(&self, dir: &str, array: &FlatArray, region: &Region) -> FsResult<Vec<u8>> {
+        let shape: Vec<u64> = region.iter().map(|r| r.end - r.start).collect();
+        let origin: Vec<u64> = region.iter().map(|r| r.start).collect();
+        let elements: u64 = shape.iter().product();
+        let mut out = array.fill.repeat(elements as usize);
+        let bounds = chunks_under(&array.grid, region);
+        let sources = self.source.lookup_chunks(dir, &array.keys, bounds, Some(self.found)).await?;
+        let at = Placed { origin: &origin, shape: &shape };
+        let (grid, specs) = (&array.grid, &array.specs);
+        self.source.assemble(&mut out, at, &sources, grid, specs, array.item).await?;
+        Ok(out)
+    }
+}
