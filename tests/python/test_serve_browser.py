@@ -152,7 +152,8 @@ async def start_chromium(tmp: Path):
     proc = await asyncio.create_subprocess_exec(
         chromium(), "--headless=new", "--no-sandbox", "--use-angle=swiftshader",
         "--enable-unsafe-swiftshader", "--use-gl=angle", "--no-first-run",
-        "--no-default-browser-check", "--disable-gpu-sandbox", "--remote-debugging-port=0",
+        "--no-default-browser-check", "--disable-gpu-sandbox", "--disable-dev-shm-usage",
+        "--remote-debugging-port=0",
         f"--user-data-dir={tmp / 'chromium-profile'}", f"--window-size={SHOT[0]},{SHOT[1]}",
         "about:blank", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, start_new_session=True)
