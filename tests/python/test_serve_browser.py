@@ -11,7 +11,8 @@ at once). Checked: the screenshot shows the image's pattern (a white square in t
 quarter of a dark grey image, on the viewer's lighter grey) where nothing else would draw it,
 and every request the viewer sent to the server was answered 200 or 206 (404 only for the
 metadata documents it probes for) with `Access-Control-Allow-Origin` for the viewer's origin,
-shard or chunk requests among them, each answered whole as serve's access log shows.
+shard or chunk requests among them, each answered whole as serve's access log shows. With the
+server allowing another origin, Chromium refuses its answers.
 """
 
 from __future__ import annotations
@@ -196,7 +197,10 @@ async def stop_process(proc) -> None:
 # --------------------------------------------------------------------------- the test
 
 
-async def view_in_neuroglancer(tmp: Path, image: Path, view: str, scheme: str) -> dict:
+async def view_in_neuroglancer(tmp: Path, image: Path, view: str, scheme: str,
+                               allow: str | None = None) -> dict:
+    """Neuroglancer's screenshot of `image` served through `view`, with the server's answers
+    to the browser; the server lets `allow` read (default: the viewer's origin)."""
     import aiohttp
 
     ng = chrome = server = None
@@ -215,7 +219,7 @@ async def view_in_neuroglancer(tmp: Path, image: Path, view: str, scheme: str) -
         hello = await from_ng()
         origin = hello["origin"]
         server = Server(image.parent, tmp / "serve.log",
-                        args=["--view", view, "--cors-origin", origin, "-v"]).start()
+                        args=["--view", view, "--cors-origin", allow or origin, "-v"]).start()
         source = f"{scheme}://{server.url}{view}/{image.name}/"
         png = tmp / f"{view}.png"
         ng.stdin.write((json.dumps({"source": source, "size": list(SHOT), "png": str(png),
@@ -330,3 +334,17 @@ def test_neuroglancer_in_chromium_shows_the_served_image(tmp_path, zarr_mount_bi
     assert all(status in ("200", "206") for path, status, _ in logged if not PROBE.search(path)), logged
     asked = {urlsplit(r["response"]["url"]).path for r in chunks}
     assert asked <= {path for path, _, _ in logged}, (asked, logged)
+
+
+def test_a_viewer_of_another_origin_is_refused(tmp_path, zarr_mount_bin):
+    """The same viewer, the server allowing another origin: Chromium refuses the answers (no
+    `Access-Control-Allow-Origin`), so what the test above sees is CORS at work."""
+    chromium()
+    if not NG_PYTHON.exists():
+        missing(f"{NG_PYTHON} is missing")
+    image = tmp_path / "data" / "image.ome.zarr"
+    image.parent.mkdir()
+    write_image(image)
+    run = view_in_neuroglancer(tmp_path, image, "raw", "zarr3", allow="https://viewer.example")
+    with pytest.raises(AssertionError, match="MissingAllowOriginHeader"):
+        asyncio.run(asyncio.wait_for(run, DEADLINE))
