@@ -294,14 +294,20 @@ def check_picture(png: Path) -> None:
     assert (abs(inside[~white] - 64) <= 8).mean() > 0.99
 
 
-@pytest.mark.parametrize("view,scheme", [("raw", "zarr3"), ("v2", "zarr2")])
-def test_neuroglancer_in_chromium_shows_the_served_image(tmp_path, zarr_mount_bin, view, scheme):
+@pytest.fixture
+def image(tmp_path, zarr_mount_bin) -> Path:
+    """The image to serve, once Chromium and Neuroglancer are known to be here."""
     chromium()
     if not NG_PYTHON.exists():
         missing(f"{NG_PYTHON} is missing")
-    image = tmp_path / "data" / "image.ome.zarr"
-    image.parent.mkdir()
-    write_image(image)
+    path = tmp_path / "data" / "image.ome.zarr"
+    path.parent.mkdir()
+    write_image(path)
+    return path
+
+
+@pytest.mark.parametrize("view,scheme", [("raw", "zarr3"), ("v2", "zarr2")])
+def test_neuroglancer_in_chromium_shows_the_served_image(tmp_path, image, view, scheme):
 
     try:
         res = asyncio.run(asyncio.wait_for(view_in_neuroglancer(tmp_path, image, view, scheme), DEADLINE))
@@ -336,15 +342,9 @@ def test_neuroglancer_in_chromium_shows_the_served_image(tmp_path, zarr_mount_bi
     assert asked <= {path for path, _, _ in logged}, (asked, logged)
 
 
-def test_a_viewer_of_another_origin_is_refused(tmp_path, zarr_mount_bin):
+def test_a_viewer_of_another_origin_is_refused(tmp_path, image):
     """The same viewer, the server allowing another origin: Chromium refuses the answers (no
     `Access-Control-Allow-Origin`), so what the test above sees is CORS at work."""
-    chromium()
-    if not NG_PYTHON.exists():
-        missing(f"{NG_PYTHON} is missing")
-    image = tmp_path / "data" / "image.ome.zarr"
-    image.parent.mkdir()
-    write_image(image)
     run = view_in_neuroglancer(tmp_path, image, "raw", "zarr3", allow="https://viewer.example")
     with pytest.raises(AssertionError, match="MissingAllowOriginHeader"):
         asyncio.run(asyncio.wait_for(run, DEADLINE))
