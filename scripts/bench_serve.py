@@ -13,6 +13,18 @@ answer but 200, any failed connection; must be 0), requests per second, p50/p99 
 the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio serve/nginx at the
 same number of requests in flight (`--nginx-connections`), and serve at `--connections`
 against nginx at `--nginx-connections`; the goal is >= 0.8.
+
+    .venv/bin/python scripts/bench_serve.py --memory [--clients 64] [--file-mib 256]
+        [--max-rss-mib 286] [--cache-size SIZE]
+
+`--memory` instead: as many clients (curl) as `--clients`, each reading a different
+`--file-mib` MiB `.npy` of the `flat` view whole, all at once. The store is small on disk: each
+array is one value (its index + 1) in chunks of one row block as wide as the array, zstd; one
+chunk file is written and hard-linked under every other chunk key, and the flat view decodes
+them as the clients read. Reported: the seconds, the bytes each client got (must be the file's
+size, status 200), a few ranges of each file checked against the value, and the server's peak
+RSS (VmHWM), which must stay below `--max-rss-mib` (exit status 1 otherwise). The last line is
+the result as JSON.
 """
 
 from __future__ import annotations
@@ -137,6 +149,99 @@ def line(name: str, r: dict) -> None:
           f"  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}", flush=True)
 
 
+def write_flat_store(root: Path, arrays: int, file_mib: int) -> tuple[int, int]:
+    """`arrays` uint8 arrays a00, a01... of `file_mib` MiB each under the group `root`, array i
+    all i + 1, each one shard file of 1 MiB chunks (one row block as wide as the array, zstd).
+    zarr-python writes the metadata; the shard is put together here from one encoded chunk
+    (zarr-python would encode every chunk of it: a second per array). Returns (rows, columns)."""
+    import crc32c
+    import numcodecs
+
+    cols = 16384
+    rows = file_mib * 2**20 // cols
+    block = 64  # rows a chunk: 1 MiB, what the server reads a body's piece with
+    n = rows // block
+    zarr.open_group(root, mode="w", zarr_format=3)
+    for i in range(arrays):
+        a = zarr.create_array(root / f"a{i:02d}", shape=(rows, cols), chunks=(block, cols),
+                              shards=(rows, cols), dtype="uint8", fill_value=0,
+                              compressors=zarr.codecs.ZstdCodec(level=3))
+        chunk = numcodecs.Zstd(level=3).encode(np.full((block, cols), i + 1, dtype="uint8"))
+        index = np.array([(k * len(chunk), len(chunk)) for k in range(n)], dtype="<u8").tobytes()
+        shard = root / f"a{i:02d}" / "c" / "0" / "0"
+        shard.parent.mkdir(parents=True)
+        shard.write_bytes(chunk * n + index + crc32c.crc32c(index).to_bytes(4, "little"))
+        if i == 0:  # what zarr-python reads there
+            assert (a[::block, :: cols - 1] == 1).all()
+    return rows, cols
+
+
+def flat_memory(args) -> int:
+    """--memory: many clients, each reading a different large .npy of the flat view at once."""
+    import urllib.request
+
+    from zm_serve import Server
+
+    curl = shutil.which("curl")
+    if curl is None:
+        print("bench_serve.py: curl is not installed", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-serve-memory-") as tmp:
+        tmp = Path(tmp)
+        t0 = time.monotonic()
+        rows, cols = write_flat_store(tmp / "flat.zarr", args.clients, args.file_mib)
+        made = time.monotonic() - t0
+        serve_args = ["--view", "flat"] + (["--cache-size", args.cache_size] if args.cache_size else [])
+        server = Server(tmp / "flat.zarr", tmp / "serve.log", args=serve_args).start()
+        try:
+            names = [f"a{i:02d}.npy" for i in range(args.clients)]
+            with urllib.request.urlopen(f"{server.url}flat/{names[0]}") as r:
+                size = int(r.headers["Content-Length"])
+            print(f"# {args.clients} clients (curl), each reading a different {size / 2**20:.0f} MiB "
+                  f".npy of the flat view ({rows}x{cols} uint8, chunks 64x{cols}, zstd) at once; "
+                  f"store made in {made:.1f} s; serve {' '.join(serve_args)}; {os.cpu_count()} cores",
+                  flush=True)
+            t0 = time.monotonic()
+            clients = [subprocess.Popen([curl, "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                         f"{server.url}flat/{n}"], stdout=subprocess.PIPE, text=True)
+                       for n in names]
+            got = [c.communicate(timeout=1800)[0].split() for c in clients]
+            secs = time.monotonic() - t0
+            rss = peak_rss_mib(server.proc.pid)
+            alive = server.proc.poll() is None
+            bad = [(n, g) for n, g in zip(names, got) if g != ["200", str(size)]]
+            # the bytes: the header parses, and ranges of the data hold the array's value
+            t1 = time.monotonic()
+            wrong = []
+            for i, n in enumerate(names):
+                for start in (0, size // 2, size - 4096):
+                    req = urllib.request.Request(f"{server.url}flat/{n}",
+                                                 headers={"Range": f"bytes={start}-{start + 4095}"})
+                    with urllib.request.urlopen(req) as r:
+                        body = r.read()
+                    if start == 0:
+                        hlen = 10 + int.from_bytes(body[8:10], "little")
+                        ok = body[:6] == b"\x93NUMPY" and set(body[hlen:]) == {i + 1}
+                    else:
+                        ok = len(body) == 4096 and set(body) == {i + 1}
+                    if not ok:
+                        wrong.append((n, start))
+            checked = time.monotonic() - t1
+        finally:
+            t1 = time.monotonic()
+            server.stop()
+            stopped = time.monotonic() - t1
+    total = args.clients * size
+    print(f"read {total / 2**30:.1f} GiB in {secs:.1f} s ({total / secs / 2**30:.2f} GiB/s); "
+          f"answers not 200 or short: {len(bad)}; ranges with other bytes: {len(wrong)}", flush=True)
+    print(f"ranges checked in {checked:.1f} s, server stopped in {stopped:.1f} s", flush=True)
+    print(f"serve peak RSS (VmHWM): {rss:.1f} MiB (bound {args.max_rss_mib} MiB: "
+          f"{'met' if rss < args.max_rss_mib else 'NOT met'})", flush=True)
+    print(json.dumps({"clients": args.clients, "file_bytes": size, "seconds": round(secs, 2),
+                      "peak_rss_mib": round(rss, 1), "bad": bad, "wrong": wrong, "alive": alive}))
+    return 0 if not bad and not wrong and alive and rss < args.max_rss_mib else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--binary", default=str(REPO / "target" / "release" / "zarr-mount"))
@@ -147,7 +252,16 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--shard", type=int, default=512)
     ap.add_argument("--max-errors", type=int, default=0, help="exit 1 above this many errors")
+    ap.add_argument("--memory", action="store_true",
+                    help="instead: many clients reading different large .npy files of the flat view")
+    ap.add_argument("--clients", type=int, default=64, help="--memory: clients, one file each")
+    ap.add_argument("--file-mib", type=int, default=256, help="--memory: each file's size")
+    ap.add_argument("--max-rss-mib", type=float, default=286, help="--memory: exit 1 at or above (286 MiB: 300 MB)")
+    ap.add_argument("--cache-size", help="--memory: serve's --cache-size (default: its own)")
     args = ap.parse_args()
+    if args.memory:
+        os.environ["ZARR_MOUNT_BIN"] = args.binary  # read by zm_harness at import
+        return flat_memory(args)
     if shutil.which("nginx") is None:
         print("bench_serve.py: nginx is not installed (apt-get install nginx-light)", file=sys.stderr)
         return 2

@@ -28,13 +28,15 @@ pub struct Logged {
     request: Request,
     status: u16,
     sent: u64,
+    /// The body's Content-Length, if it has one.
+    length: Option<u64>,
     failed: bool,
     ended: bool,
 }
 
 impl Logged {
-    pub fn new(inner: Body, request: Request, status: u16) -> Self {
-        Logged { inner, request, status, sent: 0, failed: false, ended: false }
+    pub fn new(inner: Body, request: Request, status: u16, length: Option<u64>) -> Self {
+        Logged { inner, request, status, sent: 0, length, failed: false, ended: false }
     }
 }
 
@@ -72,8 +74,10 @@ impl Drop for Logged {
     fn drop(&mut self) {
         let r = &self.request;
         let elapsed = r.started.elapsed();
-        // A body dropped before its end: the client left, or a read failed.
-        let complete = !self.failed && (self.ended || self.inner.is_end_stream());
+        // A body dropped before its end: the client left, or a read failed. hyper drops a body
+        // without polling it to its end once it sent Content-Length bytes.
+        let complete = !self.failed
+            && (self.ended || self.inner.is_end_stream() || self.length == Some(self.sent));
         tracing::info!(
             target: "zarr_mount::serve::access",
             client = %r.client,

@@ -50,8 +50,13 @@ impl Served {
         let mut response = self.respond(&parts.method, &parts.headers, target).await;
         self.access.add_cors(&parts.headers, response.headers_mut());
         let status = response.status().as_u16();
+        // hyper drops a body once its Content-Length is sent, without polling it to its end.
+        let length = (parts.method != Method::HEAD)
+            .then(|| response.headers().get(hyper::header::CONTENT_LENGTH))
+            .flatten()
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         let request = access_log::Request { client, method: parts.method, path, view, started };
-        response.map(|b| Logged::new(b, request, status))
+        response.map(|b| Logged::new(b, request, status, length))
     }
 
     async fn respond(
