@@ -10,6 +10,7 @@ pub mod across_files;
 pub mod array;
 pub mod documents;
 pub mod kernel_window;
+pub mod next_directories;
 pub mod per_mount;
 pub mod shards;
 pub mod within_file;

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 pub use crate::perms::Perms;
 
-pub use hints::{HintsLayer, StoreHints};
+pub use hints::{DirsAhead, HintsLayer, NextDirs, StoreHints};
 pub use list::{
     with_all_metadata, EntryListing, EntryPages, ListLayer, ListPages, ListStore, Listing, Lookup,
     MetaWanted,
@@ -34,7 +34,7 @@ pub use read::{
     absent_if_not_found, as_one_piece, found, one_piece, revalidate_by_head, same_version, Body,
     ByteRange, ReadLayer, ReadStore, Revalidated,
 };
-pub use write::{read_file_at, PutMode, WriteLayer, WriteStore};
+pub use write::{read_file_at, PutMode, Spill, WriteLayer, WriteStore};
 
 /// A whole store: every capability. Code that holds a store holds an `Arc<dyn Store>`;
 /// backends and layers implement the capabilities, and this follows.
