@@ -4,7 +4,7 @@
 //! itself). A `Store` has them all. Layers (caches, metering) forward what they do not change
 //! (`capability`); read-only backends refuse writes in one place (`read_only`).
 //!
-//! Keys are `/`-separated relative paths without a leading slash (`group/array/c/0/1`).
+//! Keys are `/`-separated relative paths without a leading slash (`dir/sub/name`).
 //! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
 //! backend with real directories (the local filesystem) may also hold empty ones.
 

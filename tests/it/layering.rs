@@ -140,9 +140,11 @@ fn the_check_sees_an_upward_import() {
 }
 
 /// Files under `src/store/` whose format is a Zarr hierarchy of its own, so that their keys are
-/// made from Zarr's names: an Icechunk repository (nodes and chunk indices) and kerchunk
-/// reference sets (`.zarray`, `.zmetadata` and chunk keys by definition).
-const ZARR_SHAPED_BACKENDS: &[&str] = &["backends/icechunk.rs", "backends/reference/"];
+/// made from Zarr's names: an Icechunk repository (nodes and chunk indices, and the fetcher of
+/// its virtual chunks) and kerchunk reference sets (`.zarray`, `.zmetadata` and chunk keys by
+/// definition).
+const ZARR_SHAPED_BACKENDS: &[&str] =
+    &["backends/icechunk.rs", "backends/icechunk_http.rs", "backends/reference/"];
 
 /// Zarr's metadata document names, as a store key's last segment or a part of one.
 const ZARR_DOCUMENTS: &[&str] = &["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
@@ -154,7 +156,8 @@ const FOREIGN_CHUNK_NAMES: &[&str] =
 
 /// What `code` (one file, test modules removed) names of Zarr: a metadata document or a
 /// chunk key (`c`, `c/...`, `.../c/...`) in a string literal or in a comment's code span, an
-/// identifier about chunks, shards or Zarr, or a path into `crate::zarr`.
+/// identifier about chunks, shards or Zarr (the name of the Icechunk backend aside), or a path
+/// into `crate::zarr`.
 fn zarr_names(code: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut idents = String::new();
@@ -174,7 +177,7 @@ fn zarr_names(code: &str) -> Vec<String> {
         }
     }
     for word in idents.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        let lower = word.to_ascii_lowercase();
+        let lower = word.to_ascii_lowercase().replace("icechunk", "");
         let zarr_word = ["chunk", "shard", "zarr"].iter().any(|w| lower.contains(w));
         if zarr_word && !FOREIGN_CHUNK_NAMES.contains(&word) {
             names.push(word.to_string());

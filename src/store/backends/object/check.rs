@@ -7,9 +7,9 @@ use object_store::ObjectStoreExt;
 
 use crate::store::error_chain;
 
-use super::errors::*;
-use super::listing::*;
-use super::*;
+use super::errors::scrub;
+use super::listing::unparseable_key;
+use super::ObjectStoreBackend;
 
 /// What the start-up check found below the source's prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use crate::store::{
 };
 use crate::store::{ListStore, ReadStore};
 
-use super::*;
+use super::{to_meta, ObjectStoreBackend};
 
 /// Why an object that is also a prefix is left out of listings (logged once per key).
 pub(super) const SHADOWED: &str =

@@ -5,7 +5,6 @@
 //! timeouts, so a dead endpoint turns into an error within seconds rather than a hung mount.
 //! Error text and `describe()` never contain credentials: secret values that went into the
 //! builder are scrubbed from every message that leaves this module.
-
 //!
 //! One file per concern: `open.rs` (building from a URL and options), `read.rs`, `listing.rs`,
 //! `write.rs`, `check.rs` (the mount-time check), `errors.rs` (URLs shown and errors scrubbed).
@@ -29,10 +28,10 @@ use object_store::ObjectStore;
 use crate::store::StoreHints;
 use crate::store::{validate_key, HiddenKeys, ObjectMeta, StoreError, StoreResult};
 
-use errors::*;
-use listing::*;
-use open::*;
-use read::*;
+use errors::map_err_with;
+use listing::unparseable_reason;
+use open::AwsCredentials;
+use read::RequestShapes;
 
 pub use check::Reached;
 pub use errors::display_url;

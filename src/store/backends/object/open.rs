@@ -12,9 +12,9 @@ use crate::store::backends::renewing::RenewingCredentials;
 use crate::store::location::Cloud;
 use crate::store::{HiddenKeys, StoreError, StoreResult};
 
-use super::errors::*;
-use super::read::*;
-use super::*;
+use super::errors::{describe_url, map_err_with, strip_userinfo};
+use super::read::RequestShapes;
+use super::ObjectStoreBackend;
 
 /// How to reach an object store, from the command line.
 #[derive(Debug, Clone, Default)]

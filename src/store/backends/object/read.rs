@@ -14,8 +14,8 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use crate::store::ReadStore;
 use crate::store::{error_chain, ByteRange, ObjectMeta, Revalidated, StoreError, StoreResult};
 
-use super::errors::*;
-use super::*;
+use super::errors::map_err_with;
+use super::{to_meta, ObjectStoreBackend};
 
 /// How many object sizes a backend remembers (LRU; about 100 bytes each).
 pub(super) const SIZES_REMEMBERED: usize = 65_536;

@@ -12,7 +12,7 @@ use crate::store::Spill;
 use crate::store::WriteStore;
 use crate::store::{PutMode, StoreError, StoreResult};
 
-use super::*;
+use super::ObjectStoreBackend;
 
 /// Objects up to this size are written with one PUT; larger ones with a multipart upload.
 pub const MULTIPART_THRESHOLD: usize = 8 << 20;

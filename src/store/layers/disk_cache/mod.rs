@@ -53,7 +53,8 @@
 //! (a crash or power loss can only have damaged it before that), then trusted.
 //!
 //! One daemon per cache directory: an exclusive `flock` on `DIR/lock`, taken when the command
-//! line is checked; a second daemon on the same directory is refused with a usage error.//!
+//! line is checked; a second daemon on the same directory is refused with a usage error.
+//!
 //! Where each part lives: `lock.rs` (the directory lock), `options.rs` (what the command line
 //! sets), `format.rs` (file names and the block format), `index.rs` (the LRU index and
 //! eviction), `load.rs` (files read back, checked), `writer.rs` (the writer thread),
