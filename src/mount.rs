@@ -297,7 +297,8 @@ fn open_disk_cache(
         ttl: disk.trust(cfg.metadata_ttl),
     };
     let store = DiskCacheStore::open(backend, disk.lock.clone(), dcfg)
-        .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?;
+        .map_err(|e| SessionError(format!("--cache-dir {}: {e}", disk.lock.dir().display())))?
+        .with_next_dirs(crate::prefetch::next_directories::next_directories);
     Ok(Arc::new(DiskCache(Arc::new(store))))
 }
 

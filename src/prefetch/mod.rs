@@ -12,5 +12,6 @@ pub mod across_files;
 pub mod array;
 pub mod documents;
 pub mod kernel_window;
+pub mod next_directories;
 pub mod per_mount;
 pub mod within_file;

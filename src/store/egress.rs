@@ -175,7 +175,7 @@ pub struct Egress {
 const MAX_REDIRECTS: usize = 10;
 
 /// The timeouts of the clients built from [`Egress::client_builder`]: those the object-store
-/// backend gives object_store (`REQUEST_TIMEOUT`, `CONNECT_TIMEOUT` in backends/object.rs).
+/// backend gives object_store (`REQUEST_TIMEOUT`, `CONNECT_TIMEOUT` in backends/object/open.rs).
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

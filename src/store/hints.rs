@@ -3,6 +3,20 @@
 use crate::store::capability::capability;
 use crate::store::{validate_key, StoreResult};
 
+/// A read-ahead policy of the layers above the store (`src/prefetch/`): the directories a
+/// reader of `dir` goes on to. A store that confirms a directory's cached objects (the disk
+/// cache) confirms theirs beside it; it knows keys, and the policy what they name.
+pub type NextDirs = fn(dir: &str) -> DirsAhead;
+
+/// What a `NextDirs` policy answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirsAhead {
+    /// These directories (keys), nearest first.
+    Named(Vec<String>),
+    /// The next this many sibling directories in name order.
+    Siblings(usize),
+}
+
 capability! {
     /// How to name the store in logs, whether it has real directories, which keys it can hold,
     /// its capacity, and hints that change no data (how much to read whole, what to fetch

@@ -130,11 +130,10 @@ capability! {
         /// round trip. By default `lookup`, and no bytes; a layer that passes lookups through
         /// forwards it, so the bytes reach the cache above.
         ///
-        /// The answer of a GET in place of the probe has `dir` false: Zarr's metadata names
-        /// (`zarr.json`, `.zarray`, `.zattrs`, `.zgroup`, `.zmetadata`: the only keys asked
-        /// this way) are documents, never directories, as the specs reserve them. A prefix
-        /// below such a name, which no Zarr writer makes, shows in its parent's listing, not
-        /// to this lookup.
+        /// The answer of a GET in place of the probe has `dir` false: the keys asked this way
+        /// are the format's metadata names (the caller's to know), documents and never
+        /// directories, as the specs reserve them. A prefix below such a name, which no
+        /// writer of the format makes, shows in its parent's listing, not to this lookup.
         derived async fn lookup_reading(
             &self,
             key: &str,

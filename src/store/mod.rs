@@ -4,7 +4,7 @@
 //! itself). A `Store` has them all. Layers (caches, metering) forward what they do not change
 //! (`capability`); read-only backends refuse writes in one place (`read_only`).
 //!
-//! Keys are `/`-separated relative paths without a leading slash (`group/array/c/0/1`).
+//! Keys are `/`-separated relative paths without a leading slash (`dir/sub/name`).
 //! The store knows nothing about Zarr or FUSE; directories are key prefixes, except that a
 //! backend with real directories (the local filesystem) may also hold empty ones.
 
@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 pub use crate::perms::Perms;
 
-pub use hints::{HintsLayer, StoreHints};
+pub use hints::{DirsAhead, HintsLayer, NextDirs, StoreHints};
 pub use list::{
     with_all_metadata, EntryListing, EntryPages, ListLayer, ListPages, ListStore, Listing, Lookup,
     MetaWanted,
@@ -34,7 +34,7 @@ pub use read::{
     absent_if_not_found, as_one_piece, found, one_piece, revalidate_by_head, same_version, Body,
     ByteRange, ReadLayer, ReadStore, Revalidated,
 };
-pub use write::{read_file_at, PutMode, WriteLayer, WriteStore};
+pub use write::{read_file_at, PutMode, Spill, WriteLayer, WriteStore};
 
 /// A whole store: every capability. Code that holds a store holds an `Arc<dyn Store>`;
 /// backends and layers implement the capabilities, and this follows.

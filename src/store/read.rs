@@ -90,7 +90,10 @@ pub fn found(key: &str, read: Option<(Bytes, ObjectMeta)>) -> StoreResult<Bytes>
 capability! {
     /// Reading objects: whole, by range, streamed, their metadata, and revalidation.
     pub trait ReadStore, layer ReadLayer {
-        required async fn get(&self, key: &str) -> StoreResult<Bytes>;
+        /// The whole object; by default `get_range` of all of it.
+        provided async fn get(&self, key: &str) -> StoreResult<Bytes> {
+            Self::get_range(self, key, 0..u64::MAX).await
+        }
 
         /// Bytes `range` of the object; a range past the end is clipped (may return fewer bytes).
         required async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes>;

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 
 use crate::store::layers::{HintsLayer, Layer, ListLayer, ReadLayer};
+use crate::store::Spill;
 use crate::store::{ListStore, PutMode, ReadStore, StoreError, StoreHints, StoreResult};
 
 /// A read-only backend as a `Store` that refuses every write.
@@ -50,7 +51,7 @@ impl<B: ReadStore + ListStore + StoreHints> crate::store::WriteStore for ReadOnl
     async fn put_file(
         &self,
         _key: &str,
-        _file: std::sync::Arc<std::fs::File>,
+        _file: Spill,
         _len: u64,
         _mode: PutMode,
     ) -> StoreResult<()> {

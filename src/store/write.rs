@@ -20,12 +20,7 @@ pub enum PutMode {
 }
 
 /// `len` bytes of `file` from `offset`, read on the blocking pool (for `WriteStore::put_file`).
-pub async fn read_file_at(
-    key: &str,
-    file: std::sync::Arc<std::fs::File>,
-    offset: u64,
-    len: u64,
-) -> StoreResult<Bytes> {
+pub async fn read_file_at(key: &str, file: Spill, offset: u64, len: u64) -> StoreResult<Bytes> {
     use std::os::unix::fs::FileExt;
     let n = usize::try_from(len).map_err(|_| StoreError::NoSpace)?;
     let k = key.to_string();
@@ -37,6 +32,9 @@ pub async fn read_file_at(
     .await
     .map_err(|e| StoreError::from_io(key, std::io::Error::other(e)))?
 }
+
+/// A write buffer spilled to disk, shared with the upload that streams it (`put_file`).
+pub type Spill = std::sync::Arc<std::fs::File>;
 
 capability! {
     /// Changing a store: puts (plain, conditional, from a file), deletes, renames and
@@ -60,7 +58,7 @@ capability! {
         provided async fn put_file(
             &self,
             key: &str,
-            file: std::sync::Arc<std::fs::File>,
+            file: Spill,
             len: u64,
             mode: PutMode,
         ) -> StoreResult<()> {

@@ -242,3 +242,158 @@ fn the_pure_check_resolves_super_and_crate_paths() {
     assert!(is_pure_half(&module_path(Path::new("views/flat/mapping/mod.rs"))));
     assert!(!is_pure_half(&module_path(Path::new("views/flat/namespace/mod.rs"))));
 }
+
+/// Files under `src/store/` whose format is a Zarr hierarchy of its own, so that their keys are
+/// made from Zarr's names: an Icechunk repository (nodes and chunk indices, and the fetcher of
+/// its virtual chunks) and kerchunk reference sets (`.zarray`, `.zmetadata` and chunk keys by
+/// definition).
+const ZARR_SHAPED_BACKENDS: &[&str] =
+    &["backends/icechunk.rs", "backends/icechunk_http.rs", "backends/reference/"];
+
+/// Zarr's metadata document names, as a store key's last segment or a part of one.
+const ZARR_DOCUMENTS: &[&str] = &["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
+
+/// Identifiers of the standard library and dependencies that say "chunk" of bytes, not of an
+/// array.
+const FOREIGN_CHUNK_NAMES: &[&str] =
+    &["chunks", "chunks_mut", "chunks_exact", "new_with_chunk_size"];
+
+/// What `code` (one file, test modules removed) names of Zarr: a metadata document or a
+/// chunk key (`c`, `c/...`, `.../c/...`) in a string literal or in a comment's code span, an
+/// identifier about chunks, shards or Zarr (the name of the Icechunk backend aside), or a path
+/// into `crate::zarr`.
+fn zarr_names(code: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut idents = String::new();
+    for line in code.lines() {
+        let (code_part, comment) = split_comment(line);
+        let (literals, rest) = split_strings(code_part);
+        idents.push_str(&rest);
+        idents.push('\n');
+        let spans = comment.split('`').skip(1).step_by(2).map(str::to_string);
+        for name in literals.into_iter().chain(spans) {
+            let lower = name.to_ascii_lowercase();
+            let document = ZARR_DOCUMENTS.iter().any(|d| lower.contains(d));
+            let chunk_key = name == "c" || name.starts_with("c/") || name.contains("/c/");
+            if document || chunk_key {
+                names.push(format!("{name:?}"));
+            }
+        }
+    }
+    for word in idents.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        let lower = word.to_ascii_lowercase().replace("icechunk", "");
+        let zarr_word = ["chunk", "shard", "zarr"].iter().any(|w| lower.contains(w));
+        if zarr_word && !FOREIGN_CHUNK_NAMES.contains(&word) {
+            names.push(word.to_string());
+        }
+    }
+    names.extend(
+        crate_modules(&idents).into_iter().filter(|m| m == "zarr").map(|m| format!("crate::{m}")),
+    );
+    names
+}
+
+/// A line's code and its `//` comment (a `//` inside a string literal is code).
+fn split_comment(line: &str) -> (&str, &str) {
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            '/' if !in_string && line[i + 1..].starts_with('/') => return (&line[..i], &line[i..]),
+            _ => {}
+        }
+    }
+    (line, "")
+}
+
+/// The contents of a line's string literals, and the line without them. (Raw strings spread
+/// over lines are read as code; the store's hold no key names.)
+fn split_strings(code: &str) -> (Vec<String>, String) {
+    let (mut literals, mut rest) = (Vec::new(), String::new());
+    let mut current: Option<String> = None;
+    let mut chars = code.chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        match (&mut current, c) {
+            (Some(s), '\\') => {
+                s.push(c);
+                s.extend(chars.next());
+            }
+            (Some(_), '"') => literals.extend(current.take()),
+            (Some(s), _) => s.push(c),
+            // A char literal `'"'` is not the start of a string.
+            (None, '"') if !(prev == '\'' && chars.peek() == Some(&'\'')) => {
+                current = Some(String::new())
+            }
+            (None, _) => rest.push(c),
+        }
+        prev = c;
+    }
+    (literals, rest)
+}
+
+/// The store is a leaf that knows bytes by key: no file under `src/store/` names a Zarr
+/// concept (see `zarr_names`), so a Zarr-aware policy (what a reader fetches next, which
+/// names are documents) lives above it (`src/prefetch/`, `src/fs/`) and is handed down as
+/// plain keys. Test code and the Zarr-shaped backends (`ZARR_SHAPED_BACKENDS`) are exempt.
+#[test]
+fn the_store_names_no_zarr_concept() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files.sort();
+    let mut test_files: Vec<PathBuf> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let dir = if file.file_name().is_some_and(|n| n == "mod.rs") {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        test_files.extend(test_only_files(&text).iter().map(|m| dir.join(format!("{m}.rs"))));
+    }
+    let mut violations = Vec::new();
+    for file in files.iter().filter(|f| !test_files.contains(f)) {
+        let rel = file.strip_prefix(&root).unwrap().to_string_lossy().to_string();
+        if ZARR_SHAPED_BACKENDS.iter().any(|b| rel.starts_with(b)) {
+            continue;
+        }
+        let code = without_test_modules(&std::fs::read_to_string(file).unwrap());
+        for name in zarr_names(&code) {
+            violations.push(format!("src/store/{rel}: {name}"));
+        }
+    }
+    violations.dedup();
+    assert!(violations.is_empty(), "Zarr named in the store layer:\n{}", violations.join("\n"));
+}
+
+/// The check sees what the disk cache once held: the guess of chunk directories ahead of a
+/// reader, named in its comment, and document names, chunk identifiers and `crate::zarr` in
+/// code; comments' prose, key rules and `chunks_mut` pass.
+#[test]
+fn the_zarr_check_sees_zarr_in_the_store() {
+    let old = "    /// it (an array's `c/0/`, then `c/1/`, ...), each of which would cost it another round
+    /// objects of: by number when the names are numbers (chunk coordinates, where `c/10`
+    fn confirm_next_directories(self: &Arc<Self>, dir: &str) {
+            match name.parse::<u64>() {\n";
+    assert_eq!(zarr_names(old), [r#""c/0/""#, r#""c/1/""#, r#""c/10""#]);
+    let code = "let k = join_key(dir, \"zarr.json\"); // a \"c/0\" in prose\nlet j = \".ZATTRS\";\nfn chunk_key() {}\nuse crate::zarr::x;\nlet p = \"a/c/1\"; let q = '\"'; let r = \"c\";\n";
+    assert_eq!(
+        zarr_names(code),
+        [
+            r#""zarr.json""#,
+            r#"".ZATTRS""#,
+            r#""a/c/1""#,
+            r#""c""#,
+            "chunk_key",
+            "zarr",
+            "crate::zarr"
+        ]
+    );
+    let fine =
+        "for p in out.chunks_mut(4) {} // cut in chunks, `a/b` `.json`\nlet s = \"abc/def\";\n";
+    assert!(zarr_names(fine).is_empty(), "{:?}", zarr_names(fine));
+}

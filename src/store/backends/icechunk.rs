@@ -734,10 +734,6 @@ impl StoreHints for IcechunkStore {
 
 #[async_trait]
 impl ReadStore for IcechunkStore {
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.get_range(key, 0..u64::MAX).await
-    }
-
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         let cur = self.current().await;
         self.range_in(&cur, key, range).await

@@ -29,6 +29,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::store::Spill;
 use crate::store::{
     split_key, validate_key, ByteRange, EntryListing, EntryPages, HiddenKeys, ListPages, Listing,
     Lookup, MetaWanted, ObjectMeta, Perms, PutMode, StoreError, StoreResult,
@@ -282,7 +283,7 @@ impl Inner {
 
     /// Open the regular file at `key` for reading. Anything else is refused before it is
     /// opened: opening a FIFO for reading blocks until a writer appears (a FIFO named
-    /// `zarr.json` would hang every listing of its directory, and shutdown with it), and
+    /// like a metadata document would hang every listing of its directory, and shutdown with it), and
     /// opening a device node can have side effects. So the name is resolved with `O_PATH`
     /// (which opens nothing), checked, and only a regular file is then opened, through its
     /// `/proc/self/fd` link: the same inode, with no second walk of the path to race against.
@@ -771,13 +772,7 @@ impl WriteStore for LocalStore {
 
     /// Copied from the spill file into the temp file that is renamed over the key, a piece at
     /// a time: no more memory than one piece, whatever the size.
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
+    async fn put_file(&self, key: &str, file: Spill, len: u64, mode: PutMode) -> StoreResult<()> {
         let key = key.to_string();
         self.blocking(move |s| s.put_with_mode(&key, Payload::File(&file, len), &mode)).await
     }

@@ -696,10 +696,6 @@ impl StoreHints for ZipStore {
 
 #[async_trait]
 impl ReadStore for ZipStore {
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.read(key, 0..u64::MAX).await
-    }
-
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.read(key, range).await
     }

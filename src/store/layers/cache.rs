@@ -25,6 +25,8 @@ use super::filling::{self, Filling};
 use crate::flight_lru::FlightLru;
 use crate::locks::lock;
 use crate::metrics::Ahead;
+use crate::store::layers::{forgetting, Changes};
+use crate::store::Spill;
 
 use crate::store::{
     Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
@@ -471,12 +473,7 @@ fn left(e: &Entry) {
     }
 }
 
-impl crate::store::layers::Layer for CachingStore {
-    type Below = dyn Store;
-    fn inner(&self) -> &dyn Store {
-        &*self.inner
-    }
-}
+crate::store::layers::layer_over!(CachingStore);
 
 #[async_trait]
 impl crate::store::layers::ReadLayer for CachingStore {
@@ -620,60 +617,47 @@ impl crate::store::layers::ListLayer for CachingStore {
     }
 }
 
+impl CachingStore {
+    /// Whatever the outcome of `write` (a write of `changes` to the store below), the cached
+    /// copies it changes go (`layers::forgetting`): after a conflict they are likely what was
+    /// stale, and the writer's next read must see the store's current version.
+    async fn write_through<T>(
+        &self,
+        changes: Changes<'_>,
+        write: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        forgetting(changes, |k| self.invalidate(k), |p| self.invalidate_prefix(p), write).await
+    }
+}
+
 #[async_trait]
 impl crate::store::layers::WriteLayer for CachingStore {
-    /// Whatever the outcome, the cached copy goes: after a conflict it is likely what was
-    /// stale, and the writer's next read must see the store's current version.
     async fn put_opts(&self, key: &str, data: Bytes, mode: PutMode) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.put_opts(key, data, mode).await;
-        self.invalidate(key);
-        r
+        let put = self.inner.put_opts(key, data, mode);
+        self.write_through(Changes::Keys(&[key]), put).await
     }
 
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.put_file(key, file, len, mode).await;
-        self.invalidate(key);
-        r
+    async fn put_file(&self, key: &str, file: Spill, len: u64, mode: PutMode) -> StoreResult<()> {
+        let put = self.inner.put_file(key, file, len, mode);
+        self.write_through(Changes::Keys(&[key]), put).await
     }
 
     async fn delete(&self, key: &str) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.delete(key).await;
-        self.invalidate(key);
-        r
+        self.write_through(Changes::Keys(&[key]), self.inner.delete(key)).await
     }
 
     async fn delete_if_version(&self, key: &str, version: &str) -> StoreResult<()> {
-        self.invalidate(key);
-        let r = self.inner.delete_if_version(key, version).await;
-        self.invalidate(key);
-        r
+        let delete = self.inner.delete_if_version(key, version);
+        self.write_through(Changes::Keys(&[key]), delete).await
     }
 
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.invalidate(from);
-        self.invalidate(to);
-        let r = self.inner.rename(from, to).await;
-        self.invalidate(from);
-        self.invalidate(to);
-        r
+        self.write_through(Changes::Keys(&[from, to]), self.inner.rename(from, to)).await
     }
 
     async fn rename_dir(&self, from: &str, to: &str) -> StoreResult<()> {
-        self.invalidate_prefix(from);
-        self.invalidate_prefix(to);
-        let r = self.inner.rename_dir(from, to).await;
-        self.invalidate_prefix(from);
-        self.invalidate_prefix(to);
-        r
+        let rename = self.inner.rename_dir(from, to);
+        self.write_through(Changes::Trees(&[from, to]), rename).await
     }
 }
 
@@ -910,12 +894,7 @@ mod tests {
         }
     }
 
-    impl crate::store::layers::Layer for Trickle {
-        type Below = dyn Store;
-        fn inner(&self) -> &dyn Store {
-            &*self.inner
-        }
-    }
+    crate::store::layers::layer_over!(Trickle);
 
     #[async_trait]
     impl crate::store::layers::ReadLayer for Trickle {

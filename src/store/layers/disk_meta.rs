@@ -498,15 +498,7 @@ impl MetaJournal {
             files: listing.files.iter().map(|(n, m)| (n.clone(), m.into())).collect(),
             dirs: listing.dirs.clone(),
         };
-        let encoded = frame(&rec);
-        let mut st = self.lock();
-        if st.forgets != since {
-            return false;
-        }
-        st.lists.remove(prefix);
-        self.append(&mut st, &encoded);
-        self.keep(&mut st, Subject::List(prefix.to_string()), at, encoded);
-        true
+        self.record_answer(since, Subject::List(prefix.to_string()), at, &rec)
     }
 
     /// How many writes were forgotten so far: taken before a lookup is sent, handed to
@@ -527,14 +519,25 @@ impl MetaJournal {
             file: lookup.file.as_ref().map(|m| m.into()),
             dir: lookup.dir,
         };
-        let encoded = frame(&rec);
+        self.record_answer(since, Subject::Lookup(key.to_string()), at, &rec)
+    }
+
+    /// Append `rec`, the answer about `subject` (a listing or lookup) made at `at`, and keep it
+    /// as the live one in place of what the journal held, unless a write was forgotten since
+    /// `since` (then false: see `record_lookup`).
+    fn record_answer(&self, since: u64, subject: Subject, at: u64, rec: &Record) -> bool {
+        let encoded = frame(rec);
         let mut st = self.lock();
         if st.forgets != since {
             return false;
         }
-        st.lookups.remove(key);
+        match &subject {
+            Subject::List(prefix) => drop(st.lists.remove(prefix)),
+            Subject::Lookup(key) => drop(st.lookups.remove(key)),
+            Subject::Object(_) => {} // `record_object`'s, not an answer of this kind
+        }
         self.append(&mut st, &encoded);
-        self.keep(&mut st, Subject::Lookup(key.to_string()), at, encoded);
+        self.keep(&mut st, subject, at, encoded);
         true
     }
 

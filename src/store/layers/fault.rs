@@ -201,12 +201,7 @@ fn gated_pages<'a, P: Send + 'a>(
     Box::pin(once(pages).flatten())
 }
 
-impl crate::store::layers::Layer for FaultStore {
-    type Below = dyn Store;
-    fn inner(&self) -> &dyn Store {
-        &*self.inner
-    }
-}
+crate::store::layers::layer_over!(FaultStore);
 
 #[async_trait]
 impl crate::store::layers::ReadLayer for FaultStore {

@@ -1,4 +1,4 @@
-//! The object versions a disk cache knows (`disk_cache.rs`), with when each was seen: an LRU
+//! The object versions a disk cache knows (`disk_cache/`), with when each was seen: an LRU
 //! bounded by count, indexed by name as well, so that the objects of one directory are found
 //! without a walk over every key (a listing page confirms them together).
 

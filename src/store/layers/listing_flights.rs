@@ -1,4 +1,4 @@
-//! Directory listings a disk cache sends to confirm its stale objects (`disk_cache.rs`):
+//! Directory listings a disk cache sends to confirm its stale objects (`disk_cache/confirm.rs`):
 //! single-flight per directory, so that the concurrent reads of one directory's objects wait
 //! for one listing instead of each sending its own request; and whether this store's listings
 //! can confirm at all, learned from the first that could not.

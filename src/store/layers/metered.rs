@@ -13,6 +13,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 
 use crate::metrics::{self, Kind};
+use crate::store::Spill;
 use crate::store::{
     Body, ByteRange, EntryPages, ListPages, Listing, Lookup, MetaWanted, ObjectMeta, PutMode,
     Revalidated, Store, StoreError, StoreResult,
@@ -136,12 +137,7 @@ fn metered_body(body: Body, started: Instant, first_byte: Option<std::time::Dura
     }))
 }
 
-impl crate::store::layers::Layer for MeteredStore {
-    type Below = dyn Store;
-    fn inner(&self) -> &dyn Store {
-        &*self.inner
-    }
-}
+crate::store::layers::layer_over!(MeteredStore);
 
 #[async_trait]
 impl crate::store::layers::ReadLayer for MeteredStore {
@@ -225,13 +221,7 @@ impl crate::store::layers::WriteLayer for MeteredStore {
         let n = data.len() as u64;
         metered(Kind::Put, n, nothing, self.inner.put_opts(key, data, mode)).await
     }
-    async fn put_file(
-        &self,
-        key: &str,
-        file: std::sync::Arc<std::fs::File>,
-        len: u64,
-        mode: PutMode,
-    ) -> StoreResult<()> {
+    async fn put_file(&self, key: &str, file: Spill, len: u64, mode: PutMode) -> StoreResult<()> {
         metered(Kind::Put, len, nothing, self.inner.put_file(key, file, len, mode)).await
     }
     async fn delete(&self, key: &str) -> StoreResult<()> {

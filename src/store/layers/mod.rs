@@ -31,6 +31,48 @@ pub trait Layer: Send + Sync + 'static {
     fn inner(&self) -> &Self::Below;
 }
 
+/// `Layer` for a wrapper holding the store below as an `Arc<dyn Store>` in its field `inner`,
+/// or in the field path given (`layer_over!(DiskCache, 0.inner)`).
+macro_rules! layer_over {
+    ($t:ty) => {
+        $crate::store::layers::layer_over!($t, inner);
+    };
+    ($t:ty, $($field:tt).+) => {
+        impl $crate::store::layers::Layer for $t {
+            type Below = dyn $crate::store::Store;
+            fn inner(&self) -> &dyn $crate::store::Store {
+                &*self.$($field).+
+            }
+        }
+    };
+}
+pub(crate) use layer_over;
+
+/// What a write through a caching layer changes: objects by key, or whole trees by prefix.
+pub enum Changes<'a> {
+    Keys(&'a [&'a str]),
+    Trees(&'a [&'a str]),
+}
+
+/// A caching layer's write: `write` (to the store below) sent with what the layer holds of
+/// `changes` forgotten before and after it (`forget_key`, `forget_tree`), so that whatever its
+/// outcome (a lost condition included) the next read asks the store below again.
+pub async fn forgetting<T>(
+    changes: Changes<'_>,
+    forget_key: impl Fn(&str),
+    forget_tree: impl Fn(&str),
+    write: impl std::future::Future<Output = T>,
+) -> T {
+    let forget = || match changes {
+        Changes::Keys(keys) => keys.iter().for_each(|k| forget_key(k)),
+        Changes::Trees(prefixes) => prefixes.iter().for_each(|p| forget_tree(p)),
+    };
+    forget();
+    let r = write.await;
+    forget();
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,7 +71,7 @@ impl RecordingStore {
         }
     }
 
-    /// The calls so far, e.g. `"get_ranged a/c/0/0 Suffix(804)"`.
+    /// The calls so far, e.g. `"get_ranged a/b/0 Suffix(804)"`.
     pub fn calls(&self) -> Vec<String> {
         crate::locks::lock(&self.calls).clone()
     }
@@ -87,12 +87,7 @@ impl RecordingStore {
     }
 }
 
-impl crate::store::layers::Layer for RecordingStore {
-    type Below = dyn Store;
-    fn inner(&self) -> &dyn Store {
-        &*self.inner
-    }
-}
+crate::store::layers::layer_over!(RecordingStore);
 
 #[async_trait]
 impl crate::store::layers::ReadLayer for RecordingStore {

@@ -778,10 +778,6 @@ impl StoreHints for ReferenceStore {
 
 #[async_trait]
 impl ReadStore for ReferenceStore {
-    async fn get(&self, key: &str) -> StoreResult<Bytes> {
-        self.read_key(key, 0..u64::MAX).await
-    }
-
     async fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.read_key(key, range).await
     }
