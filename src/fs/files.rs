@@ -155,7 +155,7 @@ impl ZarrFs {
         self.check_rw()?;
         let path = self.child_path(parent, name)?;
         self.ns.check_writable(&path).await?;
-        let buf = WriteBuf::shared(self.writes.spill(), &path, Vec::new(), true)?;
+        let buf = WriteBuf::new(self.writes.spill(), &path, Vec::new(), true)?.into_shared();
         let exclusive = flags & libc::O_EXCL != 0;
         if exclusive {
             // Ask the store, not the metadata cache: EEXIST at open when the key exists now.

@@ -559,13 +559,12 @@ mod tests {
 
     use super::*;
     use crate::fs::inodes::table::ROOT_INO;
-    use crate::fs::FsConfig;
+    use crate::fs::tests::fs_over;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::{
         ListPages, ListStore, Listing, Lookup, ObjectMeta, PutMode, ReadStore, StoreHints,
         StoreResult, WriteStore,
     };
-    use crate::views::{ViewKind, ViewOptions};
 
     /// A store whose listings come in pages of `page` names (files, then directories), every
     /// page after the first held back until the test adds a permit to `gate`: a backend in
@@ -663,14 +662,7 @@ mod tests {
         let gate = Arc::new(Semaphore::new(0));
         let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let store = GatedPages { inner, page, gate: gate.clone(), served: served.clone() };
-        let ns = crate::views::build(ViewKind::Raw, Arc::new(store), &ViewOptions::default());
-        let cfg = FsConfig {
-            metadata_ttl: Duration::from_secs(3600),
-            read_only: false,
-            passthrough: false,
-            perms: crate::perms::ShownPerms::of_this_process(),
-        };
-        (ZarrFs::new(ns, cfg), gate, served)
+        (fs_over(Arc::new(store), false, Duration::from_secs(3600)), gate, served)
     }
 
     fn names(entries: &DirEntries) -> Vec<String> {
@@ -806,18 +798,8 @@ mod tests {
             std::fs::write(dir.join(format!("f{i:05}")), vec![b'x'; i % 7]).unwrap();
         }
         let size_of = |name: &str| (name[1..].parse::<usize>().unwrap() % 7) as u64;
-        let ns = crate::views::build(
-            ViewKind::Raw,
-            Arc::new(LocalStore::open(tmp.path()).unwrap()),
-            &ViewOptions::default(),
-        );
-        let cfg = FsConfig {
-            metadata_ttl: Duration::from_secs(3600),
-            read_only: false,
-            passthrough: false,
-            perms: crate::perms::ShownPerms::of_this_process(),
-        };
-        let fs = ZarrFs::new(ns, cfg);
+        let store = Arc::new(LocalStore::open(tmp.path()).unwrap());
+        let fs = fs_over(store, false, Duration::from_secs(3600));
         let d = fs.lookup(ROOT_INO, "d").await.unwrap();
         let fh = fs.opendir_lazy(d.ino).unwrap().fh;
 

@@ -394,7 +394,7 @@ impl ZarrFs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::inodes::table::ROOT_INO;
     use super::*;
     use crate::store::backends::memory::MemoryStore;
@@ -402,7 +402,8 @@ mod tests {
     use crate::views::{ViewKind, ViewOptions};
     use bytes::Bytes;
 
-    fn fs_over(store: Arc<MemoryStore>, read_only: bool, ttl: Duration) -> ZarrFs {
+    /// A filesystem of the raw view over `store`, shown with this process's defaults.
+    pub(crate) fn fs_over(store: Arc<dyn Store>, read_only: bool, ttl: Duration) -> ZarrFs {
         let ns = crate::views::build(ViewKind::Raw, store, &ViewOptions::default());
         ZarrFs::new(
             ns,
@@ -552,14 +553,7 @@ mod tests {
         let store = Arc::new(crate::store::backends::local::LocalStore::open(tmp.path()).unwrap());
         store.put("a/sub/x", Bytes::from_static(b"1")).await.unwrap();
         store.put("ab/y", Bytes::from_static(b"2")).await.unwrap();
-        let ns = crate::views::build(ViewKind::Raw, store, &ViewOptions::default());
-        let cfg = FsConfig {
-            metadata_ttl: Duration::from_secs(3600),
-            read_only: false,
-            passthrough: false,
-            perms: crate::perms::ShownPerms::of_this_process(),
-        };
-        let fs = ZarrFs::new(ns, cfg);
+        let fs = fs_over(store, false, Duration::from_secs(3600));
         for p in ["a", "a/sub", "a/sub/x", "ab/y", "b/sub/x"] {
             fs.resolve(p).await.unwrap();
         }

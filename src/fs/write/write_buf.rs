@@ -279,15 +279,6 @@ impl WriteBuf {
         })
     }
 
-    pub fn shared(
-        spill: &Arc<spill::Spill>,
-        path: &str,
-        data: Vec<u8>,
-        dirty: bool,
-    ) -> FsResult<SharedBuf> {
-        Ok(Self::new(spill, path, data, dirty)?.into_shared())
-    }
-
     /// A buffer replacing a file with `perms`.
     pub fn with_perms(self, perms: Option<crate::perms::Perms>) -> Self {
         WriteBuf { perms, ..self }

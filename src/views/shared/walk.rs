@@ -3,11 +3,34 @@
 //! metadata TTL, kept in a `TtlCache`), and the walk stops at the first array, where the rest
 //! of the path is inside it, or where the namespace says no array can lie further down.
 
+use std::future::Future;
+
 use async_trait::async_trait;
+use futures::stream::{self, StreamExt};
 
 use crate::store::join_key;
 use crate::ttl_cache::TtlCache;
 use crate::views::shared::error::FsResult;
+use crate::views::shared::mapping::node::Node;
+
+/// Child directories of a listing classified at once.
+const CHECK_CONCURRENCY: usize = 16;
+
+/// The entries of a listing, each replaced by what `check` makes of it (often from the kind of
+/// a child directory), a few checked at once, in the listing's order; the first error fails
+/// the listing.
+pub(in crate::views) async fn check_entries<F, Fut>(
+    entries: impl IntoIterator<Item = (String, Node)>,
+    check: F,
+) -> FsResult<Vec<(String, Node)>>
+where
+    F: FnMut((String, Node)) -> Fut,
+    Fut: Future<Output = FsResult<Vec<(String, Node)>>>,
+{
+    let checked: Vec<FsResult<Vec<(String, Node)>>> =
+        stream::iter(entries).map(check).buffered(CHECK_CONCURRENCY).collect().await;
+    Ok(checked.into_iter().collect::<FsResult<Vec<_>>>()?.into_iter().flatten().collect())
+}
 
 /// What the walk does at a directory of a given kind.
 pub(in crate::views) enum Step<A> {

@@ -51,6 +51,15 @@ pub struct UnshardedNamespace {
     writer: ShardWriter,
 }
 
+/// A read of an inner chunk's file: `size` bytes at `offset`, of the chunk that was
+/// `opened_len` bytes long when it was opened.
+#[derive(Clone, Copy)]
+struct ChunkRead {
+    opened_len: u64,
+    offset: u64,
+    size: u32,
+}
+
 /// Where a path of the mount sits relative to the sharded arrays of the store.
 type Place = walk::Place<DirKind, Arc<ShardedArray>>;
 
@@ -355,13 +364,8 @@ impl UnshardedNamespace {
     /// checks that the shard it read is the version that index describes; if not, the index is
     /// fetched again. A chunk whose size changed since it was opened (`opened_len`) is stale:
     /// bytes of the new chunk cut to the old size would be neither the old chunk nor the new.
-    async fn read_slice(
-        &self,
-        path: &str,
-        opened_len: u64,
-        offset: u64,
-        size: u32,
-    ) -> FsResult<Bytes> {
+    async fn read_slice(&self, path: &str, want: ChunkRead) -> FsResult<Bytes> {
+        let ChunkRead { opened_len, offset, size } = want;
         const ATTEMPTS: usize = 4;
         for _ in 0..ATTEMPTS {
             let node = self.lookup(path).await?.ok_or(FsError::NotFound)?;
@@ -394,16 +398,11 @@ impl UnshardedNamespace {
         // Writers keep rewriting the shard between our index and data reads: one GET of the
         // whole shard gives one consistent version, so the reader is not starved.
         tracing::debug!(path, "the shard kept changing: reading it whole");
-        self.read_slice_from_whole_shard(path, opened_len, offset, size).await
+        self.read_slice_from_whole_shard(path, want).await
     }
 
-    async fn read_slice_from_whole_shard(
-        &self,
-        path: &str,
-        opened_len: u64,
-        offset: u64,
-        size: u32,
-    ) -> FsResult<Bytes> {
+    async fn read_slice_from_whole_shard(&self, path: &str, want: ChunkRead) -> FsResult<Bytes> {
+        let ChunkRead { opened_len, offset, size } = want;
         let Place::InArray { array, rel, .. } = self.place(path).await? else {
             return Err(FsError::Stale);
         };
@@ -524,7 +523,7 @@ impl Namespace for UnshardedNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         if let Backing::Slice { len, .. } = node.backing {
-            return self.read_slice(path, len, offset, size).await;
+            return self.read_slice(path, ChunkRead { opened_len: len, offset, size }).await;
         }
         self.raw.read(path, node, offset, size).await
     }

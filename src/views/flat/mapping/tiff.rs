@@ -320,6 +320,16 @@ mod tests {
         Plane { source: 0, index, height, width, blocks }
     }
 
+    /// `count` pages of one plane each (planes 0, 1, ...), without descriptions or pyramids.
+    fn plain_pages(count: u64, height: u64, width: u64, blocks: Blocks) -> Vec<Page> {
+        let page = |z| Page {
+            plane: plane(vec![z], height, width, blocks),
+            description: None,
+            reduced: vec![],
+        };
+        (0..count).map(page).collect()
+    }
+
     fn u16_sample() -> Sample {
         Sample::of('u', 2).unwrap()
     }
@@ -363,13 +373,7 @@ mod tests {
     #[test]
     fn two_tiled_pages_then_their_tiles() {
         let tiles = Blocks::Tiles { length: 16, width: 16 };
-        let pages = (0..2)
-            .map(|z| Page {
-                plane: plane(vec![z], 20, 16, tiles),
-                description: None,
-                reduced: vec![],
-            })
-            .collect();
+        let pages = plain_pages(2, 20, 16, tiles);
         let l = layout(&TiffSpec { sample: u16_sample(), pages }, CLASSIC_LIMIT);
         let h = head(&l);
         assert_eq!(&h[..4], b"II\x2a\x00");
@@ -434,13 +438,7 @@ mod tests {
     #[test]
     fn big_tiff_offsets_point_at_the_tiles() {
         let tiles = Blocks::Tiles { length: 16, width: 32 };
-        let pages = (0..3)
-            .map(|z| Page {
-                plane: plane(vec![z], 40, 40, tiles),
-                description: None,
-                reduced: vec![],
-            })
-            .collect();
+        let pages = plain_pages(3, 40, 40, tiles);
         let l = layout(&TiffSpec { sample: u16_sample(), pages }, 0);
         let h = head(&l);
         assert_eq!(&h[..8], b"II\x2b\x00\x08\x00\x00\x00");

@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 
 use crate::store::{join_key, split_key};
@@ -32,8 +31,6 @@ use crate::zarr::v2::V2Array;
 const KIND_CACHE: usize = 65_536;
 /// Chunk lookups kept (a few hundred bytes each).
 const CHUNK_CACHE: usize = 65_536;
-/// Child directories classified at once when listing.
-const CHECK_CONCURRENCY: usize = 16;
 /// Zarr documents, not shown: the files say what they hold.
 const ZARR_DOCS: [&str; 5] = ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
 /// The name of the files of an array at the root of the mount (it has no name of its own).
@@ -215,25 +212,20 @@ impl FlatNamespace {
         dir: &str,
         entries: Vec<(String, Node)>,
     ) -> FsResult<Vec<(String, Node)>> {
-        let checked: Vec<FsResult<Vec<(String, Node)>>> = stream::iter(entries)
-            .filter(|(name, _)| std::future::ready(!ZARR_DOCS.contains(&name.as_str())))
-            .map(|(name, node)| async move {
-                if !node.is_dir() {
-                    return Ok(vec![(name, node)]);
-                }
-                let kind = self.dir_kind(&join_key(dir, &name)).await?;
-                let mut out: Vec<(String, Node)> =
-                    kind.files.iter().map(|(n, f)| (n.clone(), file_node(f, &kind))).collect();
-                if kind.array.is_none() {
-                    out.push((name, node));
-                }
-                Ok(out)
-            })
-            .buffered(CHECK_CONCURRENCY)
-            .collect()
-            .await;
-        let mut out: Vec<(String, Node)> =
-            checked.into_iter().collect::<FsResult<Vec<_>>>()?.into_iter().flatten().collect();
+        let shown = entries.into_iter().filter(|(name, _)| !ZARR_DOCS.contains(&name.as_str()));
+        let mut out = walk::check_entries(shown, |(name, node)| async move {
+            if !node.is_dir() {
+                return Ok(vec![(name, node)]);
+            }
+            let kind = self.dir_kind(&join_key(dir, &name)).await?;
+            let mut out: Vec<(String, Node)> =
+                kind.files.iter().map(|(n, f)| (n.clone(), file_node(f, &kind))).collect();
+            if kind.array.is_none() {
+                out.push((name, node));
+            }
+            Ok(out)
+        })
+        .await?;
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out.dedup_by(|a, b| a.0 == b.0);
         Ok(out)

@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::{self, StreamExt};
 
 use crate::perms::Perms;
 use crate::store::{join_key, split_key};
@@ -29,8 +28,6 @@ use crate::views::shared::walk::{self, DirWalk, Step};
 use crate::zarr::codecs::{BytesChain, CodecError};
 
 const SHOW_CACHE: usize = 65_536;
-/// Child directories checked at once when a listing must drop hidden arrays.
-const CHECK_CONCURRENCY: usize = 16;
 
 pub struct PresentedNamespace {
     below: Arc<dyn Namespace>,
@@ -358,19 +355,14 @@ impl PresentedNamespace {
         dir: &str,
         entries: Vec<(String, Node)>,
     ) -> FsResult<Vec<(String, Node)>> {
-        let checked: Vec<FsResult<Option<(String, Node)>>> = stream::iter(entries)
-            .map(|(name, node)| async move {
-                if node.is_dir()
-                    && self.dir_kind(&join_key(dir, &name)).await?.show == DirShow::Hidden
-                {
-                    return Ok(None);
-                }
-                Ok(Some((name, node)))
-            })
-            .buffered(CHECK_CONCURRENCY)
-            .collect()
-            .await;
-        Ok(checked.into_iter().collect::<FsResult<Vec<_>>>()?.into_iter().flatten().collect())
+        walk::check_entries(entries, |(name, node)| async move {
+            if node.is_dir() && self.dir_kind(&join_key(dir, &name)).await?.show == DirShow::Hidden
+            {
+                return Ok(vec![]);
+            }
+            Ok(vec![(name, node)])
+        })
+        .await
     }
 }
 
