@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Write src/view/flat/testdata/npy_headers.json: the bytes numpy writes before the data of a
+"""Write src/views/flat/mapping/testdata/npy_headers.json: the bytes numpy writes before the data of a
 .npy file, for the data types and shapes the flat view shows, as test vectors for
-src/view/flat/npy.rs. Run with the suite's interpreter: .venv/bin/python scripts/gen_npy_headers.py"""
+src/views/flat/mapping/npy.rs. Run with the suite's interpreter: .venv/bin/python scripts/gen_npy_headers.py"""
 
 import io
 import json
@@ -25,7 +25,7 @@ def header(descr: str, shape: tuple) -> bytes:
 def main() -> None:
     out = [{"descr": descr, "shape": list(shape), "header": header(descr, shape).hex()}
            for descr in DESCRS for shape in SHAPES]
-    dest = Path(__file__).resolve().parents[1] / "src" / "view" / "flat" / "testdata" / "npy_headers.json"
+    dest = Path(__file__).resolve().parents[1] / "src" / "views" / "flat" / "mapping" / "testdata" / "npy_headers.json"
     dest.write_text(json.dumps({"numpy": np.__version__, "vectors": out}, indent=1) + "\n")
 
 

@@ -559,7 +559,7 @@ impl crate::store::layers::ListLayer for CachingStore {
         if self.cfg.capacity == 0 || key.is_empty() {
             return Ok((crate::store::ListStore::lookup(self, key).await?, None));
         }
-        // Fetched ahead (`fs::namespace::fetch_documents`) or being fetched: answered from
+        // Fetched ahead (`prefetch::documents::fetch_documents`) or being fetched: answered from
         // that, as a read of it would be, with no request of its own.
         if self.fetched_ahead(key) {
             let found = self.read(key, ByteRange::Range(0..limit)).await?;

@@ -42,7 +42,7 @@ impl crate::store::layers::ReadLayer for DiskCache {
 
     /// An earlier daemon's answer within the TTL (a lookup, a listing of the parent, or a
     /// version learned by a read), or this one's, is used as it is, as for `lookup`: a chunk file looked up
-    /// by HEAD alone (see `view::chunk_lookup`) costs no request on a warm remount. A found
+    /// by HEAD alone (see `views::raw::mapping`) costs no request on a warm remount. A found
     /// object's version is kept for the next daemon.
     async fn head(&self, key: &str) -> StoreResult<Option<ObjectMeta>> {
         if let Some(m) = self.0.journal.replayed_head(key) {
