@@ -95,21 +95,8 @@ fn crate_modules(code: &str) -> Vec<String> {
 #[test]
 fn no_module_imports_from_a_layer_it_may_not_use() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
-    let mut exempt: Vec<PathBuf> = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let dir = if file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs") {
-            file.parent().unwrap().to_path_buf()
-        } else {
-            file.with_extension("")
-        };
-        exempt.extend(test_only_files(&text).iter().map(|m| dir.join(format!("{m}.rs"))));
-    }
     let mut violations = Vec::new();
-    for file in files.iter().filter(|f| !exempt.contains(f)) {
+    for file in &non_test_files(&src) {
         let rel = file.strip_prefix(&src).unwrap();
         let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
         let module = first.trim_end_matches(".rs").to_string();
@@ -342,21 +329,8 @@ fn split_strings(code: &str) -> (Vec<String>, String) {
 #[test]
 fn the_store_names_no_zarr_concept() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files.sort();
-    let mut test_files: Vec<PathBuf> = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let dir = if file.file_name().is_some_and(|n| n == "mod.rs") {
-            file.parent().unwrap().to_path_buf()
-        } else {
-            file.with_extension("")
-        };
-        test_files.extend(test_only_files(&text).iter().map(|m| dir.join(format!("{m}.rs"))));
-    }
     let mut violations = Vec::new();
-    for file in files.iter().filter(|f| !test_files.contains(f)) {
+    for file in &non_test_files(&root) {
         let rel = file.strip_prefix(&root).unwrap().to_string_lossy().to_string();
         if ZARR_SHAPED_BACKENDS.iter().any(|b| rel.starts_with(b)) {
             continue;
@@ -396,4 +370,23 @@ fn the_zarr_check_sees_zarr_in_the_store() {
     let fine =
         "for p in out.chunks_mut(4) {} // cut in chunks, `a/b` `.json`\nlet s = \"abc/def\";\n";
     assert!(zarr_names(fine).is_empty(), "{:?}", zarr_names(fine));
+}
+
+/// The `.rs` files below `dir`, in order, less those declared `#[cfg(test)] mod NAME;`.
+fn non_test_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    files.sort();
+    let mut exempt: Vec<PathBuf> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let parent = if file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs") {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        exempt.extend(test_only_files(&text).iter().map(|m| parent.join(format!("{m}.rs"))));
+    }
+    files.retain(|f| !exempt.contains(f));
+    files
 }
