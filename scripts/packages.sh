@@ -11,14 +11,14 @@
 # .tools/) has its contents checked with dpkg -c and, as root, is installed with dpkg -i,
 # mounted through `mount -t fuse.zarr-mount`, and removed with dpkg -r, leaving nothing behind.
 # Environment: CARGO_TARGET_DIR is honoured; ZM_DEB_INSTALL=0 skips the install and removal;
-# ZM_TOOLS_DIR (default .tools) is where cargo-deb is built; MATURIN (default .venv/bin/maturin).
+# ZM_TOOLS_DIR (default .tools) is where cargo-deb is built; MATURIN (default .venv/bin/maturin,
+# else a venv of its own made once in ZM_TOOLS_DIR, so --build works on a fresh clone).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 SCRIPT=packages.sh
 TOOLS="${ZM_TOOLS_DIR:-$ROOT/.tools}"
-MATURIN="${MATURIN:-$ROOT/.venv/bin/maturin}"
 # shellcheck source=lib/cargo-tool.sh
 source "$ROOT/scripts/lib/cargo-tool.sh"
 CARGO_DEB_VERSION=3.8.0
@@ -32,6 +32,28 @@ BUILD_ONLY=0
 
 say() { printf 'packages: %s\n' "$*"; }
 fail() { printf 'packages: FAILED: %s\n' "$*" >&2; exit 1; }
+needs() { printf 'packages: %s\n' "$*" >&2; exit 2; }
+
+# ---- what the steps after the release build need, checked before it
+if ((!BUILD_ONLY)) && [[ ! -x .venv/bin/python ]]; then
+    needs "the checks install the wheel with .venv/bin/python: run scripts/setup.sh first (or use --build)"
+fi
+if [[ -z "${MATURIN:-}" ]]; then
+    MATURIN="$ROOT/.venv/bin/maturin"
+    if [[ ! -x "$MATURIN" ]]; then
+        MATURIN="$TOOLS/maturin/bin/maturin"
+        # the version pyproject.toml builds with
+        spec=$(sed -n 's/^requires = \["\(maturin[^"]*\)"\]/\1/p' pyproject.toml)
+        if [[ ! -x "$MATURIN" ]]; then
+            say "making $TOOLS/maturin: a venv with $spec"
+            rm -rf "$TOOLS/maturin"
+            python3 -m venv "$TOOLS/maturin" >/dev/null 2>&1 &&
+                "$TOOLS/maturin/bin/python" -m pip install -q --disable-pip-version-check "$spec" ||
+                needs "cannot make a venv with $spec in $TOOLS/maturin: run scripts/setup.sh first, or set MATURIN"
+        fi
+    fi
+fi
+[[ -x "$MATURIN" ]] || needs "MATURIN=$MATURIN is not an executable"
 
 # ---- the release binary (shared by the wheel and the .deb)
 say "cargo build --release"

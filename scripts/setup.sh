@@ -33,14 +33,14 @@ step() { printf 'setup: %-28s %s\n' "$1" "$2"; }
 START=$SECONDS
 
 # ---------------------------------------------------------------- system packages
-# g++: libfuzzer-sys compiles libFuzzer (scripts/fuzz.sh).
+# g++: blosc-src compiles c-blosc's snappy, libfuzzer-sys libFuzzer (scripts/fuzz.sh); c-blosc
+# and its codecs are built from source, so no libblosc-dev or pkg-config.
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 # gdal-bin, libtiff-tools: GDAL and libtiff open the flat view's TIFFs (test_flat_tiff.py).
 # man-db: `man -l` reads the generated man page (tests/it/service.rs).
 # chromium: the headless browser that runs Neuroglancer against `serve` (test_serve_browser.py).
 # wrk: the load generator of test_serve_load.py.
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db
-    chromium wrk)
+APT_PACKAGES=(fuse3 systemd g++ prometheus gdal-bin libtiff-tools man-db chromium wrk)
 # A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)

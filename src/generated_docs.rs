@@ -96,6 +96,9 @@ mod tests {
             }
             if file.extension().is_some_and(|e| e == "1") {
                 assert!(text.contains("serve"), "{} lacks the serve subcommand", file.display());
+                for heading in ["SOURCE", "VIEW", "SECURITY", "CACHE", "PERFORMANCE", "SERVICE"] {
+                    assert!(text.contains(&format!(".SH {heading}")), "no section {heading}");
+                }
                 continue;
             }
             for long in &serve {

@@ -61,13 +61,13 @@ fn clap_exit(e: clap::Error) -> ! {
 
 /// `--fstab-options "ro,view=raw,..."`: parse again with the mapped flags appended.
 fn expand_fstab_options(args: Args) -> Args {
-    let Some(opts) = &args.fstab_options else { return args };
+    let Some(opts) = &args.service.fstab_options else { return args };
     let extra = zarr_mount::fstab::to_args(opts).unwrap_or_else(|e| usage_exit(&e));
     let argv: Vec<std::ffi::OsString> =
         std::env::args_os().chain(extra.into_iter().map(Into::into)).collect();
     match Args::try_parse_from(argv) {
         Ok(mut a) => {
-            a.fstab_options = None;
+            a.service.fstab_options = None;
             a
         }
         Err(e) => clap_exit(e),
@@ -147,12 +147,12 @@ fn generate_docs() {
 fn serve_main() -> ! {
     let argv = std::iter::once("zarr-mount serve".into()).chain(std::env::args_os().skip(2));
     let parsed = zarr_mount::cli::serve::parse_from(argv).unwrap_or_else(|e| clap_exit(e));
-    if let Some(p) = &parsed.args.env_file {
+    if let Some(p) = &parsed.args.service.env_file {
         if let Err(e) = load_env_file(p) {
             usage_exit(&e);
         }
     }
-    init_logging(parsed.args.verbose);
+    init_logging(parsed.args.service.verbose);
     let (cfg, serve) = parsed.validate().unwrap_or_else(|e| usage_exit(&e.to_string()));
     if let Err(e) = zarr_mount::serving::run(cfg, serve) {
         eprintln!("zarr-mount: {e}");
@@ -176,12 +176,12 @@ fn main() {
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
     let args = expand_fstab_options(Args::try_parse().unwrap_or_else(|e| clap_exit(e)));
-    if let Some(p) = &args.env_file {
+    if let Some(p) = &args.service.env_file {
         if let Err(e) = load_env_file(p) {
             usage_exit(&e);
         }
     }
-    init_logging(args.verbose);
+    init_logging(args.service.verbose);
     let cfg = match args.validate() {
         Ok(cfg) => cfg,
         Err(e) => usage_exit(&e.to_string()),

@@ -1,6 +1,7 @@
 //! The command line and fstab options: `fstab::to_args` (the option string mount(8) hands the
-//! helper), clap's parsing of any argument list, and `Args::validate` of what parses (sizes,
-//! endpoint URLs, metrics addresses, object-store options, refs, numbers), plus `Source::parse`.
+//! helper), clap's parsing of any argument list (the typed values of `cli/values.rs`: sizes,
+//! seconds, endpoint URLs, metrics addresses, object-store options, refs, numbers), and
+//! `Args::validate` of what parses, plus `Source::parse`.
 //!
 //! Input: the bytes as text; lines are arguments, and the whole text is also tried as one fstab
 //! option string (then parsed as `--fstab-options` would append it).
@@ -31,9 +32,9 @@ fn parse_and_validate(args: Vec<String>) {
     let Ok(mut parsed) = Args::try_parse_from(argv) else { return };
     parsed.source = "s3://bucket/prefix".into();
     parsed.mountpoint = mountpoint().to_path_buf();
-    parsed.cache_dir = None;
-    parsed.env_file = None;
-    parsed.log_file = None;
+    parsed.cache.cache_dir = None;
+    parsed.service.env_file = None;
+    parsed.service.log_file = None;
     if let Err(e) = parsed.validate() {
         one_line(&e.to_string());
     }

@@ -380,7 +380,8 @@ fn profile_and_no_sign_request_are_checked_before_mounting() {
     let mnt = tmp.path().to_str().unwrap();
     let check = |args: &[&str]| {
         let all = [&["zarr-mount"], args, &[mnt]].concat();
-        Args::try_parse_from(all).unwrap().validate().map(|c| c.remote).map_err(|e| e.0)
+        let args = Args::try_parse_from(all).map_err(|e| e.to_string())?;
+        args.validate().map(|c| c.remote).map_err(|e| e.0)
     };
     let ok = check(&["s3://b/p", "--profile", "analytics"]).unwrap();
     assert_eq!(ok.profile.as_deref(), Some("analytics"));

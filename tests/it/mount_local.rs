@@ -262,6 +262,10 @@ fn bad_arguments_are_refused_before_mounting() {
     let lots = [os(&src), os(&mnt), "--array-prefetch".into(), "lots".into()];
     let lots: Vec<&std::ffi::OsStr> = lots.iter().map(|s| s.as_os_str()).collect();
     assert!(refused(&lots).contains("--array-prefetch"));
+    let q = [os(&src), os(&mnt), "--cache-size".into(), "12Q".into()];
+    let q: Vec<&std::ffi::OsStr> = q.iter().map(|s| s.as_os_str()).collect();
+    let err = refused(&q);
+    assert!(err.contains("'12Q'") && err.contains("--cache-size <SIZE>"), "{err}");
     // Endpoint URLs the S3 client would panic on (no scheme), or that are not http(s).
     for (endpoint, why) in [
         ("localhost:5555", "scheme"),

@@ -1,9 +1,12 @@
-//! The `blosc` bytes->bytes codec (c-blosc 1.x frames, as numcodecs writes them).
+//! The `blosc` bytes->bytes codec (c-blosc 1.x frames, as numcodecs writes them), on the
+//! c-blosc that `blosc-src` builds into the binary.
 //!
 //! c-blosc trusts its 16-byte header, so the header is parsed and checked here
 //! first: the claimed decoded size must fit the bound (it is what gets allocated)
 //! and the claimed compressed size must lie inside the input, which is then cut to
 //! exactly that length and run through `blosc_cbuffer_validate` before decoding.
+
+use std::ffi::c_void;
 
 use super::{CodecError, SizeBound};
 
@@ -29,6 +32,38 @@ fn parse_header(data: &[u8]) -> Result<Header, CodecError> {
     Ok(Header { nbytes: le(4), cbytes: le(12) })
 }
 
+/// c-blosc's own check of a whole frame: the decoded size it claims, or None.
+fn validate(frame: &[u8]) -> Option<usize> {
+    let mut nbytes = 0usize;
+    // SAFETY: c-blosc reads at most `frame.len()` bytes of `frame` and writes one usize.
+    let rc = unsafe {
+        blosc_src::blosc_cbuffer_validate(frame.as_ptr().cast(), frame.len(), &mut nbytes)
+    };
+    (rc == 0).then_some(nbytes)
+}
+
+/// Decode a frame that `validate` accepted as `nbytes` long into a buffer of exactly that size.
+fn decompress(frame: &[u8], nbytes: usize) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::<u8>::with_capacity(nbytes);
+    // SAFETY: the frame passed blosc_cbuffer_validate, so c-blosc reads inside it; it writes
+    // at most `nbytes` bytes (destsize) into the capacity reserved above. One internal thread:
+    // the _ctx form takes no global lock and needs no blosc_init.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            frame.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            nbytes,
+            1,
+        )
+    };
+    if n < 0 || n as usize != nbytes {
+        return Err(corrupt(format!("decompression failed (c-blosc returned {n})")));
+    }
+    // SAFETY: c-blosc wrote all `nbytes` bytes (its return value).
+    unsafe { out.set_len(nbytes) };
+    Ok(out)
+}
+
 pub(super) fn decode(data: &[u8], bound: SizeBound) -> Result<Vec<u8>, CodecError> {
     let header = parse_header(data)?;
     if header.nbytes > bound.limit() {
@@ -43,43 +78,74 @@ pub(super) fn decode(data: &[u8], bound: SizeBound) -> Result<Vec<u8>, CodecErro
         )));
     }
     let data = &data[..header.cbytes as usize];
-    match ::blosc::validate(data) {
-        Ok(n) if n as u64 == header.nbytes => {}
+    match validate(data) {
+        Some(n) if n as u64 == header.nbytes => {}
         _ => return Err(corrupt("header failed validation")),
     }
     if header.nbytes == 0 {
         return Ok(Vec::new());
     }
-    // SAFETY: u8 has no invalid bit patterns; the header was checked above so the
-    // allocation is `nbytes` (within the bound) and c-blosc reads at most `cbytes`
-    // (== data.len()) bytes of input.
-    let out = unsafe { ::blosc::decompress_bytes::<u8>(data) }
-        .map_err(|e| corrupt(format!("decompression failed: {e}")))?;
+    let out = decompress(data, header.nbytes as usize)?;
     bound.check("blosc", out.len())?;
     Ok(out)
+}
+
+/// The shuffles of a blosc frame (numcodecs' `shuffle` 0, 1, 2).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Shuffle {
+    None = 0,
+    Byte = 1,
+    Bit = 2,
+}
+
+/// Every compressor the bundled c-blosc has, by the names numcodecs and zarr use.
+#[cfg(test)]
+pub(crate) const CNAMES: [&str; 6] = ["blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd"];
+
+/// Encode `raw` as numcodecs does (level 5, automatic block size); tests make frames with it.
+#[cfg(test)]
+pub(crate) fn compress(raw: &[u8], cname: &str, shuffle: Shuffle, typesize: usize) -> Vec<u8> {
+    let cname = std::ffi::CString::new(cname).expect("a compressor name");
+    let cap = raw.len() + blosc_src::BLOSC_MAX_OVERHEAD as usize;
+    let mut out = Vec::<u8>::with_capacity(cap);
+    // SAFETY: c-blosc reads `raw.len()` bytes of `raw` and writes at most `cap` bytes into
+    // the capacity reserved above.
+    let n = unsafe {
+        blosc_src::blosc_compress_ctx(
+            5,
+            shuffle as i32,
+            typesize,
+            raw.len(),
+            raw.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            cap,
+            cname.as_ptr(),
+            0,
+            1,
+        )
+    };
+    assert!(n > 0, "blosc_compress_ctx returned {n} for {cname:?}");
+    // SAFETY: c-blosc wrote `n` <= `cap` bytes.
+    unsafe { out.set_len(n as usize) };
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ::blosc::{Compressor, Context, ShuffleMode};
 
     fn sample() -> Vec<u8> {
         (0..4_000u32).flat_map(|i| (i * 3).to_le_bytes()).collect()
-    }
-
-    fn compress(raw: &[u8], c: Compressor, s: ShuffleMode) -> Vec<u8> {
-        let ctx = Context::new().compressor(c).unwrap().shuffle(s).typesize(Some(4));
-        ctx.compress(raw).into()
     }
 
     #[test]
     fn roundtrip() {
         let raw = sample();
         let n = raw.len() as u64;
-        for c in [Compressor::LZ4, Compressor::BloscLZ, Compressor::Zstd] {
-            for s in [ShuffleMode::None, ShuffleMode::Byte, ShuffleMode::Bit] {
-                let enc = compress(&raw, c, s);
+        for c in CNAMES {
+            for s in [Shuffle::None, Shuffle::Byte, Shuffle::Bit] {
+                let enc = compress(&raw, c, s, 4);
                 assert_eq!(decode(&enc, SizeBound::Exact(n)).unwrap(), raw);
                 assert_eq!(decode(&enc, SizeBound::AtMost(n + 10)).unwrap(), raw);
                 assert!(matches!(
@@ -98,8 +164,8 @@ mod tests {
     fn truncated_and_corrupt_are_errors() {
         let raw = sample();
         let n = raw.len() as u64;
-        for s in [ShuffleMode::None, ShuffleMode::Byte, ShuffleMode::Bit] {
-            let enc = compress(&raw, Compressor::LZ4, s);
+        for s in [Shuffle::None, Shuffle::Byte, Shuffle::Bit] {
+            let enc = compress(&raw, "lz4", s, 4);
             for cut in 0..enc.len() {
                 assert!(decode(&enc[..cut], SizeBound::Exact(n)).is_err(), "cut {cut}");
             }
@@ -128,7 +194,7 @@ mod tests {
         assert!(matches!(decode(&h, SizeBound::AtMost(1 << 20)), Err(CodecError::TooLarge { .. })));
         // A claimed compressed size beyond the input.
         let raw = sample();
-        let mut enc = compress(&raw, Compressor::LZ4, ShuffleMode::Byte);
+        let mut enc = compress(&raw, "lz4", Shuffle::Byte, 4);
         let big = (enc.len() as u32 + 100).to_le_bytes();
         enc[12..16].copy_from_slice(&big);
         assert!(matches!(
