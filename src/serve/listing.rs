@@ -5,6 +5,7 @@
 use hyper::header::{HeaderMap, ACCEPT};
 
 use super::paths::encode;
+use crate::views::shared::mapping::markup::escape;
 
 /// One entry of a directory page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,21 +66,6 @@ pub fn json(url_path: &str, entries: &[Entry]) -> String {
         .collect();
     let doc = serde_json::json!({ "path": url_path, "entries": entries });
     format!("{doc}\n")
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -748,6 +748,15 @@ mod tests {
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
 
+    /// `data` deflated (raw DEFLATE, as a zip entry holds it).
+    fn deflate(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut enc =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
     /// A minimal stored zip: entries (name, data), optional comment. Hand-built so the tests
     /// control every field.
     fn build_zip(entries: &[(&str, &[u8])], comment: &[u8]) -> Vec<u8> {
@@ -931,12 +940,8 @@ mod tests {
     /// first entry's bytes, and slicing them to its own size panicked.
     #[tokio::test]
     async fn entries_sharing_a_local_header_do_not_share_inflated_data() {
-        use std::io::Write;
         let data = b"shared local header ".repeat(8);
-        let mut enc =
-            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-        enc.write_all(&data).unwrap();
-        let deflated = enc.finish().unwrap();
+        let deflated = deflate(&data);
         let crc = crc32fast::hash(&data);
         let fields = |crc: u32, size: u32| {
             let mut f = vec![20, 0, 0, 0, 8, 0, 0, 0, 0x21, 0]; // version, flags, deflate, time, date
@@ -982,12 +987,8 @@ mod tests {
 
     #[test]
     fn inflate_checks_size_and_crc() {
-        use std::io::Write;
         let data = b"hello hello hello hello".repeat(10);
-        let mut enc =
-            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-        enc.write_all(&data).unwrap();
-        let c = enc.finish().unwrap();
+        let c = deflate(&data);
         let crc = crc32fast::hash(&data);
         assert_eq!(inflate(&c, data.len() as u64, crc).unwrap(), Bytes::from(data.clone()));
         assert!(inflate(&c, data.len() as u64, crc ^ 1).unwrap_err().contains("CRC-32"));

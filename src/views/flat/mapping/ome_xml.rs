@@ -3,6 +3,8 @@
 //! planes, in that order, to the IFDs from the first. Written in ASCII (non-ASCII characters as
 //! character references), since it is a TIFF ImageDescription.
 
+use crate::views::shared::mapping::markup::escape;
+
 /// What the OME-XML describes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OmeImage {
@@ -73,22 +75,6 @@ pub fn time_unit(unit: &str) -> Option<&'static str> {
     })
 }
 
-/// Text for an attribute value: XML-escaped, non-ASCII as character references.
-fn escaped(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
-            c => out.push_str(&format!("&#{};", c as u32)),
-        }
-    }
-    out
-}
-
 /// The OME-XML document.
 pub fn ome_xml(image: &OmeImage) -> String {
     let [x, y, z, c, t] = image.sizes;
@@ -102,25 +88,25 @@ pub fn ome_xml(image: &OmeImage) -> String {
         if let Some((value, unit)) = physical {
             pixels.push_str(&format!(
                 " PhysicalSize{axis}=\"{value}\" PhysicalSize{axis}Unit=\"{}\"",
-                escaped(unit)
+                escape(unit)
             ));
         }
     }
     if let Some((value, unit)) = image.time_increment {
         pixels.push_str(&format!(
             " TimeIncrement=\"{value}\" TimeIncrementUnit=\"{}\"",
-            escaped(unit)
+            escape(unit)
         ));
     }
     pixels.push('>');
     for i in 0..c {
         let name = image.channel_names.get(i as usize).cloned().flatten();
-        let name = name.map(|n| format!(" Name=\"{}\"", escaped(&n))).unwrap_or_default();
+        let name = name.map(|n| format!(" Name=\"{}\"", escape(&n))).unwrap_or_default();
         pixels.push_str(&format!("<Channel ID=\"Channel:0:{i}\" SamplesPerPixel=\"1\"{name}/>"));
     }
     pixels.push_str(&format!("<TiffData IFD=\"0\" PlaneCount=\"{}\"/>", z * c * t));
     pixels.push_str("</Pixels>");
-    let name = image.name.as_ref().map(|n| format!(" Name=\"{}\"", escaped(n))).unwrap_or_default();
+    let name = image.name.as_ref().map(|n| format!(" Name=\"{}\"", escape(n))).unwrap_or_default();
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
          <OME xmlns=\"{NAMESPACE}\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" \
