@@ -37,7 +37,8 @@ START=$SECONDS
 # prometheus: its promtool checks the /metrics scrape (tests/it/metrics.rs).
 # gdal-bin, libtiff-tools: GDAL and libtiff open the flat view's TIFFs (test_flat_tiff.py).
 # man-db: `man -l` reads the generated man page (tests/it/service.rs).
-APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db)
+# rclone: `rclone serve http`, the peer of scripts/bench_serve.py --s3.
+APT_PACKAGES=(fuse3 libblosc-dev pkg-config systemd g++ prometheus gdal-bin libtiff-tools man-db rclone)
 # A Debian python3 makes venvs only with python3-venv (pyenv's interpreters need nothing).
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     APT_PACKAGES+=(python3-venv)
