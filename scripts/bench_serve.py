@@ -5,14 +5,20 @@ same array (the same chunks, as plain files) as the baseline.
 
     .venv/bin/python scripts/bench_serve.py [--binary target/release/zarr-mount]
         [--requests 10000] [--connections 256] [--nginx-connections 16] [--shape 2048]
-        [--chunk 64] [--shard 512]
+        [--chunk 64] [--shard 512] [--rounds 5] [--compare BINARY]
+    .venv/bin/python scripts/bench_serve.py --s3 [--s3-server s3s-fs] [--delay-ms 20]
+        [--in-flight 16] [--rounds 5]
 
 The load generator is oha (crates.io), built once into .tools/ (scripts/lib/cargo-tool.sh).
-Each run asks for chunks picked at random over the whole array. Reported: errors (any
-answer but 200, any failed connection; must be 0), requests per second, p50/p99 latency, and
-the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio serve/nginx at the
-same number of requests in flight (`--nginx-connections`), and serve at `--connections`
-against nginx at `--nginx-connections`; the goal is >= 0.8.
+Each run asks for chunks picked at random over the whole array. `--rounds` rounds (5), each
+running every contender once, in an order that rotates from round to round; reported are
+medians: errors (any answer but 200, any failed connection; must be 0), requests per second,
+p50/p99 latency, the server's CPU time per request (all its threads; nginx: master and
+workers), and the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio
+serve/nginx at the same number of requests in flight (`--nginx-connections`), and serve at
+`--connections` against nginx at `--nginx-connections`, each the median of the rounds' ratios
+(a round's serve against the same round's nginx); the goal is >= 0.8. `--compare BINARY`
+adds another build of zarr-mount (say, of main) as a contender.
 
 `--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
 (`--s3-server s3s-fs` or `moto`, scripts/s3-server.sh) behind scripts/latency_proxy.py
@@ -21,7 +27,7 @@ its own keep-alive connection) takes the array's `zarr.json` and then every chun
 in a shuffled order, and checks each against the local unsharded copy: through `serve`
 (`--view unsharded` of the sharded array), through `rclone serve http` of the bucket (the
 unsharded copy) and through a FUSE mount (`--view unsharded`) of the sharded array. Each
-contender is a fresh process (nothing cached), alternated over `--rounds` rounds (3), medians.
+contender is a fresh process (nothing cached), alternated over `--rounds` rounds, medians.
 Ratios: serve/rclone (goal >= 3) and serve/mount (goal >= 1.0) of the chunks per second.
 """
 
@@ -146,11 +152,6 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def line(name: str, r: dict) -> None:
-    print(f"{name:44s} {r['rps']:8.0f} req/s  {r['mb_s']:7.1f} MB/s  p50 {r['p50_ms']:6.2f} ms"
-          f"  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}", flush=True)
 
 
 class Reader:
@@ -360,7 +361,9 @@ def main() -> int:
     ap.add_argument("--s3-server", choices=["s3s-fs", "moto"], default="s3s-fs")
     ap.add_argument("--delay-ms", type=float, default=20)
     ap.add_argument("--in-flight", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of every contender")
+    ap.add_argument("--compare", metavar="BINARY",
+                    help="also serve with this zarr-mount binary (e.g. a build of main), alternated")
     args = ap.parse_args()
     if args.s3:
         os.environ["ZARR_MOUNT_BIN"] = args.binary  # read by zm_harness at import
@@ -378,45 +381,104 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         tmp = Path(tmp)
         write_arrays(tmp, args.shape, args.chunk, args.shard)
-        server = Server(tmp / "sharded.zarr", tmp / "serve.log", args=["--view", "unsharded"]).start()
+        serve_args = ["--view", "unsharded"]
+        servers = {"serve": Server(tmp / "sharded.zarr", tmp / "serve.log", args=serve_args).start()}
+        if args.compare:
+            class Other(Server):
+                @property
+                def argv(self):
+                    return [args.compare, *super().argv[1:]]
+
+            servers["compare"] = Other(tmp / "sharded.zarr", tmp / "compare.log", args=serve_args).start()
         port = free_port()
         nginx = subprocess.Popen(["nginx", "-c", str(nginx_conf(tmp / "ng", port, tmp / "nginx")),
                                   "-p", str(tmp / "ng")], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         failed = False
         try:
-            serve_base = f"{server.url}unsharded/a"
-            nginx_base = f"http://127.0.0.1:{port}/a"
-            wait_answers(f"{serve_base}/zarr.json")
-            wait_answers(f"{nginx_base}/zarr.json")
+            bases = {name: f"{srv.url}unsharded/a" for name, srv in servers.items()}
+            bases["nginx"] = f"http://127.0.0.1:{port}/a"
+            for base in bases.values():
+                wait_answers(f"{base}/zarr.json")
+            pids = {name: (lambda p=srv.proc.pid: [p]) for name, srv in servers.items()}
+            pids["nginx"] = lambda: [nginx.pid, *children(nginx.pid)]
+            n16 = args.nginx_connections
             print(f"# {args.requests} random chunk GETs of a {args.shape}^2 uint16 array, chunks "
-                  f"{args.chunk}^2 (zstd), {grid * grid} chunks; serve: shards {args.shard}^2, "
-                  f"--view unsharded; nginx: the unsharded copy; {os.cpu_count()} cores", flush=True)
-            # Warm both (page cache, the server's shard indexes), then measure.
-            load(oha, serve_base, grid, min(args.requests, 2000), 16)
-            load(oha, nginx_base, grid, min(args.requests, 2000), 16)
-            ng = load(oha, nginx_base, grid, args.requests, args.nginx_connections)
-            line(f"nginx, {args.nginx_connections} in flight", ng)
-            s16 = load(oha, serve_base, grid, args.requests, args.nginx_connections)
-            line(f"serve, {args.nginx_connections} in flight", s16)
-            s = load(oha, serve_base, grid, args.requests, args.connections)
-            line(f"serve, {args.connections} in flight", s)
-            rss = peak_rss_mib(server.proc.pid)
+                  f"{args.chunk}^2 (zstd), {grid * grid} chunks, per contender and round; serve: "
+                  f"shards {args.shard}^2, --view unsharded; nginx: the unsharded copy; "
+                  f"{args.rounds} rounds, contenders alternated, medians; {os.cpu_count()} cores",
+                  flush=True)
+            # Warm all (page cache, the server's shard indexes), then measure.
+            for base in bases.values():
+                load(oha, base, grid, min(args.requests, 2000), 16)
+            runs = [("nginx", n16)] + [(name, n16) for name in servers] + [("serve", args.connections)]
+            results = {run: [] for run in runs}
+            for r in range(args.rounds):
+                for name, conns in runs[r % len(runs):] + runs[:r % len(runs)]:
+                    results[(name, conns)].append(measured(oha, bases[name], grid, args.requests, conns,
+                                                           pids[name]))
+            labels = {"nginx": "nginx (unsharded copy)", "serve": "serve",
+                      "compare": f"serve ({args.compare})"}
+            for (name, conns), rs in results.items():
+                print(f"{labels[name] + f', {conns} in flight':44s} {med(rs, 'rps'):8.0f} req/s  "
+                      f"p50 {med(rs, 'p50_ms'):6.2f} ms  p99 {med(rs, 'p99_ms'):7.2f} ms  "
+                      f"CPU {med(rs, 'cpu_us'):5.0f} us/request  errors {sum(x['errors'] for x in rs)}",
+                      flush=True)
+            rss = peak_rss_mib(servers["serve"].proc.pid)
             print(f"serve peak RSS (VmHWM): {rss:.1f} MiB", flush=True)
-            for name, r in [(f"{args.nginx_connections} vs {args.nginx_connections}", s16),
-                            (f"{args.connections} vs {args.nginx_connections}", s)]:
-                ratio = r["rps"] / ng["rps"]
-                print(f"ratio serve/nginx throughput, {name} in flight: {ratio:.2f} "
-                      f"(goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'})", flush=True)
-            errors = ng["errors"] + s16["errors"] + s["errors"]
-            failed = errors > args.max_errors or server.proc.poll() is not None
+            ng = results[("nginx", n16)]
+            for name, conns in runs[1:]:
+                # Each round's ratio against the nginx run of the same round.
+                ratios = [x["rps"] / n["rps"] for x, n in zip(results[(name, conns)], ng)]
+                ratio = statistics.median(ratios)
+                goal = f" (goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'})" if name == "serve" else ""
+                print(f"ratio {name}/nginx throughput, {conns} vs {n16} in flight: {ratio:.2f}{goal}"
+                      f"  (rounds: {', '.join('%.2f' % q for q in ratios)})", flush=True)
+            errors = sum(x["errors"] for rs in results.values() for x in rs)
+            failed = errors > args.max_errors or any(s.proc.poll() is not None for s in servers.values())
             print(f"errors: {errors}", flush=True)
-            print(json.dumps({"nginx": ng, "serve_same": s16, "serve": s, "peak_rss_mib": rss}))
+            print(json.dumps({f"{name}@{conns}": rs for (name, conns), rs in results.items()}
+                             | {"peak_rss_mib": rss}))
         finally:
-            server.stop()
+            for srv in servers.values():
+                srv.stop()
             nginx.terminate()
             nginx.wait(timeout=10)
     return 1 if failed else 0
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (nginx's workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measured(oha: str, base: str, grid: int, requests: int, connections: int, pids) -> dict:
+    """`load`, with the server's CPU time per answered request."""
+    before = cpu_seconds(pids())
+    r = load(oha, base, grid, requests, connections)
+    r["cpu_us"] = (cpu_seconds(pids()) - before) / max(r["ok"], 1) * 1e6
+    return r
+
+
+def med(rs: list[dict], key: str) -> float:
+    return statistics.median(x[key] for x in rs)
 
 
 if __name__ == "__main__":
