@@ -5,14 +5,30 @@ same array (the same chunks, as plain files) as the baseline.
 
     .venv/bin/python scripts/bench_serve.py [--binary target/release/zarr-mount]
         [--requests 10000] [--connections 256] [--nginx-connections 16] [--shape 2048]
-        [--chunk 64] [--shard 512]
+        [--chunk 64] [--shard 512] [--rounds 5] [--compare BINARY]
+    .venv/bin/python scripts/bench_serve.py --s3 [--s3-server s3s-fs] [--delay-ms 20]
+        [--in-flight 16] [--rounds 5]
 
 The load generator is oha (crates.io), built once into .tools/ (scripts/lib/cargo-tool.sh).
-Each run asks for chunks picked at random over the whole array. Reported: errors (any
-answer but 200, any failed connection; must be 0), requests per second, p50/p99 latency, and
-the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio serve/nginx at the
-same number of requests in flight (`--nginx-connections`), and serve at `--connections`
-against nginx at `--nginx-connections`; the goal is >= 0.8.
+Each run asks for chunks picked at random over the whole array. `--rounds` rounds (5), each
+running every contender once, in an order that rotates from round to round; reported are
+medians: errors (any answer but 200, any failed connection; must be 0), requests per second,
+p50/p99 latency, the server's CPU time per request (all its threads; nginx: master and
+workers), and the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio
+serve/nginx at the same number of requests in flight (`--nginx-connections`), and serve at
+`--connections` against nginx at `--nginx-connections`, each the median of the rounds' ratios
+(a round's serve against the same round's nginx); the goal is >= 0.8. `--compare BINARY`
+adds another build of zarr-mount (say, of main) as a contender.
+
+`--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
+(`--s3-server s3s-fs` or `moto`, scripts/s3-server.sh) behind scripts/latency_proxy.py
+(`--delay-ms`, 20 by default). One reader (`--in-flight` threads, 16 by default, each with
+its own keep-alive connection) takes the array's `zarr.json` and then every chunk file once,
+in a shuffled order, and checks each against the local unsharded copy: through `serve`
+(`--view unsharded` of the sharded array), through `rclone serve http` of the bucket (the
+unsharded copy) and through a FUSE mount (`--view unsharded`) of the sharded array. Each
+contender is a fresh process (nothing cached), alternated over `--rounds` rounds, medians.
+Ratios: serve/rclone (goal >= 3) and serve/mount (goal >= 1.0) of the chunks per second.
 
     .venv/bin/python scripts/bench_serve.py --memory [--clients 64] [--file-mib 256]
         [--max-rss-mib 286] [--cache-size SIZE]
@@ -36,7 +52,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import random
+import signal
+import socket
+import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -144,9 +166,197 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def line(name: str, r: dict) -> None:
-    print(f"{name:44s} {r['rps']:8.0f} req/s  {r['mb_s']:7.1f} MB/s  p50 {r['p50_ms']:6.2f} ms"
-          f"  p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}", flush=True)
+class Reader:
+    """`in_flight` threads taking paths from one list; `get(path) -> bytes` is the contender's
+    way of reading a file (each thread keeps its own HTTP connection)."""
+
+    def __init__(self, get, in_flight: int):
+        self.get, self.in_flight = get, in_flight
+
+    def run(self, first: str, paths: list[str], want: dict[str, bytes]) -> dict:
+        """Time `first` then every path of `paths`; count the answers that are not `want`'s."""
+        wrong = []
+        t0 = time.perf_counter()
+        self.get(first)
+
+        def one(p):
+            data = self.get(p)
+            if data != want[p]:
+                wrong.append(p)
+            return len(data)
+
+        with ThreadPoolExecutor(self.in_flight) as pool:
+            nbytes = sum(pool.map(one, paths))
+        return {"s": time.perf_counter() - t0, "bytes": nbytes, "wrong": len(wrong)}
+
+
+def http_getter(base: str):
+    """GET base + path on a keep-alive connection of the calling thread; non-200 raises."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    local = threading.local()
+
+    def get(path: str) -> bytes:
+        for attempt in (0, 1):
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+            try:
+                conn.request("GET", u.path.rstrip("/") + "/" + path)
+                r = conn.getresponse()
+                data = r.read()
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                local.conn = None
+                if attempt:
+                    raise
+                continue  # the server closed an idle keep-alive connection: once more
+            if r.status != 200:
+                raise RuntimeError(f"GET {path}: {r.status} {data[:200]!r}")
+            return data
+
+    return get
+
+
+def file_getter(root: Path):
+    def get(path: str) -> bytes:
+        with open(root / path, "rb", buffering=0) as f:
+            return f.read()
+
+    return get
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{proc.args[0]} did not listen on {port}")
+        time.sleep(0.05)
+
+
+def bucket_of(kind: str, work: Path, arrays: Path):
+    """A local S3 server holding bucket `bench` with `sharded.zarr` and `plain` (the unsharded
+    copy)."""
+    from bench import MotoServer
+    from bench_cloud import S3sFsServer, put_objects
+
+    if kind == "s3s-fs":
+        server = S3sFsServer(work, "bench")
+        shutil.copytree(arrays / "sharded.zarr", server.dir / "data" / "bench" / "sharded.zarr")
+        shutil.copytree(arrays / "nginx", server.dir / "data" / "bench" / "plain")
+        return server
+    server = MotoServer(work, "bench")
+    objects = []
+    for name, prefix in (("sharded.zarr", "sharded.zarr"), ("nginx", "plain")):
+        for f in sorted((arrays / name).rglob("*")):
+            if f.is_file():
+                objects.append((f"{prefix}/{f.relative_to(arrays / name)}", f.read_bytes()))
+    put_objects(server.url, "bench", objects)
+    return server
+
+
+def s3_contenders(binary: str, proxy_url: str, work: Path):
+    """name -> a context manager giving (base of the array, `get` maker, pid), each fresh."""
+    from contextlib import contextmanager
+
+    from bench import S3_ENV, Mounted
+    from zm_serve import Server
+
+    creds = {k: S3_ENV[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}
+    source = "s3://bench/sharded.zarr"
+
+    @contextmanager
+    def serve():
+        server = Server(source, work / "serve-s3.log", env=creds,
+                        args=["--view", "unsharded", "--endpoint-url", proxy_url]).start()
+        try:
+            yield http_getter(f"{server.url}unsharded/a"), server.proc.pid
+        finally:
+            server.stop()
+
+    @contextmanager
+    def rclone():
+        port = free_port()
+        remote = (f':s3,provider=Other,endpoint="{proxy_url}",access_key_id=test,'
+                  f'secret_access_key=test,force_path_style=true:bench')
+        proc = subprocess.Popen(["rclone", "serve", "http", remote, "--addr", f"127.0.0.1:{port}",
+                                 "--read-only"], env=S3_ENV, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=open(work / "rclone.log", "ab"))
+        try:
+            wait_port(port, proc)
+            yield http_getter(f"http://127.0.0.1:{port}/plain/a"), proc.pid
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+
+    @contextmanager
+    def mount():
+        mnt = work / "mnt"
+        mnt.mkdir(exist_ok=True)
+        with Mounted(binary, source, mnt, "--read-only", "--view", "unsharded", "--endpoint-url",
+                     proxy_url, env=S3_ENV) as m:
+            yield file_getter(mnt / "a"), m.proc.pid
+
+    return {"serve (unsharded view)": serve, "rclone serve http (unsharded copy)": rclone,
+            "FUSE mount (unsharded view)": mount}
+
+
+def bench_s3(args, tmp: Path) -> bool:
+    """The S3 part (see the module's doc); returns whether it failed."""
+    from bench_cloud import Proxy
+
+    if shutil.which("rclone") is None:
+        print("bench_serve.py: rclone is not installed (apt-get install rclone; scripts/bench.sh --peers installs it)", file=sys.stderr)
+        return True
+    plain = tmp / "nginx" / "a"
+    want = {str(f.relative_to(plain)): f.read_bytes() for f in sorted((plain / "c").rglob("*")) if f.is_file()}
+    paths = sorted(want)
+    random.Random(53).shuffle(paths)
+    nbytes = sum(len(b) for b in want.values())
+    with bucket_of(args.s3_server, tmp, tmp) as store, Proxy(store.port, args.delay_ms) as proxy:
+        contenders = s3_contenders(args.binary, proxy.url, tmp)
+        print(f"# S3 ({args.s3_server}) behind a {args.delay_ms:g} ms proxy: zarr.json, then "
+              f"{len(paths)} chunk files ({nbytes / 1e6:.1f} MB) of a {args.shape}^2 uint16 array "
+              f"(chunks {args.chunk}^2, zstd; shards {args.shard}^2 for serve and the mount), "
+              f"{args.in_flight} in flight, each contender a fresh process; {args.rounds} rounds, "
+              f"median; {os.cpu_count()} cores", flush=True)
+        runs = {name: [] for name in contenders}
+        failed = False
+        names = list(contenders)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:  # alternate who goes first
+                try:
+                    with contenders[name]() as (get, pid):
+                        res = Reader(get, args.in_flight).run("zarr.json", paths, want)
+                        res["rss"] = peak_rss_mib(pid)
+                except Exception as e:  # noqa: BLE001 - a contender's failure is a result
+                    print(f"{name}: failed: {e}", flush=True)
+                    failed = True
+                    continue
+                failed |= res["wrong"] > 0
+                runs[name].append(res)
+        med = {}
+        for name, rs in runs.items():
+            if not rs:
+                continue
+            s = statistics.median(x["s"] for x in rs)
+            med[name] = len(paths) / s
+            print(f"{name:36s} {s:6.2f} s  {len(paths) / s:7.0f} chunks/s  {nbytes / s / 1e6:6.2f} MB/s"
+                  f"  wrong {sum(x['wrong'] for x in rs)}  peak RSS {max(x['rss'] for x in rs):5.1f} MiB"
+                  f"  (rounds: {', '.join('%.2f' % x['s'] for x in rs)} s)", flush=True)
+        s3_serve = med.get("serve (unsharded view)")
+        for other, goal in (("rclone serve http (unsharded copy)", 3.0), ("FUSE mount (unsharded view)", 1.0)):
+            if s3_serve and other in med:
+                ratio = s3_serve / med[other]
+                print(f"ratio serve/{other.split(' (')[0]}: {ratio:.2f} (goal >= {goal:.1f}: "
+                      f"{'met' if ratio >= goal else 'NOT met'})", flush=True)
+        print(json.dumps({"s3": {name: rs for name, rs in runs.items()}}))
+    return failed
 
 
 def write_flat_store(root: Path, arrays: int, file_mib: int) -> tuple[int, int]:
@@ -258,7 +468,19 @@ def main() -> int:
     ap.add_argument("--file-mib", type=int, default=256, help="--memory: each file's size")
     ap.add_argument("--max-rss-mib", type=float, default=286, help="--memory: exit 1 at or above (286 MiB: 300 MB)")
     ap.add_argument("--cache-size", help="--memory: serve's --cache-size (default: its own)")
+    ap.add_argument("--s3", action="store_true", help="the S3 part instead (see above)")
+    ap.add_argument("--s3-server", choices=["s3s-fs", "moto"], default="s3s-fs")
+    ap.add_argument("--delay-ms", type=float, default=20)
+    ap.add_argument("--in-flight", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of every contender")
+    ap.add_argument("--compare", metavar="BINARY",
+                    help="also serve with this zarr-mount binary (e.g. a build of main), alternated")
     args = ap.parse_args()
+    if args.s3:
+        os.environ["ZARR_MOUNT_BIN"] = args.binary  # read by zm_harness at import
+        with tempfile.TemporaryDirectory(prefix="bench-serve-s3-") as tmp:
+            write_arrays(Path(tmp), args.shape, args.chunk, args.shard)
+            return 1 if bench_s3(args, Path(tmp)) else 0
     if args.memory:
         os.environ["ZARR_MOUNT_BIN"] = args.binary  # read by zm_harness at import
         return flat_memory(args)
@@ -273,45 +495,104 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         tmp = Path(tmp)
         write_arrays(tmp, args.shape, args.chunk, args.shard)
-        server = Server(tmp / "sharded.zarr", tmp / "serve.log", args=["--view", "unsharded"]).start()
+        serve_args = ["--view", "unsharded"]
+        servers = {"serve": Server(tmp / "sharded.zarr", tmp / "serve.log", args=serve_args).start()}
+        if args.compare:
+            class Other(Server):
+                @property
+                def argv(self):
+                    return [args.compare, *super().argv[1:]]
+
+            servers["compare"] = Other(tmp / "sharded.zarr", tmp / "compare.log", args=serve_args).start()
         port = free_port()
         nginx = subprocess.Popen(["nginx", "-c", str(nginx_conf(tmp / "ng", port, tmp / "nginx")),
                                   "-p", str(tmp / "ng")], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         failed = False
         try:
-            serve_base = f"{server.url}unsharded/a"
-            nginx_base = f"http://127.0.0.1:{port}/a"
-            wait_answers(f"{serve_base}/zarr.json")
-            wait_answers(f"{nginx_base}/zarr.json")
+            bases = {name: f"{srv.url}unsharded/a" for name, srv in servers.items()}
+            bases["nginx"] = f"http://127.0.0.1:{port}/a"
+            for base in bases.values():
+                wait_answers(f"{base}/zarr.json")
+            pids = {name: (lambda p=srv.proc.pid: [p]) for name, srv in servers.items()}
+            pids["nginx"] = lambda: [nginx.pid, *children(nginx.pid)]
+            n16 = args.nginx_connections
             print(f"# {args.requests} random chunk GETs of a {args.shape}^2 uint16 array, chunks "
-                  f"{args.chunk}^2 (zstd), {grid * grid} chunks; serve: shards {args.shard}^2, "
-                  f"--view unsharded; nginx: the unsharded copy; {os.cpu_count()} cores", flush=True)
-            # Warm both (page cache, the server's shard indexes), then measure.
-            load(oha, serve_base, grid, min(args.requests, 2000), 16)
-            load(oha, nginx_base, grid, min(args.requests, 2000), 16)
-            ng = load(oha, nginx_base, grid, args.requests, args.nginx_connections)
-            line(f"nginx, {args.nginx_connections} in flight", ng)
-            s16 = load(oha, serve_base, grid, args.requests, args.nginx_connections)
-            line(f"serve, {args.nginx_connections} in flight", s16)
-            s = load(oha, serve_base, grid, args.requests, args.connections)
-            line(f"serve, {args.connections} in flight", s)
-            rss = peak_rss_mib(server.proc.pid)
+                  f"{args.chunk}^2 (zstd), {grid * grid} chunks, per contender and round; serve: "
+                  f"shards {args.shard}^2, --view unsharded; nginx: the unsharded copy; "
+                  f"{args.rounds} rounds, contenders alternated, medians; {os.cpu_count()} cores",
+                  flush=True)
+            # Warm all (page cache, the server's shard indexes), then measure.
+            for base in bases.values():
+                load(oha, base, grid, min(args.requests, 2000), 16)
+            runs = [("nginx", n16)] + [(name, n16) for name in servers] + [("serve", args.connections)]
+            results = {run: [] for run in runs}
+            for r in range(args.rounds):
+                for name, conns in runs[r % len(runs):] + runs[:r % len(runs)]:
+                    results[(name, conns)].append(measured(oha, bases[name], grid, args.requests, conns,
+                                                           pids[name]))
+            labels = {"nginx": "nginx (unsharded copy)", "serve": "serve",
+                      "compare": f"serve ({args.compare})"}
+            for (name, conns), rs in results.items():
+                print(f"{labels[name] + f', {conns} in flight':44s} {med(rs, 'rps'):8.0f} req/s  "
+                      f"p50 {med(rs, 'p50_ms'):6.2f} ms  p99 {med(rs, 'p99_ms'):7.2f} ms  "
+                      f"CPU {med(rs, 'cpu_us'):5.0f} us/request  errors {sum(x['errors'] for x in rs)}",
+                      flush=True)
+            rss = peak_rss_mib(servers["serve"].proc.pid)
             print(f"serve peak RSS (VmHWM): {rss:.1f} MiB", flush=True)
-            for name, r in [(f"{args.nginx_connections} vs {args.nginx_connections}", s16),
-                            (f"{args.connections} vs {args.nginx_connections}", s)]:
-                ratio = r["rps"] / ng["rps"]
-                print(f"ratio serve/nginx throughput, {name} in flight: {ratio:.2f} "
-                      f"(goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'})", flush=True)
-            errors = ng["errors"] + s16["errors"] + s["errors"]
-            failed = errors > args.max_errors or server.proc.poll() is not None
+            ng = results[("nginx", n16)]
+            for name, conns in runs[1:]:
+                # Each round's ratio against the nginx run of the same round.
+                ratios = [x["rps"] / n["rps"] for x, n in zip(results[(name, conns)], ng)]
+                ratio = statistics.median(ratios)
+                goal = f" (goal >= 0.80: {'met' if ratio >= 0.8 else 'NOT met'})" if name == "serve" else ""
+                print(f"ratio {name}/nginx throughput, {conns} vs {n16} in flight: {ratio:.2f}{goal}"
+                      f"  (rounds: {', '.join('%.2f' % q for q in ratios)})", flush=True)
+            errors = sum(x["errors"] for rs in results.values() for x in rs)
+            failed = errors > args.max_errors or any(s.proc.poll() is not None for s in servers.values())
             print(f"errors: {errors}", flush=True)
-            print(json.dumps({"nginx": ng, "serve_same": s16, "serve": s, "peak_rss_mib": rss}))
+            print(json.dumps({f"{name}@{conns}": rs for (name, conns), rs in results.items()}
+                             | {"peak_rss_mib": rss}))
         finally:
-            server.stop()
+            for srv in servers.values():
+                srv.stop()
             nginx.terminate()
             nginx.wait(timeout=10)
     return 1 if failed else 0
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (nginx's workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measured(oha: str, base: str, grid: int, requests: int, connections: int, pids) -> dict:
+    """`load`, with the server's CPU time per answered request."""
+    before = cpu_seconds(pids())
+    r = load(oha, base, grid, requests, connections)
+    r["cpu_us"] = (cpu_seconds(pids()) - before) / max(r["ok"], 1) * 1e6
+    return r
+
+
+def med(rs: list[dict], key: str) -> float:
+    return statistics.median(x[key] for x in rs)
 
 
 if __name__ == "__main__":

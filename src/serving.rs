@@ -80,11 +80,8 @@ async fn serve_views(cfg: MountConfig, serve: ServeConfig) -> Result<(), Session
         }
         tokio::spawn(crate::metrics::server::serve(listener, refresh));
     }
-    let served = Arc::new(Served {
-        views,
-        access: serve.access.clone(),
-        backend: Arc::new(Semaphore::new(serve.limits.backend_requests)),
-    });
+    let backend = Arc::new(Semaphore::new(serve.limits.backend_requests));
+    let served = Arc::new(Served::new(views, serve.access.clone(), backend));
     let local = listener.local_addr().map_err(|e| SessionError(format!("--listen: {e}")))?;
     let scheme = if serve.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{local}/");

@@ -17,23 +17,46 @@ use super::listing::{self, Entry};
 use super::paths::{self, Target};
 use super::ranges::{self, Decision, Ranged, Validators};
 use super::walk::{self, OpenFile};
+use super::walks::Walks;
 use crate::fs::{FileKind, FsError, FsResult, ZarrFs};
 use crate::views::ViewKind;
 
 /// What every request is answered from.
 pub struct Served {
     /// The served views, each its own filesystem over the one store stack.
-    pub views: Vec<(ViewKind, Arc<ZarrFs>)>,
+    views: Vec<View>,
     pub access: Access,
     /// The bound on lookups, listings and reads in flight at once.
     pub backend: Arc<Semaphore>,
 }
 
+/// One served view: its filesystem and the walks of it kept for a while.
+struct View {
+    kind: ViewKind,
+    fs: Arc<ZarrFs>,
+    walks: Walks,
+}
+
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
 impl Served {
-    fn fs(&self, view: ViewKind) -> Option<&Arc<ZarrFs>> {
-        self.views.iter().find(|(v, _)| *v == view).map(|(_, fs)| fs)
+    pub fn new(
+        views: Vec<(ViewKind, Arc<ZarrFs>)>,
+        access: Access,
+        backend: Arc<Semaphore>,
+    ) -> Self {
+        let views = views
+            .into_iter()
+            .map(|(kind, fs)| {
+                let walks = Walks::new(fs.config().metadata_ttl);
+                View { kind, fs, walks }
+            })
+            .collect();
+        Served { views, access, backend }
+    }
+
+    fn view(&self, kind: ViewKind) -> Option<&View> {
+        self.views.iter().find(|v| v.kind == kind)
     }
 
     /// Answer `req` from `client`; the body logs the request when it ends.
@@ -86,9 +109,9 @@ impl Served {
             Err(bad) => plain(StatusCode::BAD_REQUEST, Some(&bad.to_string())),
             Ok(None) => plain(StatusCode::NOT_FOUND, Some("no such view")),
             Ok(Some(Target::Index)) => self.index(headers, head),
-            Ok(Some(Target::View { view, components, slash })) => match self.fs(view) {
+            Ok(Some(Target::View { view, components, slash })) => match self.view(view) {
                 None => plain(StatusCode::NOT_FOUND, Some("this view is not served")),
-                Some(fs) => self.path(fs, view, &components, slash, headers, head).await,
+                Some(v) => self.path(v, &components, slash, headers, head).await,
             },
         }
     }
@@ -98,27 +121,35 @@ impl Served {
         let entries: Vec<Entry> = self
             .views
             .iter()
-            .map(|(v, _)| Entry { name: v.name().to_string(), dir: true, size: None })
+            .map(|v| Entry { name: v.kind.name().to_string(), dir: true, size: None })
             .collect();
         page(headers, "/", &entries, head)
     }
 
     async fn path(
         &self,
-        fs: &Arc<ZarrFs>,
-        view: ViewKind,
+        v: &View,
         components: &[String],
         slash: bool,
         headers: &HeaderMap,
         head: bool,
     ) -> Response<Body> {
+        let (fs, view) = (&v.fs, v.kind);
         let url = paths::url_path(view, components, slash);
-        // A file replaced between its lookup and its open (ESTALE) is looked up once more.
+        // A kept walk that leads to a failure is dropped and the path walked again, so only a
+        // fresh walk answers a failure; a file replaced between its lookup and its open
+        // (ESTALE) is looked up once more.
+        let mut fresh_only = false;
         let mut retried = false;
         loop {
-            let walked = match self.bounded(walk::walk(fs, components)).await {
-                Ok(w) => w,
-                Err(e) => return failure(&url, &e),
+            let kept = if fresh_only { None } else { v.walks.get(&url) };
+            let was_kept = kept.is_some();
+            let walked = match kept {
+                Some(w) => w,
+                None => match self.bounded(walk::walk(fs, components)).await {
+                    Ok(w) => Arc::new(w),
+                    Err(e) => return failure(&url, &e),
+                },
             };
             if walked.attr.kind == FileKind::Dir {
                 if !slash {
@@ -132,6 +163,9 @@ impl Served {
                 }
                 return match self.bounded(walk::list(&walked)).await {
                     Ok(listed) => {
+                        if !was_kept {
+                            v.walks.keep(&url, walked);
+                        }
                         let entries: Vec<Entry> = listed
                             .into_iter()
                             .map(|e| Entry {
@@ -142,23 +176,43 @@ impl Served {
                             .collect();
                         page(headers, &url, &entries, head)
                     }
+                    Err(_) if was_kept => {
+                        v.walks.drop_walk(&url);
+                        fresh_only = true;
+                        continue;
+                    }
                     Err(e) => failure(&url, &e),
                 };
             }
             if slash {
+                if was_kept {
+                    v.walks.drop_walk(&url);
+                    fresh_only = true;
+                    continue;
+                }
                 return plain(StatusCode::NOT_FOUND, Some("not a directory"));
             }
             let name = components.last().map_or("", String::as_str);
-            match self.bounded(OpenFile::open(walked)).await {
-                Ok(file) => return self.file(file, name, url, headers, head),
+            match self.bounded(OpenFile::open(walked.clone())).await {
+                Ok(file) => {
+                    if !was_kept {
+                        v.walks.keep(&url, walked);
+                    }
+                    return self.file(file, name, url, headers, head).await;
+                }
+                Err(_) if was_kept => {
+                    v.walks.drop_walk(&url);
+                    fresh_only = true;
+                }
                 Err(FsError::Stale) if !retried => retried = true,
                 Err(e) => return failure(&url, &e),
             }
         }
     }
 
-    /// A file: 304, 412, 416, or its bytes (whole or one range), streamed.
-    fn file(
+    /// A file: 304, 412, 416, or its bytes (whole or one range): read before the headers when
+    /// they fit one read, else streamed.
+    async fn file(
         &self,
         file: OpenFile,
         name: &str,
@@ -211,8 +265,16 @@ impl Served {
         };
         let count = bytes.end - bytes.start;
         r.headers_mut().insert(header::CONTENT_LENGTH, header_value(&count.to_string()));
-        if !head && count > 0 {
+        if head || count == 0 {
+            return r;
+        }
+        if count > body::PIECE {
             *r.body_mut() = body::file(file, bytes, self.backend.clone(), url);
+            return r;
+        }
+        match body::read_small(&file, bytes, &self.backend, &url).await {
+            Ok(data) => *r.body_mut() = body::full(data),
+            Err(e) => return failure(&url, &e),
         }
         r
     }

@@ -6,9 +6,10 @@
 //!
 //! One job per file: `paths` (URLs -> views and names), `ranges` (Range and the conditional
 //! headers), `listing` (directory pages), `media` (content types), `errors` (errors ->
-//! statuses), `access` (token and CORS), `walk` (lookups and open files on a `ZarrFs`), `body`
-//! (streamed bodies), `access_log` (the log line and the HTTP series), `handler` (a request ->
-//! a response), `server` (connections), `tls` (certificates).
+//! statuses), `access` (token and CORS), `walk` (lookups and open files on a `ZarrFs`),
+//! `walks` (recent walks kept for the metadata TTL), `body` (small bodies read whole, others
+//! streamed), `access_log` (the log line and the HTTP series), `handler` (a request -> a
+//! response), `server` (connections), `tls` (certificates).
 
 pub mod access;
 pub mod access_log;
@@ -22,6 +23,7 @@ pub mod ranges;
 pub mod server;
 pub mod tls;
 pub mod walk;
+pub mod walks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! A request's path walked through a view's `ZarrFs` the way the kernel walks a mount: one
 //! lookup per component from the root, each taking a reference on its inode that the walk
-//! gives back (`forget`) when the request is done, so the inode table holds only what requests
-//! in flight hold. An open file is closed the same way.
+//! gives back (`forget`) when the request is done and no longer keeps the walk (`walks`), so
+//! the inode table holds only what requests in flight and kept walks hold. An open file is
+//! closed the same way.
 
 use std::sync::Arc;
 
@@ -40,17 +41,17 @@ pub async fn walk(fs: &Arc<ZarrFs>, components: &[String]) -> FsResult<Walked> {
     Ok(walked)
 }
 
-/// A file open for reading; closed (and its walk forgotten) on drop.
+/// A file open for reading; closed (and its walk forgotten, unless kept) on drop.
 pub struct OpenFile {
     fs: Arc<ZarrFs>,
     fh: u64,
     /// The version the handle reads: size, date and content version.
     pub node: Node,
-    _walked: Walked,
+    _walked: Arc<Walked>,
 }
 
 impl OpenFile {
-    pub async fn open(walked: Walked) -> FsResult<OpenFile> {
+    pub async fn open(walked: Arc<Walked>) -> FsResult<OpenFile> {
         let fs = walked.fs.clone();
         let opened = fs.open(walked.attr.ino, libc::O_RDONLY).await?;
         let file = |node| OpenFile { fs: fs.clone(), fh: opened.fh, node, _walked: walked };
