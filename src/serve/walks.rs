@@ -66,7 +66,7 @@ impl Walks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::namespace::RawNamespace;
+    use crate::views::raw::namespace::RawNamespace;
     use crate::fs::{FsConfig, ZarrFs};
     use crate::perms::ShownPerms;
     use crate::serve::walk::walk;
