@@ -66,12 +66,12 @@ impl Walks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::views::raw::namespace::RawNamespace;
     use crate::fs::{FsConfig, ZarrFs};
     use crate::perms::ShownPerms;
     use crate::serve::walk::walk;
     use crate::store::backends::memory::MemoryStore;
     use crate::store::prelude::*;
+    use crate::views::raw::namespace::RawNamespace;
 
     async fn fs_with_a_file(ttl: Duration) -> Arc<ZarrFs> {
         let store = Arc::new(MemoryStore::new());
