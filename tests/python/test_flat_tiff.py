@@ -7,8 +7,6 @@ hyperstack; an OME-Zarr 0.5 image written by ngff-zarr shows as `IMAGE.ome.tif`,
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,27 +15,17 @@ import pytest
 import tifffile
 import zarr
 
-from zm_harness import fixture_array_paths, run_generator
+from zm_harness import fixture_array_paths, require_tool, run_generator
 from zm_readers import entry_for, zp_read
 
 pytestmark = pytest.mark.mount
 
 ARRAYS = fixture_array_paths()
-MUST_HAVE = os.environ.get("CI") == "true"
 IMAGE_KINDS = {("u", 1), ("u", 2), ("u", 4), ("u", 8), ("i", 1), ("i", 2), ("i", 4), ("i", 8),
                ("f", 4), ("f", 8)}
 # ImageJ's hyperstack order, slowest first, and the types it holds.
 IMAGEJ_AXES = "tzc"
 IMAGEJ_TYPES = {np.dtype("u1"), np.dtype("u2"), np.dtype("f4")}
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if MUST_HAVE:
-            pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)")
-        pytest.skip(f"{name} is not installed")
-    return path
 
 
 def is_image(a) -> bool:
@@ -124,7 +112,7 @@ def images(tmp_path_factory) -> Path:
 def test_other_readers_open_2d_tifs(images, mount_factory, tmp_path):
     m = mount_factory(images, view="flat")
     base = m.path / "images.zarr"
-    tiffinfo, gdalinfo, gdal_translate = tool("tiffinfo"), tool("gdalinfo"), tool("gdal_translate")
+    tiffinfo, gdalinfo, gdal_translate = require_tool("tiffinfo"), require_tool("gdalinfo"), require_tool("gdal_translate")
     from PIL import Image
 
     for name in ("u8", "u16", "i16"):

@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -30,12 +29,11 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from zm_harness import REPO
+from zm_harness import REPO, missing, require_tool
 from zm_serve import Server
 
 NG_PYTHON = REPO / ".venv-neuroglancer" / "bin" / "python"
 NG_VIEWER = Path(__file__).resolve().parent / "ng_viewer.py"
-MUST_HAVE = os.environ.get("CI") == "true" or os.environ.get("ZM_REQUIRE_BINARY") == "1"
 # Chromium's start, Neuroglancer's load and SwiftShader's drawing take ~10 s here; the bound
 # only ends a run that hangs.
 DEADLINE = float(os.environ.get("ZM_BROWSER_TIMEOUT", "120"))
@@ -48,19 +46,6 @@ PROBE = re.compile(r"/(zarr\.json|\.zarray|\.zgroup|\.zattrs|\.zmetadata)$")
 # a shard's key in the raw view (c/I/J), a chunk's in the v2 view (I/J: the view keeps the
 # store's separator)
 CHUNK = {"raw": re.compile(r"/s[01]/c/\d+/\d+$"), "v2": re.compile(r"/s[01]/\d+/\d+$")}
-
-
-def missing(what: str) -> None:
-    if MUST_HAVE:
-        pytest.fail(f"{what} (scripts/setup.sh installs it)")
-    pytest.skip(what)
-
-
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        missing("chromium is not installed")
-    return path
 
 
 def write_image(path: Path) -> np.ndarray:
@@ -151,7 +136,7 @@ class DevTools:
 async def start_chromium(tmp: Path):
     """Chromium headless with software WebGL; returns (process, its browser websocket URL)."""
     proc = await asyncio.create_subprocess_exec(
-        chromium(), "--headless=new", "--no-sandbox", "--use-angle=swiftshader",
+        require_tool("chromium", "chromium-browser"), "--headless=new", "--no-sandbox", "--use-angle=swiftshader",
         "--enable-unsafe-swiftshader", "--use-gl=angle", "--no-first-run",
         "--no-default-browser-check", "--disable-gpu-sandbox", "--disable-dev-shm-usage",
         "--remote-debugging-port=0",
@@ -297,9 +282,9 @@ def check_picture(png: Path) -> None:
 @pytest.fixture
 def image(tmp_path, zarr_mount_bin) -> Path:
     """The image to serve, once Chromium and Neuroglancer are known to be here."""
-    chromium()
+    require_tool("chromium", "chromium-browser")
     if not NG_PYTHON.exists():
-        missing(f"{NG_PYTHON} is missing")
+        missing(f"{NG_PYTHON} is missing (scripts/setup.sh installs it)")
     path = tmp_path / "data" / "image.ome.zarr"
     path.parent.mkdir()
     write_image(path)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -29,21 +28,11 @@ import zarr
 import zm_zarr2
 from test_v2_readers import from_zarrita, zarrita_codecs, zarrita_limit
 from zarr2_reader import compare
-from zm_harness import fixture_array_paths
+from zm_harness import fixture_array_paths, missing, require_tool
 from zm_readers import zp_read
 from zm_serve import Server
 
 HERE = Path(__file__).resolve().parent
-MUST_HAVE = os.environ.get("CI") == "true" or os.environ.get("ZM_REQUIRE_BINARY") == "1"
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if MUST_HAVE:
-            pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)")
-        pytest.skip(f"{name} is not installed")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +139,7 @@ def gdal_copy(url: str, out: Path) -> np.ndarray:
     """gdal_translate of a GDAL dataset name to a local GTiff, read back."""
     env = dict(os.environ, GDAL_HTTP_MAX_RETRY="0", CPL_VSIL_CURL_CACHE_SIZE="0",
                NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
-    res = subprocess.run([tool("gdal_translate"), "-q", "-of", "GTiff", url, str(out)],
+    res = subprocess.run([require_tool("gdal_translate"), "-q", "-of", "GTiff", url, str(out)],
                          capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, f"{url}: {res.stderr}"
     return tifffile.imread(out)
@@ -194,10 +183,7 @@ def ome_image(tmp_path_factory) -> Path:
 def test_ome_zarr_0_4_reader_reads_a_0_5_image_through_v2(servers, ome_image, tmp_path):
     py = Path(__file__).resolve().parents[2] / ".venv-ome-zarr-0.9" / "bin" / "python"
     if not py.exists():
-        msg = f"{py} not found (scripts/setup.sh builds it from tests/python/venvs/ome-zarr-0.9.txt)"
-        if MUST_HAVE:
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing(f"{py} not found (scripts/setup.sh builds it from tests/python/venvs/ome-zarr-0.9.txt)")
     server = servers(ome_image.parent, "v2")
     image = zarr.open_group(ome_image, mode="r")
     [ms] = image.attrs["ome"]["multiscales"]

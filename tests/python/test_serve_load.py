@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,9 +16,9 @@ import numpy as np
 import pytest
 import zarr
 
+from zm_harness import require_tool
 from zm_serve import Server
 
-MUST_HAVE = os.environ.get("CI") == "true" or os.environ.get("ZM_REQUIRE_BINARY") == "1"
 CONNECTIONS = 256
 REQUESTS = 10_000
 THREADS = 2
@@ -97,11 +96,7 @@ def peak_rss_mib(pid: int) -> float:
 
 @pytest.mark.load
 def test_256_connections_10000_chunk_requests(tmp_path, zarr_mount_bin):
-    wrk = shutil.which("wrk")
-    if wrk is None:
-        if MUST_HAVE:
-            pytest.fail("wrk is not installed (scripts/setup.sh installs it)")
-        pytest.skip("wrk is not installed")
+    wrk = require_tool("wrk")
     rng = np.random.default_rng(53)
     data = rng.integers(0, 4096, (SHAPE, SHAPE), dtype="uint16")
     a = zarr.create_array(tmp_path / "store.zarr" / "a", shape=data.shape, chunks=(CHUNK, CHUNK),

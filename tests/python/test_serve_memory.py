@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from zm_harness import BIN, REPO
+from zm_harness import BIN, REPO, require_tool
 
-MUST_HAVE = os.environ.get("CI") == "true" or os.environ.get("ZM_REQUIRE_BINARY") == "1"
 CLIENTS = 64
 FILE_MIB = int(os.environ.get("ZM_MEMORY_FILE_MIB", "64"))
 RSS_BOUND_MIB = 286  # 300 MB
@@ -29,10 +27,7 @@ RSS_BOUND_MIB = 286  # 300 MB
 
 @pytest.mark.load
 def test_64_clients_reading_different_flat_npy_files(zarr_mount_bin, tmp_path):
-    if shutil.which("curl") is None:
-        if MUST_HAVE:
-            pytest.fail("curl is not installed")
-        pytest.skip("curl is not installed")
+    require_tool("curl")
     res = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_serve.py"), "--memory",
                           "--binary", str(BIN), "--clients", str(CLIENTS), "--file-mib", str(FILE_MIB),
                           "--cache-size", "64M", "--max-rss-mib", str(RSS_BOUND_MIB)],

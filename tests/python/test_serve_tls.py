@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
+from zm_harness import require_tool
 from zm_serve import Server, get, listing
 
-MUST_HAVE = os.environ.get("CI") == "true" or os.environ.get("ZM_REQUIRE_BINARY") == "1"
 VIEWS = ["raw", "unsharded", "flat"]
 
 
@@ -64,7 +61,7 @@ def files(server: Server, view: str) -> list[str]:
 def curl(cert: Path, base: str, paths: list[str], out: Path, version: str, extra=()) -> list[list[str]]:
     """One curl for all paths (one connection, kept alive); each file's bytes in out/N; its
     HTTP version, status and size per line."""
-    argv = [shutil.which("curl"), "-sS", "--cacert", str(cert), version, "--fail-with-body",
+    argv = [require_tool("curl"), "-sS", "--cacert", str(cert), version, "--fail-with-body",
             "-w", "%{http_version} %{response_code} %{size_download}\\n", *extra]
     for i, p in enumerate(paths):
         argv += ["-o", str(out / str(i)), base.rstrip("/") + p]
@@ -74,10 +71,7 @@ def curl(cert: Path, base: str, paths: list[str], out: Path, version: str, extra
 
 
 def test_https_http2_equals_plain_http(tmp_path, zarr_mount_bin, fixtures_dir):
-    if shutil.which("curl") is None:
-        if MUST_HAVE:
-            pytest.fail("curl is not installed")
-        pytest.skip("curl is not installed")
+    require_tool("curl")
     cert, key = self_signed(tmp_path)
     views = [a for v in VIEWS for a in ("--view", v)]
     plain = Server(fixtures_dir, tmp_path / "plain.log", args=views).start()

@@ -22,9 +22,28 @@ REPO = HERE.parents[1]
 
 BIN = Path(os.environ.get("ZARR_MOUNT_BIN") or REPO / "target" / "debug" / "zarr-mount")
 REQUIRE_BINARY = os.environ.get("ZM_REQUIRE_BINARY") == "1"
+# In CI scripts/setup.sh installs every tool and venv a test needs, so one that is missing
+# there is a failure; elsewhere the test is skipped.
+REQUIRE_TOOLS = REQUIRE_BINARY or os.environ.get("CI") == "true"
 DAEMON_ARGS = os.environ.get("ZM_DAEMON_ARGS", "-v").split()
 MOUNT_TIMEOUT = float(os.environ.get("ZM_MOUNT_TIMEOUT", "20"))
 STOP_TIMEOUT = 10.0
+
+def missing(what: str) -> None:
+    """`what` (a tool, a venv) is not on this machine: fail in CI, skip elsewhere."""
+    if REQUIRE_TOOLS:
+        pytest.fail(what)
+    pytest.skip(what)
+
+
+def require_tool(*names: str) -> str:
+    """The path of the first of `names` on PATH (one program, under its other names too)."""
+    for name in names:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    missing(f"{names[0]} is not installed (scripts/setup.sh installs it)")
+
 
 # Mounts currently up, so that a failing test's report carries their daemon logs.
 ACTIVE_MOUNTS: list["Mount"] = []
