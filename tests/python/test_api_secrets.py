@@ -37,6 +37,26 @@ def test_secret_options_move_to_the_environment_under_object_stores_names():
     assert zarr_mount._secrets_to_env({"option": ["k=v"]}, "s3://b") == ({"option": ["k=v"]}, {})
 
 
+@pytest.fixture
+def api_daemon(zarr_mount_bin, tmp_path, monkeypatch):
+    """The API starts the binary under test, and no AWS credential reaches the daemon but the
+    ones a test passes: none in the environment, no profile files, no instance metadata."""
+    monkeypatch.setenv("ZARR_MOUNT_BIN", str(zarr_mount_bin))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def assert_in_no_command_line(secret: str) -> None:
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        assert secret.encode() not in cmdline, f"the secret in {entry}/cmdline"
+
+
 def _daemon_pid(mountpoint: Path) -> int:
     for entry in Path("/proc").iterdir():
         try:
@@ -48,13 +68,7 @@ def _daemon_pid(mountpoint: Path) -> int:
     raise AssertionError(f"no daemon serving {mountpoint}")
 
 
-def test_a_mount_with_a_secret_option_shows_it_in_no_command_line(zarr_mount_bin, moto, tmp_path,
-                                                                   monkeypatch):
-    monkeypatch.setenv("ZARR_MOUNT_BIN", str(zarr_mount_bin))
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+def test_a_mount_with_a_secret_option_shows_it_in_no_command_line(api_daemon, moto, tmp_path):
     moto.client().put_object(Bucket=BUCKET, Key="pre/a", Body=b"hello")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -66,37 +80,21 @@ def test_a_mount_with_a_secret_option_shows_it_in_no_command_line(zarr_mount_bin
             pid = _daemon_pid(mnt)
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             assert f"AWS_SECRET_ACCESS_KEY={SECRET}".encode() in environ
-            for entry in Path("/proc").iterdir():
-                try:
-                    cmdline = (entry / "cmdline").read_bytes()
-                except OSError:
-                    continue
-                assert SECRET.encode() not in cmdline, f"the secret in {entry}/cmdline"
+            assert_in_no_command_line(SECRET)
     finally:
         force_unmount(mnt)
     assert not os.path.ismount(mnt)
 
 
-def test_serve_with_a_secret_option_shows_it_in_no_command_line(zarr_mount_bin, moto, tmp_path,
-                                                                 monkeypatch):
+def test_serve_with_a_secret_option_shows_it_in_no_command_line(api_daemon, moto):
     """`zarr_mount.serve` starts its daemon the way `mount` does: the secret in its
     environment, in no process's command line, and the store read with it."""
     import urllib.request
 
-    monkeypatch.setenv("ZARR_MOUNT_BIN", str(zarr_mount_bin))
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     moto.client().put_object(Bucket=BUCKET, Key="srv/a", Body=b"served")
     with zarr_mount.serve(moto.url("srv"), view="raw", endpoint_url=moto.endpoint,
                           region="us-east-1", option=[f"aws_access_key_id={ACCESS_KEY}",
                                                       f"aws_secret_access_key={SECRET}"]) as url:
         with urllib.request.urlopen(url + "raw/a", timeout=30) as r:
             assert r.read() == b"served"
-        for entry in Path("/proc").iterdir():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            assert SECRET.encode() not in cmdline, f"the secret in {entry}/cmdline"
+        assert_in_no_command_line(SECRET)
