@@ -123,6 +123,10 @@ impl ZarrFs {
             }
         };
         self.cache.forget_version(ino);
+        let following = self.handles.follow_writer(ino, &buf);
+        if following > 0 {
+            tracing::debug!(path, following, "readers of the inode follow its writer");
+        }
         let fh = self.new_handle(Handle::Write(WriteHandle { ino, path, buf, dirty: truncating }));
         Ok(Opened { fh, keep_cache: false, read_only: false })
     }

@@ -387,4 +387,36 @@ mod tests {
         assert_ne!(again.ino, attr.ino);
         assert_eq!(again.size, 5);
     }
+
+    /// A reader has one version open through the mount that then rewrites the file in place
+    /// (open with O_TRUNC, write, close): one inode has one content, as on a local disk. The
+    /// kernel reads that inode up to the size the writes gave it, so the reader gets the
+    /// writer's bytes, during the rewrite and after it; left on its own version it got that
+    /// version's bytes and, past its end, a page the kernel filled with zeros (the contention
+    /// soak's "pages: v108x53 ?x1" on s3s-fs). Longer and shorter rewrites.
+    #[tokio::test]
+    async fn a_reader_follows_an_in_place_rewrite_through_its_own_mount() {
+        for (old_len, new_len) in [(5000, 9000), (9000, 5000)] {
+            let store = Arc::new(MemoryStore::new());
+            let (v1, v2) = (version(1, old_len), version(2, new_len));
+            store.put("files/f", v1.clone()).await.unwrap();
+            let (mut kernel, fs) =
+                Kernel::over(build(ViewKind::Raw, store.clone(), &ViewOptions::default()));
+            let a = kernel.lookup(&fs, "files/f").await;
+            let r = fs.open(a.ino, libc::O_RDONLY).await.unwrap().fh;
+            assert_eq!(fs.read(r, 0, 4096).await.unwrap()[..], v1[..4096]);
+
+            let w = fs.open(a.ino, libc::O_WRONLY | libc::O_TRUNC).await.unwrap().fh;
+            fs.write(w, 0, &v2[..4500]).await.unwrap();
+            let during = fs.read(r, 4096, 4096).await.unwrap();
+            assert_eq!(during[..], v2[4096..4500], "{old_len} -> {new_len}: during the rewrite");
+            fs.write(w, 4500, &v2[4500..]).await.unwrap();
+            fs.flush(w).await.unwrap();
+            fs.release(w).await.unwrap();
+            let after = fs.read(r, 4096, new_len as u32).await.unwrap();
+            assert_eq!(after[..], v2[4096..], "{old_len} -> {new_len}: after the rewrite");
+            fs.release(r).await.unwrap();
+            assert_eq!(store.get("files/f").await.unwrap(), v2);
+        }
+    }
 }

@@ -89,6 +89,25 @@ impl Handles {
         }
     }
 
+    /// Every reader of inode `ino` reads `buf` from now on: a writer of this mount opened that
+    /// inode, and one inode has one content, as on a local disk. A reader left on the version
+    /// it opened would be read by the kernel up to the size the writer's writes give the inode,
+    /// and past that version's end the kernel fills the page with zeros no version holds.
+    /// Returns how many readers follow the buffer now.
+    pub fn follow_writer(&self, ino: u64, buf: &SharedBuf) -> usize {
+        let mut moved = 0;
+        for h in self.lock().values_mut() {
+            if let Handle::Read(r) = h {
+                let already = r.buf.as_ref().is_some_and(|b| Arc::ptr_eq(b, buf));
+                if r.ino == ino && !already {
+                    r.buf = Some(buf.clone());
+                    moved += 1;
+                }
+            }
+        }
+        moved
+    }
+
     /// Close `fh` if it is a reader (nothing to write back): the inode it read, `None` if it
     /// was no reader.
     pub fn remove_reader(&self, fh: u64) -> Option<u64> {
@@ -130,8 +149,9 @@ pub struct ReadHandle {
     pub ino: u64,
     pub path: String,
     pub node: Node,
-    /// The write buffer of the path at open, if it was open for writing: readers see the
-    /// writer's progress (and never write it back).
+    /// The write buffer of the path at open, if it was open for writing, or of a writer that
+    /// opened the inode since (`Handles::follow_writer`): readers see the writer's progress
+    /// (and never write it back).
     pub buf: Option<SharedBuf>,
     pub ra: SharedReadAhead,
 }
