@@ -2,7 +2,7 @@
 """Chaos soak: two zarr-mount daemons on one S3 bucket, under writers, readers and outages.
 
     soak.py [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
-            [--cut-connections auto|always|never] [--contention]
+            [--cut-connections auto|always|never] [--contention [--readers-at-writer N]]
 
 Run through scripts/soak.sh (which picks the suite venv). The time is split between the
 servers, one after the other. In each phase:
@@ -618,8 +618,11 @@ def main() -> int:
                     help="auto: only in front of servers whose conditional PUTs are atomic")
     ap.add_argument("--contention", action="store_true",
                     help="few files, many readers of the other daemon's rewrites, short TTL, no outages")
+    ap.add_argument("--readers-at-writer", type=int, default=Contention.READERS_AT_WRITER,
+                    help="--contention: reader threads through the daemon that rewrites the files")
     args = ap.parse_args()
     Contention.on = args.contention
+    Contention.READERS_AT_WRITER = args.readers_at_writer
     kinds = args.servers.split(",")
     for k in kinds:
         if k not in S3_SERVERS:

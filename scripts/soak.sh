@@ -5,7 +5,7 @@
 # says what is checked.
 #
 #   scripts/soak.sh [--minutes N] [--servers moto,s3s-fs] [--workdir DIR] [--rss-limit-mb MB]
-#                   [--cut-connections auto|always|never] [--contention]
+#                   [--cut-connections auto|always|never] [--contention [--readers-at-writer N]]
 #
 # Needs root (FUSE mounts) and the suite venv (scripts/setup.sh). Environment: ZARR_MOUNT_BIN
 # (default: the debug binary, built when missing), CARGO_TARGET_DIR.
