@@ -14,7 +14,9 @@
 //! So (the counters live in the inode table, under its lock; replies carrying a write buffer
 //! of this mount are the kernel's own doing and not checked, a file rewritten in place mixes
 //! as on a local disk; but a reader of such a buffer counts, at the buffer's size, so that once
-//! the buffer is stored and gone no stale answer of the store cuts it):
+//! the buffer is stored and gone no stale answer of the store cuts it; and a writer's open
+//! moves the inode's readers onto its buffer, `Handles::follow_writer`, since the kernel reads
+//! them up to the size the writes give the inode):
 //! - a reply never tells an inode held open by readers another version: the name gets a new
 //!   inode instead, and the old one lives on for its readers as a file replaced by a rename
 //!   does (`named_attr`, `inode_attr`);
