@@ -55,8 +55,30 @@ async fn a_file_replaced_after_open_is_never_read_as_a_cut_of_the_new_content() 
     assert_eq!(read_file(&fs, "f").await.unwrap(), b"new and longer content");
 }
 
+/// A chunk rewritten in place through the same mount while a reader has it open: one inode has
+/// one content, and the writes gave it the new size, so the reader reads the new chunk whole,
+/// neither the old chunk's bytes nor ESTALE.
 #[tokio::test]
-async fn a_chunk_rewritten_after_open_is_not_cut_to_its_old_size() {
+async fn a_chunk_rewritten_in_place_after_open_reads_as_the_new_chunk() {
+    let store = Arc::new(MemoryStore::new());
+    let chunks: BTreeMap<u64, Vec<u8>> = [(local_of(0, 1), b"old chunk".to_vec())].into();
+    put_sharded_array(&*store, "a", &chunks).await;
+    let fs = unsharded_fs(store.clone());
+    let ino = ino_of(&fs, "a/c/0/1").await.unwrap();
+    let h = fs.open(ino, libc::O_RDONLY).await.unwrap();
+    let new = b"the new chunk, longer than before";
+    write_file(&fs, "a/c/0/1", new).await.unwrap();
+    assert_eq!(fs.getattr(ino).await.unwrap().size, new.len() as u64);
+    assert_eq!(&fs.read(h.fh, 0, 1 << 20).await.unwrap()[..], new);
+    fs.release(h.fh).await.unwrap();
+    assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), new);
+}
+
+/// The same chunk rewritten through another daemon (its own filesystem over the same store):
+/// the reader's inode knows the old size, and its read of the old chunk's range finds the
+/// shard changed: ESTALE, never the new chunk cut to the old size.
+#[tokio::test]
+async fn a_chunk_rewritten_by_another_daemon_after_open_is_estale() {
     let store = Arc::new(MemoryStore::new());
     let chunks: BTreeMap<u64, Vec<u8>> = [(local_of(0, 1), b"old chunk".to_vec())].into();
     put_sharded_array(&*store, "a", &chunks).await;
@@ -64,8 +86,8 @@ async fn a_chunk_rewritten_after_open_is_not_cut_to_its_old_size() {
     let ino = ino_of(&fs, "a/c/0/1").await.unwrap();
     let old_size = fs.getattr(ino).await.unwrap().size;
     let h = fs.open(ino, libc::O_RDONLY).await.unwrap();
-    write_file(&fs, "a/c/0/1", b"the new chunk, longer than before").await.unwrap();
-    // The kernel asks for what it knows of the open file: the old size.
+    let other = unsharded_fs(store.clone());
+    write_file(&other, "a/c/0/1", b"the new chunk, longer than before").await.unwrap();
     let got = fs.read(h.fh, 0, old_size as u32).await;
     assert_eq!(got.unwrap_err().errno(), libc::ESTALE, "the new chunk was cut to the old size");
     fs.release(h.fh).await.unwrap();
