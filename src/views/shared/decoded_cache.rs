@@ -1,6 +1,7 @@
 //! Decoded chunks kept in memory, so the many small reads the kernel makes of one chunk file
 //! decode it once. Keys name a stored chunk *version*, so entries never go stale; the LRU is
-//! bounded by bytes, and concurrent readers of one chunk share one decode.
+//! bounded by bytes, and concurrent readers of one chunk share one decode. A reader that has read
+//! past an entry takes it out (`forget`: drop-behind), so sequential readers do not fill it.
 
 use std::future::Future;
 
@@ -34,9 +35,25 @@ impl DecodedCache {
         self.cache.load(key, load, |b| Some((b.clone(), (b.len() + key.len()) as u64))).await
     }
 
+    /// Take `key` out, if held (a decode of it under way goes on, and is kept when done).
+    pub fn forget(&self, key: &str) {
+        self.cache.forget(key);
+    }
+
     #[cfg(test)]
-    fn cached_bytes(&self) -> usize {
+    pub fn cached_bytes(&self) -> usize {
         self.cache.bytes() as usize
+    }
+
+    /// Entries held now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    #[cfg(test)]
+    pub fn holds(&self, key: &str) -> bool {
+        self.cache.contains(key)
     }
 }
 
