@@ -69,11 +69,6 @@ impl ChunkSource<'_> {
             .await
     }
 
-    /// Take the decoded chunk `encoded` at `below` out of the cache: a sequential reader has
-    /// read past it (a decode under way goes on; a later read decodes it again).
-    pub fn let_go(&self, below: &str, encoded: &Node) {
-        self.cache.forget(&Self::decoded_key(below, encoded));
-    }
 
     /// The box (array coordinates) a stored chunk's decoded elements fill, as `assemble`
     /// places them: from its origin on the grid, its spec's chunk shape.

@@ -62,8 +62,8 @@ pub struct Layout {
     pub size: u64,
     pub order: ByteOrder,
     parts: Vec<Part>,
-    /// Per source array: the bounding box of its element boxes when they are cells of one
-    /// grid in the C order of the cells ([`cells_in_c_order`]), else `None`.
+    /// Per source array: the bounding box of its element boxes when they tile it as cells of
+    /// one grid in the C order of the cells ([`cells_in_c_order`]), else `None`.
     ordered: Vec<Option<Region>>,
 }
 
@@ -163,6 +163,13 @@ impl Layout {
         index.checked_add(1)?.checked_mul(eb.item as u64)?.checked_sub(1)
     }
 
+    /// How many elements of `chunk` (a box of array `source`) the file holds, each once; `None`
+    /// when the layout cannot say (as for `last_byte_of`).
+    pub fn elements_in_file(&self, source: usize, chunk: &[Range<u64>]) -> Option<u64> {
+        let bounds = self.ordered.get(source)?.as_ref()?;
+        (chunk.len() == bounds.len()).then(|| overlap(chunk, bounds))
+    }
+
     /// The parts under bytes `range` (clipped to the file), in order, by binary search.
     pub fn covering(&self, range: Range<u64>) -> impl Iterator<Item = Covered<'_>> {
         let end = range.end.min(self.size);
@@ -176,14 +183,25 @@ impl Layout {
     }
 }
 
+/// The elements two boxes share.
+pub fn overlap(a: &[Range<u64>], b: &[Range<u64>]) -> u64 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| a.end.min(b.end).saturating_sub(a.start.max(b.start)))
+        .fold(1u64, u64::saturating_mul)
+}
+
 /// The bounding box of `boxes` (in file order) if they are distinct cells of one grid (in each
-/// dimension the ranges they use do not overlap) in the C order of their cell indices, as the
-/// pages (C order of the leading indices) and row-major tiles or strips of a TIFF are; `None`
-/// otherwise (e.g. ImageJ's page order over an array in another order), or for no boxes.
+/// dimension the ranges they use do not overlap) in the C order of their cell indices that
+/// tile it (every element of the bounding box in one of them), as the pages (C order of the
+/// leading indices) and row-major tiles or strips of a TIFF are; `None` otherwise (e.g.
+/// ImageJ's page order over an array in another order), or for no boxes.
 fn cells_in_c_order<'a>(boxes: impl Iterator<Item = &'a Region>) -> Option<Region> {
     let mut used: Vec<BTreeSet<(u64, u64)>> = Vec::new();
     let mut previous: Option<&Region> = None;
+    let mut volume = 0u128;
     for b in boxes {
+        volume = volume.checked_add(volume_of(b)?)?;
         if let Some(prev) = previous {
             let starts = |r: &Region| r.iter().map(|d| d.start).collect::<Vec<_>>();
             if prev.len() != b.len() || starts(prev) >= starts(b) {
@@ -210,7 +228,12 @@ fn cells_in_c_order<'a>(boxes: impl Iterator<Item = &'a Region>) -> Option<Regio
         }
         bounds.push(first..end);
     }
-    Some(bounds)
+    (volume_of(&bounds)? == volume).then_some(bounds)
+}
+
+/// The elements of a box, `None` past u128 (a hostile shape).
+fn volume_of(b: &[Range<u64>]) -> Option<u128> {
+    b.iter().try_fold(1u128, |n, r| n.checked_mul(u128::from(r.end.saturating_sub(r.start))))
 }
 
 /// Boxes (array coordinates) whose elements, each box in C order, one box after another, are
@@ -294,8 +317,9 @@ pub(crate) mod check {
     }
 
     /// For every chunk of `chunk` shape (per source, a grid from the origin over `extent`):
-    /// the file offset of its last byte found by visiting every element of every part, and
-    /// the one `Layout::last_byte_of` gives (`None` if no part claims it; two claims fail).
+    /// the file offset of its last byte and its elements in the file, found by visiting every
+    /// element of every part, against `Layout::last_byte_of` (`None` if no part claims it; two
+    /// claims fail) and `Layout::elements_in_file` (given exactly when a part claims it).
     /// Returns the chunks checked and how many of them some part claimed.
     pub fn last_bytes(layout: &Layout, chunks: &[(Vec<u64>, Vec<u64>)]) -> (usize, usize) {
         let (mut checked, mut claimed) = (0, 0);
@@ -303,7 +327,7 @@ pub(crate) mod check {
             let grid: Region = extent.iter().zip(chunk).map(|(e, c)| 0..e.div_ceil(*c)).collect();
             for at in GridBoxIter::new(grid) {
                 let cbox: Region = at.iter().zip(chunk).map(|(a, c)| a * c..(a + 1) * c).collect();
-                let mut brute = None;
+                let (mut brute, mut count) = (None, 0u64);
                 let mut claims = Vec::new();
                 for part in layout.parts() {
                     let Content::Elements(eb) = &part.content else { continue };
@@ -314,6 +338,7 @@ pub(crate) mod check {
                         if e.iter().zip(&cbox).all(|(x, r)| r.contains(x)) {
                             let last = (index_in(&eb.region, &e) + 1) * eb.item as u64 - 1;
                             brute = brute.max(Some(part.offset + last));
+                            count += 1;
                         }
                     }
                     if let Some(b) = layout.last_byte_of(eb, &cbox) {
@@ -321,6 +346,11 @@ pub(crate) mod check {
                     }
                 }
                 assert!(claims.len() <= 1, "chunk {at:?} claimed by {claims:?}");
+                let in_file = layout.elements_in_file(source, &cbox);
+                assert!(in_file.is_none_or(|n| n == count), "chunk {at:?}: {in_file:?}, {count}");
+                if count > 0 {
+                    assert_eq!(in_file.is_some(), !claims.is_empty(), "chunk {at:?}");
+                }
                 if let Some(&c) = claims.first() {
                     assert_eq!(Some(c), brute, "chunk {at:?} of source {source}");
                     claimed += 1;
@@ -435,5 +465,8 @@ mod tests {
         // Overlapping boxes are not one grid.
         let l = boxes(ByteOrder::Little, &[vec![0..4, 0..4], vec![2..6, 0..4]], 1);
         assert_eq!(check::last_bytes(&l, &[(vec![6, 4], vec![2, 2])]), (6, 0));
+        // Cells in C order that leave part of their bounds out cannot count a chunk.
+        let l = boxes(ByteOrder::Little, &[vec![0..4, 0..4], vec![4..8, 4..8]], 1);
+        assert_eq!(check::last_bytes(&l, &[(vec![8, 8], vec![4, 4])]), (4, 0));
     }
 }

@@ -495,6 +495,35 @@ mod tests {
         assert!(head > 0);
     }
 
+    /// Reads finishing out of order (the kernel's read-ahead sends several at once): the read
+    /// of a chunk's last byte coming before one of its earlier bytes does not let the chunk go
+    /// under that read, which still finds it; each chunk is decoded once, none held at the end.
+    #[tokio::test]
+    async fn reads_out_of_order_decode_each_chunk_once() {
+        let (view, rec, node, _) = clean_view().await;
+        let piece = 64u64; // a chunk row is 240 bytes
+        let pieces = node.size.div_ceil(piece);
+        let mut got = vec![0u8; node.size as usize];
+        rec.take();
+        // Pieces 1, 0, 3, 2, ...: every second one before the one ahead of it.
+        for i in (0..pieces).map(|i| i ^ 1).filter(|&i| i < pieces) {
+            let bytes = view.read("b.npy", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..(i * piece) as usize + bytes.len()].copy_from_slice(&bytes);
+            // Two chunk rows at most: a row waiting for the piece behind, the next one.
+            assert!(view.decoded.len() <= 6, "piece {i}: {} held", view.decoded.len());
+        }
+        if pieces % 2 == 1 {
+            let i = pieces - 1;
+            let bytes = view.read("b.npy", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..].copy_from_slice(&bytes);
+        }
+        let mut want = header("<u2", &[40, 30]);
+        want.extend((0..40 * 30u16).flat_map(|v| v.to_le_bytes()));
+        assert_eq!(got, want);
+        assert_eq!(chunk_gets(&rec.take()), 30, "one decode a chunk");
+        assert_eq!(view.decoded.len(), 0);
+    }
+
     /// A read that stops short of a chunk's last byte keeps the chunk (a second read of it
     /// costs nothing); the read that covers its last byte lets it go, and no other chunk.
     #[tokio::test]

@@ -370,12 +370,12 @@ impl PresentedNamespace {
 
 impl PresentedNamespace {
     /// Bytes `offset .. offset + size` of `data`, the decoded-cache entry `key`, which leaves
-    /// the cache when the read covers its last byte.
+    /// the cache once reads have covered its last byte and as many bytes as it has.
     fn read_and_let_go(&self, key: &str, data: &Bytes, offset: u64, size: u32) -> Bytes {
-        if reads_last_byte(offset, size, data.len() as u64) {
-            self.decoded.forget(key);
-        }
-        slice_for_read(data, offset, size)
+        let out = slice_for_read(data, offset, size);
+        let len = data.len() as u64;
+        self.decoded.note_read(key, out.len() as u64, len, reads_last_byte(offset, size, len));
+        out
     }
 
     /// A stored chunk with its bytes->bytes chain undone: one read of the whole chunk, kept
@@ -497,9 +497,9 @@ impl Namespace for PresentedNamespace {
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         match &node.backing {
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
-            // Drop-behind: a read of a chunk file's last byte takes the file's buffer out of
-            // the decoded cache (a sequential reader is done with it); a re-tiled tile's source
-            // chunks, which other tiles share, stay.
+            // Drop-behind: once reads have covered a chunk file's bytes up to its last, its
+            // buffer leaves the decoded cache (a sequential reader is done with it); a re-tiled
+            // tile's source chunks, which other tiles share, stay.
             Backing::Decoded { below, encoded, spec } => {
                 let data = self.source().decoded(below, encoded, spec).await?;
                 let key = ChunkSource::decoded_key(below, encoded);
@@ -624,5 +624,25 @@ mod tests {
         assert!(view.decoded.holds(&key));
         view.read("a/c/0/1", &node, node.size - 1, 4096).await.unwrap();
         assert!(!view.decoded.holds(&key));
+    }
+
+    /// Reads finishing out of order (the kernel's read-ahead sends several at once): the last
+    /// piece read before the one ahead of it leaves the buffer for it; one decode.
+    #[tokio::test]
+    async fn a_chunk_file_read_out_of_order_is_decoded_once() {
+        let (view, rec) = decoded_view().await;
+        let node = view.lookup("a/c/1/0").await.unwrap().unwrap();
+        rec.take();
+        let piece = 512u64;
+        let mut got = vec![0u8; node.size as usize];
+        for i in [1, 0, 3, 2] {
+            let bytes = view.read("a/c/1/0", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..((i + 1) * piece) as usize].copy_from_slice(&bytes);
+        }
+        let want: Vec<u8> =
+            (32..64u16).flat_map(|r| (0..32u16).flat_map(move |c| (r * 64 + c).to_le_bytes())).collect();
+        assert_eq!(got, want);
+        assert_eq!(gets(&rec.take()), 1, "one read of the stored chunk");
+        assert_eq!(view.decoded.len(), 0, "let go once every byte was read");
     }
 }
