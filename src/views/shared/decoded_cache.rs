@@ -74,7 +74,7 @@ impl DecodedCache {
 
     /// Entries held now.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.cache.len()
     }
 

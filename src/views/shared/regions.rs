@@ -69,7 +69,6 @@ impl ChunkSource<'_> {
             .await
     }
 
-
     /// The box (array coordinates) a stored chunk's decoded elements fill, as `assemble`
     /// places them: from its origin on the grid, its spec's chunk shape.
     pub fn chunk_box(

@@ -454,7 +454,7 @@ mod tests {
             let (checked, claimed) = check::last_bytes(&l, &[(vec![12, 8], chunk.clone())]);
             assert_eq!(checked, claimed, "{chunk:?}");
         }
-        let strips = cells(&[0..3, 3..6, 6..7], &[0..9]);
+        let strips = cells(&[0..3, 3..6, 6..7], &std::iter::once(0..9).collect::<Vec<_>>());
         let l = boxes(ByteOrder::Little, &strips, 1);
         assert_eq!(check::last_bytes(&l, &[(vec![7, 9], vec![2, 4])]), (12, 12));
         // Column-major tiles: the rule does not hold, so no part claims a chunk.

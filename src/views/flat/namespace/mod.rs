@@ -485,11 +485,11 @@ mod tests {
             let (mut got, mut most) = (Vec::new(), 0);
             while (got.len() as u64) < node.size {
                 got.extend(view.read("b.npy", &node, got.len() as u64, piece).await.unwrap());
-                most = most.max(view.decoded.len());
+                most = most.max(view.decoded.entries());
             }
             assert_eq!(got, want, "pieces of {piece}");
             assert!(most <= 3, "pieces of {piece}: {most} chunks held");
-            assert_eq!(view.decoded.len(), 0, "pieces of {piece}: held after the end");
+            assert_eq!(view.decoded.entries(), 0, "pieces of {piece}: held after the end");
             assert_eq!(chunk_gets(&rec.take()), 30, "pieces of {piece}: one decode a chunk");
         }
         assert!(head > 0);
@@ -510,7 +510,7 @@ mod tests {
             let bytes = view.read("b.npy", &node, i * piece, piece as u32).await.unwrap();
             got[(i * piece) as usize..(i * piece) as usize + bytes.len()].copy_from_slice(&bytes);
             // Two chunk rows at most: a row waiting for the piece behind, the next one.
-            assert!(view.decoded.len() <= 6, "piece {i}: {} held", view.decoded.len());
+            assert!(view.decoded.entries() <= 6, "piece {i}: {} held", view.decoded.entries());
         }
         if pieces % 2 == 1 {
             let i = pieces - 1;
@@ -521,7 +521,7 @@ mod tests {
         want.extend((0..40 * 30u16).flat_map(|v| v.to_le_bytes()));
         assert_eq!(got, want);
         assert_eq!(chunk_gets(&rec.take()), 30, "one decode a chunk");
-        assert_eq!(view.decoded.len(), 0);
+        assert_eq!(view.decoded.entries(), 0);
     }
 
     /// A read that stops short of a chunk's last byte keeps the chunk (a second read of it

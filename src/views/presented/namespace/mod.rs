@@ -615,7 +615,7 @@ mod tests {
             .collect();
         assert_eq!(got, want);
         assert_eq!(gets(&rec.take()), 1, "one read of the stored chunk");
-        assert!(!view.decoded.holds(&key) && view.decoded.len() == 0, "let go at the end");
+        assert!(!view.decoded.holds(&key) && view.decoded.entries() == 0, "let go at the end");
         // Short of the last byte: kept.
         for _ in 0..3 {
             view.read("a/c/0/1", &node, 0, node.size as u32 - 1).await.unwrap();
@@ -639,10 +639,11 @@ mod tests {
             let bytes = view.read("a/c/1/0", &node, i * piece, piece as u32).await.unwrap();
             got[(i * piece) as usize..((i + 1) * piece) as usize].copy_from_slice(&bytes);
         }
-        let want: Vec<u8> =
-            (32..64u16).flat_map(|r| (0..32u16).flat_map(move |c| (r * 64 + c).to_le_bytes())).collect();
+        let want: Vec<u8> = (32..64u16)
+            .flat_map(|r| (0..32u16).flat_map(move |c| (r * 64 + c).to_le_bytes()))
+            .collect();
         assert_eq!(got, want);
         assert_eq!(gets(&rec.take()), 1, "one read of the stored chunk");
-        assert_eq!(view.decoded.len(), 0, "let go once every byte was read");
+        assert_eq!(view.decoded.entries(), 0, "let go once every byte was read");
     }
 }
