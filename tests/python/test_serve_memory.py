@@ -4,9 +4,10 @@
 each file's bytes). CI reads 64 MiB files with the debug build (~20 s); the benchmark's own
 256 MiB files take over a minute there (BENCHMARKS.md has that run). The server streams each
 body in 1 MiB pieces, so its peak RSS must not depend on the files' size: below 300 MB with
-`--cache-size 64M` (the decoded-chunk cache's floor; by default the cache may take up to an
-eighth of RAM, and does: a run with the default bound is not a test of the server's streaming).
-Marked `load`.
+the default `--cache-size` (up to an eighth of RAM for the object cache and as much again for
+the decoded-chunk cache): each client reads its file in order, so the decoded-chunk cache lets
+each chunk go once the client has read its last byte (drop-behind) and holds about one chunk
+(1 MiB) a client, not a cache full. Marked `load`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def test_64_clients_reading_different_flat_npy_files(zarr_mount_bin, tmp_path):
     require_tool("curl")
     res = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_serve.py"), "--memory",
                           "--binary", str(BIN), "--clients", str(CLIENTS), "--file-mib", str(FILE_MIB),
-                          "--cache-size", "64M", "--max-rss-mib", str(RSS_BOUND_MIB)],
+                          "--max-rss-mib", str(RSS_BOUND_MIB)],
                          capture_output=True, text=True, timeout=170, env=dict(os.environ, TMPDIR=str(tmp_path)))
     print(res.stdout, res.stderr)
     got = json.loads(res.stdout.splitlines()[-1])

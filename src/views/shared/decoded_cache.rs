@@ -1,6 +1,12 @@
 //! Decoded chunks kept in memory, so the many small reads the kernel makes of one chunk file
 //! decode it once. Keys name a stored chunk *version*, so entries never go stale; the LRU is
 //! bounded by bytes, and concurrent readers of one chunk share one decode.
+//!
+//! Drop-behind: readers say what they read of an entry (`note_read`); once the reads have
+//! covered its last byte and as much as the file holds of it, it leaves, so sequential readers
+//! do not fill the cache. Counting, not the last byte alone, keeps an entry for the reads of
+//! its earlier bytes that arrive after the last one (the kernel's read-ahead sends reads
+//! concurrently, and they finish in any order).
 
 use std::future::Future;
 
@@ -10,7 +16,16 @@ use crate::flight_lru::FlightLru;
 use crate::views::shared::error::{FsError, FsResult};
 
 pub struct DecodedCache {
-    cache: FlightLru<Bytes, Bytes, FsError>,
+    cache: FlightLru<Held, Bytes, FsError>,
+}
+
+/// An entry, and what readers have read of it.
+struct Held {
+    bytes: Bytes,
+    /// Units (bytes or elements, the reader's choice) read of it.
+    read: u64,
+    /// Whether a read covered its last unit.
+    end_read: bool,
 }
 
 impl DecodedCache {
@@ -25,18 +40,47 @@ impl DecodedCache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = FsResult<Bytes>>,
     {
-        if let Some(bytes) = self.cache.get_with(key, |b| b.clone()) {
+        if let Some(bytes) = self.cache.get_with(key, |h| h.bytes.clone()) {
             self.cache.hit();
             return Ok(bytes);
         }
         self.cache.miss();
         // Held bytes count the key too: many tiny chunks must not exceed the budget unseen.
-        self.cache.load(key, load, |b| Some((b.clone(), (b.len() + key.len()) as u64))).await
+        let keep = |b: &Bytes| {
+            let held = Held { bytes: b.clone(), read: 0, end_read: false };
+            Some((held, (b.len() + key.len()) as u64))
+        };
+        self.cache.load(key, load, keep).await
+    }
+
+    /// A reader read `units` more of entry `key`, of `total` the file holds (`last`: up to its
+    /// last); the entry leaves once its last unit and `total` units were read (a decode of it
+    /// under way goes on, and is kept when done). Nothing for an entry not held.
+    pub fn note_read(&self, key: &str, units: u64, total: u64, last: bool) {
+        let done = self.cache.peek_with(key, |h| {
+            h.read = h.read.saturating_add(units);
+            h.end_read |= last;
+            h.end_read && h.read >= total
+        });
+        if done == Some(true) {
+            self.cache.forget(key);
+        }
     }
 
     #[cfg(test)]
-    fn cached_bytes(&self) -> usize {
+    pub fn cached_bytes(&self) -> usize {
         self.cache.bytes() as usize
+    }
+
+    /// Entries held now.
+    #[cfg(test)]
+    pub fn entries(&self) -> usize {
+        self.cache.len()
+    }
+
+    #[cfg(test)]
+    pub fn holds(&self, key: &str) -> bool {
+        self.cache.contains(key)
     }
 }
 

@@ -111,6 +111,12 @@ pub fn slice_for_read(data: &Bytes, offset: u64, size: u32) -> Bytes {
     data.slice(r.start as usize..r.end as usize)
 }
 
+/// Whether a read of `size` at `offset` covers the last byte of a file of `len` bytes (or the
+/// file is empty): a sequential reader is done with it.
+pub fn reads_last_byte(offset: u64, size: u32, len: u64) -> bool {
+    len == 0 || (offset < len && offset.saturating_add(size as u64) >= len)
+}
+
 /// The bytes a read of `size` at `offset` gets from a file of `len` bytes (empty past the end).
 pub fn read_range(offset: u64, size: u32, len: u64) -> std::ops::Range<u64> {
     ByteRange::Range(offset..offset.saturating_add(size as u64)).clip(len)

@@ -50,9 +50,14 @@ fn inside(bounds: &[Range<u64>], coords: &[u64]) -> bool {
 }
 
 impl ChunkSource<'_> {
+    /// The decoded-cache key of the stored chunk `encoded` at path `below`: its version.
+    pub fn decoded_key(below: &str, encoded: &Node) -> String {
+        format!("{below}\0{}", encoded.content_version().unwrap_or_default())
+    }
+
     /// The decoded bytes of the stored chunk `encoded` at path `below` (cached by its version).
     pub async fn decoded(&self, below: &str, encoded: &Node, spec: &ChunkSpec) -> FsResult<Bytes> {
-        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
+        let key = Self::decoded_key(below, encoded);
         self.cache
             .get_or_load(&key, || async {
                 let stored = read_all(self.below, below, encoded).await?;
@@ -62,6 +67,19 @@ impl ChunkSource<'_> {
                 })
             })
             .await
+    }
+
+    /// The box (array coordinates) a stored chunk's decoded elements fill, as `assemble`
+    /// places them: from its origin on the grid, its spec's chunk shape.
+    pub fn chunk_box(
+        source: &SourceChunk,
+        grid: &RectilinearGrid,
+        specs: &ChunkSpecs,
+    ) -> Option<Vec<Range<u64>>> {
+        let origin = grid.chunk_origin(&source.coords)?;
+        let spec = specs.of(&source.coords)?;
+        let shape = spec.chunk_shape.get(..origin.len())?;
+        Some(origin.iter().zip(shape).map(|(&o, &s)| o..o.saturating_add(s)).collect())
     }
 
     /// The chunks of `tree` (the chunk tree of the array in directory `dir` below) that exist

@@ -314,6 +314,7 @@ pub(crate) fn materialize(layout: &Layout, sources: &[(&[u8], &[u64])]) -> Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::views::flat::mapping::layout::check;
     use crate::views::flat::mapping::Content;
 
     fn plane(index: Vec<u64>, height: u64, width: u64, blocks: Blocks) -> Plane {
@@ -390,6 +391,33 @@ mod tests {
         assert_eq!(l.size, h.len() as u64 + 4 * 16 * 16 * 2);
         // The first tile's offset (TileOffsets, the 12th entry: 4 bytes inline? no, 2 of them).
         assert_eq!(l.parts()[1].offset as usize, h.len());
+    }
+
+    /// Every chunk's last byte is claimed by the one tile or strip holding it, over pages
+    /// in C order, for chunks spanning pages, tiles (edge tiles overhanging the array) and
+    /// strips; with a reduced plane of a second array.
+    #[test]
+    fn each_chunk_ends_in_the_block_holding_its_last_corner() {
+        let tiles = Blocks::Tiles { length: 16, width: 16 };
+        let l = layout(&TiffSpec { sample: u16_sample(), pages: plain_pages(3, 20, 40, tiles) }, 0);
+        for chunk in [vec![1, 16, 16], vec![2, 16, 16], vec![3, 16, 16]] {
+            let (checked, claimed) = check::last_bytes(&l, &[(vec![3, 20, 40], chunk)]);
+            assert_eq!(checked, claimed);
+        }
+        let strips = Blocks::Strips { rows: 6 };
+        let mut pages = plain_pages(2, 15, 10, strips);
+        for (z, page) in pages.iter_mut().enumerate() {
+            let reduced = Plane { source: 1, ..plane(vec![z as u64], 7, 5, strips) };
+            page.reduced.push(reduced);
+        }
+        let l = layout(&TiffSpec { sample: u16_sample(), pages }, CLASSIC_LIMIT);
+        let arrays = [(vec![2, 15, 10], vec![1, 6, 4]), (vec![2, 7, 5], vec![2, 6, 5])];
+        assert_eq!(check::last_bytes(&l, &arrays), (2 * 3 * 3 + 2, 2 * 3 * 3 + 2));
+        // Pages out of C order (ImageJ's for an array of another order): none claimed.
+        let mut pages = plain_pages(2, 15, 10, strips);
+        pages.reverse();
+        let l = layout(&TiffSpec { sample: u16_sample(), pages }, CLASSIC_LIMIT);
+        assert_eq!(check::last_bytes(&l, &[(vec![2, 15, 10], vec![1, 6, 4])]).1, 0);
     }
 
     #[test]

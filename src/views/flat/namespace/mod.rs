@@ -437,4 +437,119 @@ mod tests {
         view.read("g/a.npy", &node, data_at + 2, 4).await.unwrap();
         assert!(rec.take().is_empty(), "looked up or read again");
     }
+
+    /// Array `b` of `view()`'s store kind, clean: 40 x 30 uint16 in 4 x 10 chunks (3 a chunk
+    /// row, all stored, element (r, c) = r * 30 + c), with a decoded cache of 1 MiB (all of
+    /// it fits). Returns the view, the recorded requests and its .npy's node and header length.
+    async fn clean_view() -> (FlatNamespace, Arc<RecordingStore>, Node, u64) {
+        let mem = Arc::new(MemoryStore::new());
+        let meta = json!({"zarr_format": 3, "node_type": "array", "shape": [40, 30],
+            "data_type": "uint16", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 10]}},
+            "chunk_key_encoding": {"name": "default"},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]});
+        mem.put("b/zarr.json", Bytes::from(serde_json::to_vec(&meta).unwrap())).await.unwrap();
+        for (i, j) in (0..10u64).flat_map(|i| (0..3u64).map(move |j| (i, j))) {
+            let mut chunk = Vec::new();
+            for r in i * 4..i * 4 + 4 {
+                for c in j * 10..j * 10 + 10 {
+                    chunk.extend_from_slice(&((r * 30 + c) as u16).to_le_bytes());
+                }
+            }
+            mem.put(&format!("b/c/{i}/{j}"), Bytes::from(chunk)).await.unwrap();
+        }
+        let rec = Arc::new(RecordingStore::new(mem));
+        let ttl = Duration::from_secs(3600);
+        let unsharded = UnshardedNamespace::new(RawNamespace::new(rec.clone()), ttl);
+        let view = FlatNamespace::new(Arc::new(unsharded), ttl, 1 << 20);
+        let node = view.lookup("b.npy").await.unwrap().unwrap();
+        let head = header("<u2", &[40, 30]).len() as u64;
+        (view, rec, node, head)
+    }
+
+    /// Chunk gets among the recorded requests.
+    fn chunk_gets(calls: &[String]) -> usize {
+        calls.iter().filter(|c| c.starts_with("get") && c.contains("b/c/")).count()
+    }
+
+    /// Drop-behind: a reader of the whole .npy in kernel-sized pieces (not aligned with rows or
+    /// chunks) decodes each chunk once and holds at most one chunk row (3 chunks) at a time,
+    /// none at the end; the bytes are numpy's.
+    #[tokio::test]
+    async fn a_sequential_reader_holds_one_chunk_row() {
+        let (view, rec, node, head) = clean_view().await;
+        let mut want = header("<u2", &[40, 30]);
+        want.extend((0..40 * 30u16).flat_map(|v| v.to_le_bytes()));
+        for piece in [100u32, 4096, 37] {
+            rec.take();
+            let (mut got, mut most) = (Vec::new(), 0);
+            while (got.len() as u64) < node.size {
+                got.extend(view.read("b.npy", &node, got.len() as u64, piece).await.unwrap());
+                most = most.max(view.decoded.entries());
+            }
+            assert_eq!(got, want, "pieces of {piece}");
+            assert!(most <= 3, "pieces of {piece}: {most} chunks held");
+            assert_eq!(view.decoded.entries(), 0, "pieces of {piece}: held after the end");
+            assert_eq!(chunk_gets(&rec.take()), 30, "pieces of {piece}: one decode a chunk");
+        }
+        assert!(head > 0);
+    }
+
+    /// Reads finishing out of order (the kernel's read-ahead sends several at once): the read
+    /// of a chunk's last byte coming before one of its earlier bytes does not let the chunk go
+    /// under that read, which still finds it; each chunk is decoded once, none held at the end.
+    #[tokio::test]
+    async fn reads_out_of_order_decode_each_chunk_once() {
+        let (view, rec, node, _) = clean_view().await;
+        let piece = 64u64; // a chunk row is 240 bytes
+        let pieces = node.size.div_ceil(piece);
+        let mut got = vec![0u8; node.size as usize];
+        rec.take();
+        // Pieces 1, 0, 3, 2, ...: every second one before the one ahead of it.
+        for i in (0..pieces).map(|i| i ^ 1).filter(|&i| i < pieces) {
+            let bytes = view.read("b.npy", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..(i * piece) as usize + bytes.len()].copy_from_slice(&bytes);
+            // Two chunk rows at most: a row waiting for the piece behind, the next one.
+            assert!(view.decoded.entries() <= 6, "piece {i}: {} held", view.decoded.entries());
+        }
+        if pieces % 2 == 1 {
+            let i = pieces - 1;
+            let bytes = view.read("b.npy", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..].copy_from_slice(&bytes);
+        }
+        let mut want = header("<u2", &[40, 30]);
+        want.extend((0..40 * 30u16).flat_map(|v| v.to_le_bytes()));
+        assert_eq!(got, want);
+        assert_eq!(chunk_gets(&rec.take()), 30, "one decode a chunk");
+        assert_eq!(view.decoded.entries(), 0);
+    }
+
+    /// A read that stops short of a chunk's last byte keeps the chunk (a second read of it
+    /// costs nothing); the read that covers its last byte lets it go, and no other chunk.
+    #[tokio::test]
+    async fn a_chunk_stays_until_its_last_byte_is_read() {
+        let (view, rec, node, head) = clean_view().await;
+        let key = |i: u64, j: u64| {
+            let below = format!("b/c/{i}/{j}");
+            let node = view.chunks.get(&below).flatten().unwrap();
+            ChunkSource::decoded_key(&below, &node)
+        };
+        // Chunk (0, 0) holds rows 0..4, columns 0..10: its last element is (3, 9).
+        let last = head + (3 * 30 + 9) * 2 + 1;
+        view.read("b.npy", &node, head, 8).await.unwrap();
+        assert!(view.decoded.holds(&key(0, 0)));
+        view.read("b.npy", &node, head + 4, (last - head - 4) as u32).await.unwrap();
+        assert!(view.decoded.holds(&key(0, 0)), "its last byte not read yet");
+        assert_eq!(chunk_gets(&rec.take()), 3, "chunks (0, 0), (0, 1), (0, 2), once");
+        // Bytes of the element (3, 9) and (3, 10): chunk (0, 0) goes, (0, 1) stays.
+        view.read("b.npy", &node, last - 1, 3).await.unwrap();
+        assert!(!view.decoded.holds(&key(0, 0)));
+        assert!(view.decoded.holds(&key(0, 1)) && view.decoded.holds(&key(0, 2)));
+        assert!(rec.take().is_empty());
+        // A random reader that does not reach a chunk's last byte keeps hitting the cache.
+        for _ in 0..3 {
+            view.read("b.npy", &node, head + (2 * 30 + 15) * 2, 4).await.unwrap();
+        }
+        assert!(rec.take().is_empty(), "read again from the cache");
+    }
 }

@@ -22,7 +22,9 @@ use crate::views::presented::namespace::retile::TilePath;
 use crate::views::shared::decoded_cache::DecodedCache;
 use crate::views::shared::error::{FsError, FsResult};
 use crate::views::shared::mapping::node::{Backing, Node};
-use crate::views::shared::namespace::{read_all, slice_for_read, Namespace, ReadOnlyView};
+use crate::views::shared::namespace::{
+    read_all, reads_last_byte, slice_for_read, Namespace, ReadOnlyView,
+};
 use crate::views::shared::regions::{is_absent, ChunkSource};
 use crate::views::shared::walk::{self, DirWalk, Step};
 use crate::zarr::codecs::{BytesChain, CodecError};
@@ -367,10 +369,19 @@ impl PresentedNamespace {
 }
 
 impl PresentedNamespace {
+    /// Bytes `offset .. offset + size` of `data`, the decoded-cache entry `key`, which leaves
+    /// the cache once reads have covered its last byte and as many bytes as it has.
+    fn read_and_let_go(&self, key: &str, data: &Bytes, offset: u64, size: u32) -> Bytes {
+        let out = slice_for_read(data, offset, size);
+        let len = data.len() as u64;
+        self.decoded.note_read(key, out.len() as u64, len, reads_last_byte(offset, size, len));
+        out
+    }
+
     /// A stored chunk with its bytes->bytes chain undone: one read of the whole chunk, kept
     /// in the decoded cache. A chain of checksums only gives a slice of that read, no copy.
     async fn unwrapped(&self, below: &str, encoded: &Node, chain: &BytesChain) -> FsResult<Bytes> {
-        let key = format!("{below}\0{}", encoded.content_version().unwrap_or_default());
+        let key = ChunkSource::decoded_key(below, encoded);
         self.decoded
             .get_or_load(&key, || async {
                 let stored = match u32::try_from(encoded.size) {
@@ -486,17 +497,23 @@ impl Namespace for PresentedNamespace {
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         match &node.backing {
             Backing::Generated(bytes) => Ok(slice_for_read(bytes, offset, size)),
+            // Drop-behind: once reads have covered a chunk file's bytes up to its last, its
+            // buffer leaves the decoded cache (a sequential reader is done with it); a re-tiled
+            // tile's source chunks, which other tiles share, stay.
             Backing::Decoded { below, encoded, spec } => {
                 let data = self.source().decoded(below, encoded, spec).await?;
-                Ok(slice_for_read(&data, offset, size))
+                let key = ChunkSource::decoded_key(below, encoded);
+                Ok(self.read_and_let_go(&key, &data, offset, size))
             }
             Backing::Retiled { tile, sources, retiling } => {
                 let data = self.source().read_tile(path, node, tile, sources, retiling).await?;
-                Ok(slice_for_read(&data, offset, size))
+                let key = ChunkSource::tile_key(path, node);
+                Ok(self.read_and_let_go(&key, &data, offset, size))
             }
             Backing::Unwrapped { below, encoded, chain } => {
                 let data = self.unwrapped(below, encoded, chain).await?;
-                Ok(slice_for_read(&data, offset, size))
+                let key = ChunkSource::decoded_key(below, encoded);
+                Ok(self.read_and_let_go(&key, &data, offset, size))
             }
             _ => {
                 let below = self.below_path(path).await?;
@@ -531,3 +548,102 @@ impl Namespace for PresentedNamespace {
 }
 
 impl ReadOnlyView for PresentedNamespace {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::backends::memory::MemoryStore;
+    use crate::store::layers::recording::RecordingStore;
+    use crate::store::prelude::*;
+    use crate::views::presented::mapping::decoded::DecodedPresenter;
+    use crate::views::raw::namespace::RawNamespace;
+    use crate::views::unsharded::namespace::UnshardedNamespace;
+
+    /// The `decoded` view of array `a` (64 x 64 uint16 in 32 x 32 chunks, zstd, element
+    /// (r, c) = r * 64 + c), the requests reaching the store recorded.
+    async fn decoded_view() -> (PresentedNamespace, Arc<RecordingStore>) {
+        let mem = Arc::new(MemoryStore::new());
+        let meta = json!({"zarr_format": 3, "node_type": "array", "shape": [64, 64],
+            "data_type": "uint16", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [32, 32]}},
+            "chunk_key_encoding": {"name": "default"},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                       {"name": "zstd", "configuration": {"level": 1, "checksum": false}}]});
+        mem.put("a/zarr.json", Bytes::from(serde_json::to_vec(&meta).unwrap())).await.unwrap();
+        for (i, j) in [(0u64, 0u64), (0, 1), (1, 0), (1, 1)] {
+            let mut raw = Vec::new();
+            for r in i * 32..i * 32 + 32 {
+                for c in j * 32..j * 32 + 32 {
+                    raw.extend_from_slice(&((r * 64 + c) as u16).to_le_bytes());
+                }
+            }
+            let chunk = zstd::encode_all(&raw[..], 1).unwrap();
+            mem.put(&format!("a/c/{i}/{j}"), Bytes::from(chunk)).await.unwrap();
+        }
+        let rec = Arc::new(RecordingStore::new(mem));
+        let ttl = Duration::from_secs(3600);
+        let unsharded = UnshardedNamespace::new(RawNamespace::new(rec.clone()), ttl);
+        let view =
+            PresentedNamespace::new(Arc::new(unsharded), Box::new(DecodedPresenter), ttl, 1 << 24);
+        (view, rec)
+    }
+
+    fn gets(calls: &[String]) -> usize {
+        calls.iter().filter(|c| c.starts_with("get")).count()
+    }
+
+    /// Drop-behind for chunk files: read in kernel-sized pieces, a decoded chunk file is read
+    /// and decoded once and its buffer leaves the cache with its last byte; a read that stops
+    /// short keeps it (more reads cost nothing).
+    #[tokio::test]
+    async fn a_chunk_file_read_to_its_end_leaves_the_cache() {
+        let (view, rec) = decoded_view().await;
+        let node = view.lookup("a/c/0/1").await.unwrap().unwrap();
+        assert_eq!(node.size, 32 * 32 * 2);
+        let Backing::Decoded { below, encoded, .. } = &node.backing else { panic!("{node:?}") };
+        let key = ChunkSource::decoded_key(below, encoded);
+        rec.take();
+        let mut got = Vec::new();
+        while (got.len() as u64) < node.size {
+            assert!(got.is_empty() || view.decoded.holds(&key), "held while read");
+            got.extend(view.read("a/c/0/1", &node, got.len() as u64, 300).await.unwrap());
+        }
+        let want: Vec<u8> = (0..32u16)
+            .flat_map(|r| (32..64u16).flat_map(move |c| (r * 64 + c).to_le_bytes()))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(gets(&rec.take()), 1, "one read of the stored chunk");
+        assert!(!view.decoded.holds(&key) && view.decoded.entries() == 0, "let go at the end");
+        // Short of the last byte: kept.
+        for _ in 0..3 {
+            view.read("a/c/0/1", &node, 0, node.size as u32 - 1).await.unwrap();
+        }
+        assert_eq!(gets(&rec.take()), 1, "decoded once for three reads");
+        assert!(view.decoded.holds(&key));
+        view.read("a/c/0/1", &node, node.size - 1, 4096).await.unwrap();
+        assert!(!view.decoded.holds(&key));
+    }
+
+    /// Reads finishing out of order (the kernel's read-ahead sends several at once): the last
+    /// piece read before the one ahead of it leaves the buffer for it; one decode.
+    #[tokio::test]
+    async fn a_chunk_file_read_out_of_order_is_decoded_once() {
+        let (view, rec) = decoded_view().await;
+        let node = view.lookup("a/c/1/0").await.unwrap().unwrap();
+        rec.take();
+        let piece = 512u64;
+        let mut got = vec![0u8; node.size as usize];
+        for i in [1, 0, 3, 2] {
+            let bytes = view.read("a/c/1/0", &node, i * piece, piece as u32).await.unwrap();
+            got[(i * piece) as usize..((i + 1) * piece) as usize].copy_from_slice(&bytes);
+        }
+        let want: Vec<u8> = (32..64u16)
+            .flat_map(|r| (0..32u16).flat_map(move |c| (r * 64 + c).to_le_bytes()))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(gets(&rec.take()), 1, "one read of the stored chunk");
+        assert_eq!(view.decoded.entries(), 0, "let go once every byte was read");
+    }
+}

@@ -94,6 +94,11 @@ impl ChunkSource<'_> {
         Ok(Some(out.into_iter().collect()))
     }
 
+    /// The decoded-cache key of the tile at `path`: its version (that of its sources).
+    pub fn tile_key(path: &str, node: &Node) -> String {
+        format!("{path}\0{}", node.content_version().unwrap_or_default())
+    }
+
     /// The bytes of a tile (`path` names it in the cache and in errors).
     pub async fn read_tile(
         &self,
@@ -103,7 +108,7 @@ impl ChunkSource<'_> {
         sources: &[SourceChunk],
         retiling: &Retiling,
     ) -> FsResult<Bytes> {
-        let key = format!("{path}\0{}", node.content_version().unwrap_or_default());
+        let key = Self::tile_key(path, node);
         self.cache
             .get_or_load(&key, || async {
                 let region = retiling.tile_region(tile).ok_or(FsError::NotFound)?;
@@ -217,6 +222,35 @@ mod tests {
             .await
             .unwrap();
         assert!(rec.take().iter().all(|c| !c.starts_with("get")), "no chunk read again");
+    }
+
+    /// A tile read to its end leaves the decoded cache; the stored chunks it was made of,
+    /// which other tiles share, stay (the next tile over them costs no read).
+    #[tokio::test]
+    async fn a_tile_read_to_its_end_leaves_its_sources_cached() {
+        let (view, rec) = v2_view().await;
+        let node = view.lookup("chunks2d/0/0").await.unwrap().unwrap();
+        let key = ChunkSource::tile_key("chunks2d/0/0", &node);
+        let mut got = Vec::new();
+        while (got.len() as u64) < node.size {
+            got.extend(view.read("chunks2d/0/0", &node, got.len() as u64, 4096).await.unwrap());
+        }
+        assert_eq!(got, expected_tile(&npy("chunks2d"), 100, 70, 0..60, 0..30));
+        let Backing::Retiled { sources, .. } = &node.backing else { panic!("{node:?}") };
+        assert!(!view.decoded.holds(&key), "the tile is let go");
+        for s in sources {
+            assert!(
+                view.decoded.holds(&ChunkSource::decoded_key(&s.below, &s.node)),
+                "{}",
+                s.below
+            );
+        }
+        // Tile (1, 0), rows 60..120, is made of chunk (1, 0) alone (rows 40..100): no read.
+        rec.take();
+        let node = view.lookup("chunks2d/1/0").await.unwrap().unwrap();
+        let bytes = read_all(&view, "chunks2d/1/0", &node).await.unwrap();
+        assert_eq!(bytes, expected_tile(&npy("chunks2d"), 100, 70, 60..120, 0..30));
+        assert!(rec.take().iter().all(|c| !c.starts_with("get")), "a chunk read again");
     }
 
     /// Listings show the tiles of the chunks that exist, from listing the chunk tree below.
