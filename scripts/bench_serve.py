@@ -18,7 +18,7 @@ workers), and the server's peak RSS (VmHWM) over the whole benchmark. Throughput
 serve/nginx at the same number of requests in flight (`--nginx-connections`), and serve at
 `--connections` against nginx at `--nginx-connections`, each the median of the rounds' ratios
 (a round's serve against the same round's nginx); the goal is >= 0.8. `--compare BINARY`
-adds another build of zarr-mount (say, of main) as a contender.
+adds another build of zarr-mount (say, of main) as a contender, at both numbers in flight.
 
 `--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
 (`--s3-server s3s-fs` or `moto`, scripts/s3-server.sh) behind scripts/latency_proxy.py
@@ -525,7 +525,9 @@ def main() -> int:
             # Warm all (page cache, the server's shard indexes), then measure.
             for base in bases.values():
                 load(oha, base, grid, min(args.requests, 2000), 16)
-            runs = [("nginx", n16)] + [(name, n16) for name in servers] + [("serve", args.connections)]
+            # Every build of serve also at --connections, so before and after compare there too.
+            runs = ([("nginx", n16)] + [(name, n16) for name in servers]
+                    + [(name, args.connections) for name in servers])
             results = {run: [] for run in runs}
             for r in range(args.rounds):
                 for name, conns in runs[r % len(runs):] + runs[:r % len(runs)]:

@@ -167,8 +167,8 @@ pub(super) fn reopen(path: &File, key: &str) -> StoreResult<File> {
 #[cfg(test)]
 mod tests {
     use super::super::LocalStore;
-    use crate::store::ReadStore;
     use super::*;
+    use crate::store::ReadStore;
     use std::os::unix::fs::PermissionsExt;
 
     fn whole() -> ByteRange {
