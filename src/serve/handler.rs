@@ -16,7 +16,7 @@ use super::errors::status_of;
 use super::listing::{self, Entry};
 use super::paths::{self, Target};
 use super::ranges::{self, Decision, Ranged, Validators};
-use super::walk::{self, OpenFile, Walked};
+use super::walk::{self, OpenFile};
 use super::walks::Walks;
 use crate::fs::{FileKind, FsError, FsResult, ZarrFs};
 use crate::views::ViewKind;
@@ -35,15 +35,6 @@ struct View {
     kind: ViewKind,
     fs: Arc<ZarrFs>,
     walks: Walks,
-}
-
-/// A request's walk (see `Served::walk_to`).
-struct Walk {
-    walked: Arc<Walked>,
-    /// The URL of the kept walk it used: its own, or its directory's.
-    reused: Option<String>,
-    /// A fresh walk to its directory, and that directory's URL.
-    dir: Option<(String, Arc<Walked>)>,
 }
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -143,7 +134,7 @@ impl Served {
         headers: &HeaderMap,
         head: bool,
     ) -> Response<Body> {
-        let view = v.kind;
+        let (fs, view) = (&v.fs, v.kind);
         let url = paths::url_path(view, components, slash);
         // A kept walk that leads to a failure is dropped and the path walked again, so only a
         // fresh walk answers a failure; a file replaced between its lookup and its open
@@ -151,25 +142,14 @@ impl Served {
         let mut fresh_only = false;
         let mut retried = false;
         loop {
-            let Walk { walked, reused, dir } =
-                match self.walk_to(v, components, &url, fresh_only).await {
-                    Ok(w) => w,
-                    Err((Some(kept), _)) => {
-                        v.walks.drop_walk(&kept);
-                        fresh_only = true;
-                        continue;
-                    }
-                    Err((None, e)) => return failure(&url, &e),
-                };
-            // What a success keeps: the walk to the path (unless it was the kept one) and a
-            // fresh walk to its directory, for the next request in that directory.
-            let keep = |walked: Arc<Walked>| {
-                if reused.as_deref() != Some(url.as_str()) {
-                    v.walks.keep(&url, walked);
-                }
-                if let Some((dir_url, dir)) = dir.clone() {
-                    v.walks.keep(&dir_url, dir);
-                }
+            let kept = if fresh_only { None } else { v.walks.get(&url) };
+            let was_kept = kept.is_some();
+            let walked = match kept {
+                Some(w) => w,
+                None => match self.bounded(walk::walk(fs, components)).await {
+                    Ok(w) => Arc::new(w),
+                    Err(e) => return failure(&url, &e),
+                },
             };
             if walked.attr.kind == FileKind::Dir {
                 if !slash {
@@ -183,7 +163,9 @@ impl Served {
                 }
                 return match self.bounded(walk::list(&walked)).await {
                     Ok(listed) => {
-                        keep(walked);
+                        if !was_kept {
+                            v.walks.keep(&url, walked);
+                        }
                         let entries: Vec<Entry> = listed
                             .into_iter()
                             .map(|e| Entry {
@@ -194,8 +176,8 @@ impl Served {
                             .collect();
                         page(headers, &url, &entries, head)
                     }
-                    Err(_) if reused.is_some() => {
-                        v.walks.drop_walk(reused.as_deref().unwrap_or_default());
+                    Err(_) if was_kept => {
+                        v.walks.drop_walk(&url);
                         fresh_only = true;
                         continue;
                     }
@@ -203,8 +185,8 @@ impl Served {
                 };
             }
             if slash {
-                if let Some(kept) = &reused {
-                    v.walks.drop_walk(kept);
+                if was_kept {
+                    v.walks.drop_walk(&url);
                     fresh_only = true;
                     continue;
                 }
@@ -213,57 +195,19 @@ impl Served {
             let name = components.last().map_or("", String::as_str);
             match self.bounded(OpenFile::open(walked.clone())).await {
                 Ok(file) => {
-                    keep(walked);
+                    if !was_kept {
+                        v.walks.keep(&url, walked);
+                    }
                     return self.file(file, name, url, headers, head).await;
                 }
-                Err(_) if reused.is_some() => {
-                    v.walks.drop_walk(reused.as_deref().unwrap_or_default());
+                Err(_) if was_kept => {
+                    v.walks.drop_walk(&url);
                     fresh_only = true;
                 }
                 Err(FsError::Stale) if !retried => retried = true,
                 Err(e) => return failure(&url, &e),
             }
         }
-    }
-
-    /// The walk to `components` (at `url`): kept from an earlier request, or one lookup from
-    /// a kept walk to its directory, or fresh (`fresh_only`: nothing kept is used). A failure
-    /// says which kept walk it went on from, if any: that one is dropped and the path walked
-    /// again fresh, so only a fresh walk answers a failure.
-    async fn walk_to(
-        &self,
-        v: &View,
-        components: &[String],
-        url: &str,
-        fresh_only: bool,
-    ) -> Result<Walk, (Option<String>, FsError)> {
-        if !fresh_only {
-            if let Some(walked) = v.walks.get(url) {
-                return Ok(Walk { walked, reused: Some(url.to_string()), dir: None });
-            }
-        }
-        let Some((last, in_dir)) = components.split_last() else {
-            let root = self.bounded(walk::walk(&v.fs, components)).await.map_err(|e| (None, e))?;
-            return Ok(Walk { walked: Arc::new(root), reused: None, dir: None });
-        };
-        let dir_url = paths::url_path(v.kind, in_dir, true);
-        if let Some(dir) = v.walks.get(&dir_url).filter(|_| !fresh_only) {
-            return match self.bounded(walk::walk_from(dir, last)).await {
-                Ok(walked) => {
-                    Ok(Walk { walked: Arc::new(walked), reused: Some(dir_url), dir: None })
-                }
-                Err(e) => Err((Some(dir_url), e)),
-            };
-        }
-        let (dir, walked) = self
-            .bounded(async {
-                let dir = Arc::new(walk::walk(&v.fs, in_dir).await?);
-                let walked = walk::walk_from(dir.clone(), last).await?;
-                Ok((dir, walked))
-            })
-            .await
-            .map_err(|e| (None, e))?;
-        Ok(Walk { walked: Arc::new(walked), reused: None, dir: Some((dir_url, dir)) })
     }
 
     /// A file: 304, 412, 416, or its bytes (whole or one range): read before the headers when

@@ -10,14 +10,11 @@ use crate::fs::inodes::table::ROOT_INO;
 use crate::fs::{Attr, FileKind, FsError, FsResult, ZarrFs};
 use crate::views::shared::mapping::node::Node;
 
-/// The inodes a walk looked up (forgotten on drop) and what the last one is. A walk may go on
-/// from a walk to its directory (`walk_from`), which it then holds.
+/// The inodes a walk looked up (forgotten on drop) and what the last one is.
 pub struct Walked {
     fs: Arc<ZarrFs>,
     looked_up: Vec<u64>,
     pub attr: Attr,
-    /// The walk to the directory this one went on from (dropped after this one's forgets).
-    _from: Option<Arc<Walked>>,
 }
 
 impl Drop for Walked {
@@ -32,7 +29,7 @@ impl Drop for Walked {
 /// name (NotFound), as for a key.
 pub async fn walk(fs: &Arc<ZarrFs>, components: &[String]) -> FsResult<Walked> {
     let root = fs.getattr(ROOT_INO).await?;
-    let mut walked = Walked { fs: fs.clone(), looked_up: Vec::new(), attr: root, _from: None };
+    let mut walked = Walked { fs: fs.clone(), looked_up: Vec::new(), attr: root };
     for name in components {
         if walked.attr.kind != FileKind::Dir {
             return Err(FsError::NotFound);
@@ -42,17 +39,6 @@ pub async fn walk(fs: &Arc<ZarrFs>, components: &[String]) -> FsResult<Walked> {
         walked.attr = attr;
     }
     Ok(walked)
-}
-
-/// Look `name` up in the directory `dir` walked to: one lookup, as a kernel whose dentry
-/// cache holds the directory makes.
-pub async fn walk_from(dir: Arc<Walked>, name: &str) -> FsResult<Walked> {
-    if dir.attr.kind != FileKind::Dir {
-        return Err(FsError::NotFound);
-    }
-    let fs = dir.fs.clone();
-    let attr = fs.lookup(dir.attr.ino, name).await?;
-    Ok(Walked { fs, looked_up: vec![attr.ino], attr, _from: Some(dir) })
 }
 
 /// A file open for reading; closed (and its walk forgotten, unless kept) on drop.

@@ -112,26 +112,6 @@ mod tests {
         assert_eq!(fs.gauges().known_inodes, 1);
     }
 
-    /// A walk that goes on from a walk to its directory reaches the same inode with one
-    /// lookup, holds the directory's walk, and forgets everything once both are gone; a file
-    /// in the middle of a path is a missing name, as in a whole walk.
-    #[tokio::test]
-    async fn a_walk_from_a_kept_directory_walk_holds_it_and_forgets_all() {
-        use crate::serve::walk::walk_from;
-        let fs = fs_with_a_file(Duration::from_secs(60)).await;
-        let whole = walk(&fs, &path("a/b/c")).await.unwrap();
-        let dir = Arc::new(walk(&fs, &path("a/b")).await.unwrap());
-        let from = walk_from(dir.clone(), "c").await.unwrap();
-        assert_eq!(from.attr.ino, whole.attr.ino);
-        drop(whole);
-        drop(dir);
-        assert_eq!(fs.gauges().known_inodes, 4, "the file's walk still holds its directory's");
-        let file = Arc::new(from);
-        assert!(matches!(walk_from(file.clone(), "x").await, Err(crate::fs::FsError::NotFound)));
-        drop(file);
-        assert_eq!(fs.gauges().known_inodes, 1);
-    }
-
     /// Without a metadata TTL nothing is kept: every request walks.
     #[tokio::test]
     async fn a_zero_ttl_keeps_nothing() {
