@@ -1,4 +1,4 @@
-//! Files of a local store kept open after a read (a bounded number, each for a few seconds), so
+//! Files of a local store kept open after a read (a bounded number, each used for a few seconds), so
 //! the chunks of one shard, read one request at a time, cost one open(2) between them, not one
 //! each. A kept file is only ever used for the inode its key names at the time of the read:
 //! every read resolves the key afresh, and takes the kept file only if the file found is the
@@ -20,8 +20,10 @@ use lru::LruCache;
 
 /// Files kept open at most: a few shards' worth of readers at once, few descriptors.
 const KEPT_FILES: usize = 64;
-/// How long a kept file may go on being used: bounds how long a file deleted behind the
-/// store's back keeps its disk space through a descriptor of ours.
+/// How long after its open a kept file may be used. An expired file is closed by the next read
+/// of its key, or by a later `keep` once it is the least recently used; until then a file
+/// deleted behind the store's back keeps its disk space through our descriptor (at most
+/// `KEPT_FILES` files).
 const KEPT_FOR: Duration = Duration::from_secs(5);
 
 /// Which inode a key named, and who could open it, when its file was opened.
