@@ -1,6 +1,6 @@
-//! Files of a local store kept open after a read (a bounded number, each used for a few seconds), so
-//! the chunks of one shard, read one request at a time, cost one open(2) between them, not one
-//! each. A kept file is only ever used for the inode its key names at the time of the read:
+//! Files of a local store kept open after a read (a bounded number, each used for a few
+//! seconds), so the chunks of one shard, read one request at a time, cost one open(2) between
+//! them, not one each. A kept file is only ever used for the inode its key names at the time of the read:
 //! every read resolves the key afresh, and takes the kept file only if the file found is the
 //! same inode (device and inode number; the kept descriptor pins its inode, so the number
 //! cannot be reused meanwhile) with the same mode, owner, group and change time. So a kept
