@@ -1,14 +1,14 @@
 //! Files of a local store kept open after a read (a bounded number, each used for a few
 //! seconds), so the chunks of one shard, read one request at a time, cost one open(2) between
-//! them, not one each. A kept file is only ever used for the inode its key names at the time of the read:
-//! every read resolves the key afresh, and takes the kept file only if the file found is the
-//! same inode (device and inode number; the kept descriptor pins its inode, so the number
-//! cannot be reused meanwhile) with the same mode, owner, group and change time. So a kept
-//! descriptor is never used past a change to who may open the file (a chmod or chown changes
-//! the first three; the change time also moves with ACLs, links and writes, to the kernel's
-//! clock tick): the file is opened again, and the kernel checks that open as it checked the
-//! first. A file renamed over the key is another inode: never read through the old file's
-//! descriptor.
+//! them, not one each. A kept file is only ever used for the inode its key names at the time
+//! of the read: every read resolves the key afresh, and takes the kept file only if the file
+//! found is the same inode (device and inode number; the kept descriptor pins its inode, so
+//! the number cannot be reused meanwhile) with the same mode, owner, group and change time. So
+//! a kept descriptor is never used past a change to who may open the file (a chmod or chown
+//! changes the first three; the change time also moves with ACLs, links and writes, to the
+//! kernel's clock tick): the file is opened again, and the kernel checks that open as it
+//! checked the first. A file renamed over the key is another inode: never read through the old
+//! file's descriptor.
 
 use std::fs::File;
 use std::num::NonZeroUsize;
