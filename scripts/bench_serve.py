@@ -18,7 +18,7 @@ workers), and the server's peak RSS (VmHWM) over the whole benchmark. Throughput
 serve/nginx at the same number of requests in flight (`--nginx-connections`), and serve at
 `--connections` against nginx at `--nginx-connections`, each the median of the rounds' ratios
 (a round's serve against the same round's nginx); the goal is >= 0.8. `--compare BINARY`
-adds another build of zarr-mount (say, of main) as a contender.
+adds another build of zarr-mount (say, of main) as a contender, at both numbers in flight.
 
 `--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
 (`--s3-server s3s-fs` or `moto`, scripts/s3-server.sh) behind scripts/latency_proxy.py
@@ -29,6 +29,8 @@ in a shuffled order, and checks each against the local unsharded copy: through `
 unsharded copy) and through a FUSE mount (`--view unsharded`) of the sharded array. Each
 contender is a fresh process (nothing cached), alternated over `--rounds` rounds, medians.
 Ratios: serve/rclone (goal >= 3) and serve/mount (goal >= 1.0) of the chunks per second.
+Also the CPU time a chunk file costs the server process (all its threads) and the reader
+(this process: its HTTP client, or its open/read/close), medians.
 
     .venv/bin/python scripts/bench_serve.py --memory [--clients 64] [--file-mib 256]
         [--max-rss-mib 286] [--cache-size SIZE]
@@ -176,7 +178,7 @@ class Reader:
     def run(self, first: str, paths: list[str], want: dict[str, bytes]) -> dict:
         """Time `first` then every path of `paths`; count the answers that are not `want`'s."""
         wrong = []
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         self.get(first)
 
         def one(p):
@@ -187,7 +189,8 @@ class Reader:
 
         with ThreadPoolExecutor(self.in_flight) as pool:
             nbytes = sum(pool.map(one, paths))
-        return {"s": time.perf_counter() - t0, "bytes": nbytes, "wrong": len(wrong)}
+        return {"s": time.perf_counter() - t0, "bytes": nbytes, "wrong": len(wrong),
+                "reader_cpu_s": time.process_time() - cpu0}
 
 
 def http_getter(base: str):
@@ -332,7 +335,9 @@ def bench_s3(args, tmp: Path) -> bool:
             for name in names[r % len(names):] + names[:r % len(names)]:  # alternate who goes first
                 try:
                     with contenders[name]() as (get, pid):
+                        before = cpu_seconds([pid])
                         res = Reader(get, args.in_flight).run("zarr.json", paths, want)
+                        res["server_cpu_s"] = cpu_seconds([pid]) - before
                         res["rss"] = peak_rss_mib(pid)
                 except Exception as e:  # noqa: BLE001 - a contender's failure is a result
                     print(f"{name}: failed: {e}", flush=True)
@@ -348,6 +353,8 @@ def bench_s3(args, tmp: Path) -> bool:
             med[name] = len(paths) / s
             print(f"{name:36s} {s:6.2f} s  {len(paths) / s:7.0f} chunks/s  {nbytes / s / 1e6:6.2f} MB/s"
                   f"  wrong {sum(x['wrong'] for x in rs)}  peak RSS {max(x['rss'] for x in rs):5.1f} MiB"
+                  f"  CPU a file: server {statistics.median(x['server_cpu_s'] for x in rs) / len(paths) * 1e6:4.0f} us,"
+                  f" reader {statistics.median(x['reader_cpu_s'] for x in rs) / len(paths) * 1e6:4.0f} us"
                   f"  (rounds: {', '.join('%.2f' % x['s'] for x in rs)} s)", flush=True)
         s3_serve = med.get("serve (unsharded view)")
         for other, goal in (("rclone serve http (unsharded copy)", 3.0), ("FUSE mount (unsharded view)", 1.0)):
@@ -525,7 +532,9 @@ def main() -> int:
             # Warm all (page cache, the server's shard indexes), then measure.
             for base in bases.values():
                 load(oha, base, grid, min(args.requests, 2000), 16)
-            runs = [("nginx", n16)] + [(name, n16) for name in servers] + [("serve", args.connections)]
+            # Every build of serve also at --connections, so before and after compare there too.
+            runs = ([("nginx", n16)] + [(name, n16) for name in servers]
+                    + [(name, args.connections) for name in servers])
             results = {run: [] for run in runs}
             for r in range(args.rounds):
                 for name, conns in runs[r % len(runs):] + runs[:r % len(runs)]:

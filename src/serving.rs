@@ -31,8 +31,7 @@ pub fn run(cfg: MountConfig, serve: ServeConfig) -> Result<(), SessionError> {
 
 async fn serve_views(cfg: MountConfig, serve: ServeConfig) -> Result<(), SessionError> {
     // Bound before the store opens, so a taken port fails the start at once.
-    let listener = tokio::net::TcpListener::bind(serve.listen)
-        .await
+    let listener = crate::serve::server::bind(serve.listen)
         .map_err(|e| SessionError(format!("--listen {}: cannot listen: {e}", serve.listen)))?;
     let metrics = match &cfg.metrics_addr {
         Some(addr) => Some(

@@ -15,11 +15,24 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::handler::Served;
 use super::Limits;
+
+/// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). A burst of
+/// clients connecting at once, while the workers are busy answering, must be queued: a
+/// connection refused for a full queue costs its client a SYN retransmission, a second.
+const BACKLOG: u32 = 1024;
+
+/// A listener on `addr` with a `BACKLOG` queue (the standard library's is 128).
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?; // as the standard library's bind: a restart reuses the port
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
 
 /// Serve `listener` until `stop` completes; then wait up to `Limits::drain` for the
 /// connections in flight.
@@ -199,5 +212,30 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More clients than the standard library's queue of 128 connect before the first accept:
+    /// every one is queued (a full queue would leave a client waiting a second for its SYN's
+    /// retransmission).
+    #[tokio::test]
+    async fn a_burst_of_connections_is_queued_not_dropped() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let clients = tokio::task::spawn_blocking(move || {
+            (0..300)
+                .map(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .unwrap()
+        .expect("every client connects while none is accepted yet");
+        for _ in &clients {
+            listener.accept().await.unwrap();
+        }
     }
 }

@@ -22,7 +22,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -35,6 +35,9 @@ use crate::store::{
     Lookup, MetaWanted, ObjectMeta, Perms, PutMode, StoreError, StoreResult,
 };
 use crate::store::{ListStore, ReadStore, StoreHints, WriteStore};
+
+mod open_files;
+mod read;
 
 /// Names of our own in-flight temp files; hidden from listings.
 const TEMP_MARKER: &str = ".zarr-mount-tmp.";
@@ -56,6 +59,11 @@ struct Inner {
     /// Entries left out of listings (symlinks, FIFOs, sockets, devices, non-UTF-8 names),
     /// each logged once.
     hidden: HiddenKeys,
+    /// Files kept open between reads (see `open_files`).
+    open_files: open_files::OpenFiles,
+    /// Are reads tried on the async worker first (see `read`)? Off for a root on a network
+    /// filesystem, and once the kernel turns out to lack the flags they need.
+    worker_reads: AtomicBool,
 }
 
 impl LocalStore {
@@ -74,9 +82,11 @@ impl LocalStore {
         Ok(LocalStore {
             inner: Arc::new(Inner {
                 root_path: root.to_path_buf(),
-                root: root_fd,
                 temp_counter: AtomicU64::new(0),
                 hidden: HiddenKeys::default(),
+                open_files: open_files::OpenFiles::default(),
+                worker_reads: AtomicBool::new(read::worker_reads_allowed(&root_fd)),
+                root: root_fd,
             }),
         })
     }
@@ -96,18 +106,22 @@ impl LocalStore {
 
 impl LocalStore {
     /// `range` of the object (clipped to its size) and its metadata, from one open file, so
-    /// the bytes and the version always belong together.
+    /// the bytes and the version always belong together: on the worker when the kernel's
+    /// caches answer, else on the blocking pool (see `read`).
     async fn read(&self, key: &str, range: ByteRange) -> StoreResult<(Bytes, ObjectMeta)> {
+        if self.inner.worker_reads.load(Ordering::Relaxed) {
+            if let read::Tried::Done(got) =
+                self.inner.read_range(key, &range, read::Mode::Cached)?
+            {
+                return Ok(got);
+            }
+        }
         let key = key.to_string();
-        self.blocking(move |s| {
-            let file = s.open_file(&key)?;
-            let md = file.metadata().map_err(|e| StoreError::from_io(&key, e))?;
-            let r = range.clip(md.len());
-            let mut buf = vec![0u8; (r.end - r.start) as usize];
-            let n =
-                read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(&key, e))?;
-            buf.truncate(n);
-            Ok((Bytes::from(buf), to_meta(&md)))
+        self.blocking(move |s| match s.read_range(&key, &range, read::Mode::Blocking)? {
+            read::Tried::Done(got) => Ok(got),
+            read::Tried::WouldWait => {
+                Err(StoreError::Backend { key, message: "a blocking read gave up waiting".into() })
+            }
         })
         .await
     }
@@ -252,13 +266,18 @@ impl Inner {
 
     /// Open `key` (relative, validated) beneath the root without following any symlink.
     fn open_beneath(&self, key: &str, flags: i32) -> std::io::Result<OwnedFd> {
+        self.open_beneath_with(key, flags, 0)
+    }
+
+    /// `open_beneath`, with more `RESOLVE_*` flags.
+    fn open_beneath_with(&self, key: &str, flags: i32, resolve: u64) -> std::io::Result<OwnedFd> {
         let rel = if key.is_empty() { "." } else { key };
         let c = CString::new(rel).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: open_how is plain data; all-zero is a valid value before we fill it in.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = (flags | libc::O_CLOEXEC) as u64;
         how.mode = if flags & libc::O_CREAT != 0 { 0o644 } else { 0 };
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | resolve;
         // SAFETY: openat2 with a valid dirfd, NUL-terminated path and a correctly sized open_how.
         let fd = unsafe {
             libc::syscall(
@@ -291,9 +310,8 @@ impl Inner {
         validate_key(key)?;
         let path_fd =
             self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
-        let md = File::from(path_fd.try_clone().map_err(|e| StoreError::from_io(key, e))?)
-            .metadata()
-            .map_err(|e| StoreError::from_io(key, e))?;
+        let path = File::from(path_fd);
+        let md = path.metadata().map_err(|e| StoreError::from_io(key, e))?;
         if md.is_dir() {
             return Err(StoreError::IsADirectory(key.into()));
         }
@@ -301,17 +319,7 @@ impl Inner {
             // Not shown in listings and absent for lookups: absent here too.
             return Err(StoreError::NotFound(key.into()));
         }
-        let proc_path =
-            CString::new(format!("/proc/self/fd/{}", path_fd.as_raw_fd())).expect("no NUL");
-        // SAFETY: open(2) of a NUL-terminated path; the fd is owned on success.
-        let fd = unsafe {
-            libc::open(proc_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY)
-        };
-        if fd < 0 {
-            return Err(StoreError::from_io(key, std::io::Error::last_os_error()));
-        }
-        // SAFETY: fresh fd from open.
-        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+        read::reopen(&path, key)
     }
 
     /// The parent directory of `key` as an fd, and the last name as a C string.
@@ -433,6 +441,8 @@ impl Inner {
 
     /// Write `key` under `mode` (see the module comment for how each mode is made atomic).
     fn put_with_mode(&self, key: &str, data: Payload, mode: &PutMode) -> StoreResult<()> {
+        // A kept descriptor of the file replaced would only hold its disk space.
+        self.open_files.forget(key);
         // A directory pruned (after its last shard was deleted) between opening and locking it
         // is made again; a writer that keeps losing that race gives up after a few tries.
         for _ in 0..4 {
@@ -468,6 +478,7 @@ impl Inner {
 
     /// Unlink `key`, under the directory lock, if it is at `version` (any version: `None`).
     fn delete_locked(&self, key: &str, version: Option<&str>) -> StoreResult<()> {
+        self.open_files.forget(key);
         let (dirfd, name) = self.parent_of(key)?;
         let Some(_lock) = DirLock::acquire(&dirfd, key)? else {
             return Err(StoreError::NotFound(key.into())); // the directory itself is gone
@@ -790,6 +801,8 @@ impl WriteStore for LocalStore {
     async fn rename(&self, from: &str, to: &str) -> StoreResult<()> {
         let (from, to) = (from.to_string(), to.to_string());
         self.blocking(move |s| {
+            s.open_files.forget(&from);
+            s.open_files.forget(&to);
             let (fd1, n1) = s.parent_of(&from)?;
             let (fd2, n2) = s.parent_of(&to)?;
             // SAFETY: renameat between two valid dirfds with single-component names.
