@@ -104,6 +104,18 @@ impl LocalStore {
     }
 }
 
+/// Only a regular file is read: a directory is `IsADirectory`, and anything else (a FIFO, a
+/// socket, a device: not shown in listings, absent for lookups) is absent here too.
+fn regular_file(key: &str, md: &std::fs::Metadata) -> StoreResult<()> {
+    if md.is_dir() {
+        return Err(StoreError::IsADirectory(key.into()));
+    }
+    if !md.is_file() {
+        return Err(StoreError::NotFound(key.into()));
+    }
+    Ok(())
+}
+
 impl LocalStore {
     /// `range` of the object (clipped to its size) and its metadata, from one open file, so
     /// the bytes and the version always belong together: on the worker when the kernel's
@@ -312,13 +324,7 @@ impl Inner {
             self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
         let path = File::from(path_fd);
         let md = path.metadata().map_err(|e| StoreError::from_io(key, e))?;
-        if md.is_dir() {
-            return Err(StoreError::IsADirectory(key.into()));
-        }
-        if !md.is_file() {
-            // Not shown in listings and absent for lookups: absent here too.
-            return Err(StoreError::NotFound(key.into()));
-        }
+        regular_file(key, &md)?;
         read::reopen(&path, key)
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::open_files::Identity;
-use super::{read_full_at, to_meta, Inner};
+use super::{read_full_at, regular_file, to_meta, Inner};
 use crate::store::{validate_key, ByteRange, ObjectMeta, StoreError, StoreResult};
 
 /// Filesystems whose cached names, attributes and pages answer without any I/O. A network
@@ -81,13 +81,7 @@ impl Inner {
             Err(_) if cached => return wait(()),
             found => found.map_err(|e| StoreError::from_io(key, e))?,
         };
-        if md.is_dir() {
-            return Err(StoreError::IsADirectory(key.into()));
-        }
-        if !md.is_file() {
-            // Not shown in listings and absent for lookups: absent here too (see open_file).
-            return Err(StoreError::NotFound(key.into()));
-        }
+        regular_file(key, &md)?;
         let id = Identity::of(&md);
         let file = match self.open_files.get(key, id) {
             Some(file) => file,
