@@ -104,14 +104,22 @@ fn load_env_file(path: &std::path::Path) -> Result<(), String> {
 /// another) then pile up in several arenas, and the peak RSS depends on which threads happened
 /// to run what (measured, `git show 6624a29:BENCHMARKS.md` 10d: +10 to +30 MiB with the disk cache's extra threads).
 /// One arena, and buffers of 1 MiB or more mapped on their own (given back to the system as soon
-/// as freed), keep the RSS at what is live. A `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` set
-/// in the environment is left to rule. Runs before any thread exists.
-fn tune_malloc() {
+/// as freed), keep the RSS at what is live. `serve` instead gives each HTTP thread (one per
+/// CPU by default) an arena: with one, the threads' small allocations of every request queue
+/// on its lock (measured: about a tenth of the throughput, `scripts/bench_serve.py`). A
+/// `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` set in the environment is left to rule. Runs
+/// before any thread exists.
+fn tune_malloc(serving: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            let arenas = if serving {
+                std::thread::available_parallelism().map_or(1, |n| n.get()) + 1
+            } else {
+                1
+            };
             // SAFETY: mallopt before any other thread exists.
-            unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+            unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas as libc::c_int) };
         }
         if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
             // SAFETY: as above.
@@ -163,10 +171,11 @@ fn serve_main() -> ! {
 
 fn main() {
     generate_docs();
-    tune_malloc();
     // `serve` as the first argument is the subcommand (a SOURCE directory named so is
     // spelled ./serve).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "serve") {
+    let serving = std::env::args_os().nth(1).is_some_and(|a| a == "serve");
+    tune_malloc(serving);
+    if serving {
         // A terminal hangup must not stop the server either.
         // SAFETY: setting a signal disposition before any thread exists.
         unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };

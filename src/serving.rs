@@ -16,7 +16,10 @@ use crate::serve::ServeConfig;
 
 /// Serve until a signal; an error is one line (`mount::source_refused` tells a wrong SOURCE).
 pub fn run(cfg: MountConfig, serve: ServeConfig) -> Result<(), SessionError> {
+    // This runtime opens the store and runs signals, metrics and stats; requests are answered
+    // on the HTTP threads' own runtimes (`serve::fronts`).
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .thread_name("zarr-mount-serve")
         .build()
@@ -26,6 +29,7 @@ pub fn run(cfg: MountConfig, serve: ServeConfig) -> Result<(), SessionError> {
         notify::stopping(&e.0);
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    crate::serve::access_lines::flush_global();
     result
 }
 
@@ -99,8 +103,12 @@ async fn serve_views(cfg: MountConfig, serve: ServeConfig) -> Result<(), Session
     tracing::info!("{status}");
     notify::ready(&status);
     let tls = serve.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-    crate::serve::server::run(listener, served, tls, serve.limits.clone(), stop_signal()).await;
+    let threads = serve.http_threads;
+    crate::serve::fronts::run(listener, threads, served, tls, serve.limits.clone(), stop_signal())
+        .await
+        .map_err(|e| SessionError(format!("cannot start the HTTP threads: {e}")))?;
     notify::stopping("stopping");
+    crate::serve::access_lines::flush_global(); // the last requests' lines before this one
     tracing::info!("signal received: stopped serving");
     Ok(())
 }

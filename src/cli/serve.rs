@@ -36,6 +36,10 @@ pub struct ServeFlags {
     /// Lookups, listings and reads in flight at once over all connections.
     #[arg(long, value_name = "N", default_value = "64", value_parser = values::at_least_one)]
     pub backend_requests: usize,
+    /// Threads answering requests, each keeping its connections [default: the number of
+    /// CPUs this process may use].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one)]
+    pub http_threads: Option<usize>,
     #[command(flatten)]
     pub security: ServeSecurityFlags,
 }
@@ -79,6 +83,9 @@ const MOUNT_ONLY: &[&str] = &[
     "log_file",
     "fstab_options",
 ];
+
+/// More threads than any machine's cores would only cost memory and wake-ups.
+const MAX_HTTP_THREADS: usize = 1024;
 
 /// Stands for the MOUNTPOINT `serve` does not take (never checked or used).
 const NO_MOUNTPOINT: &str = "-";
@@ -173,7 +180,15 @@ impl ServeArgs {
             backend_requests: f.backend_requests,
             ..Limits::default()
         };
-        let serve = ServeConfig { listen, views, access: Access { token, cors }, tls, limits };
+        let http_threads = match f.http_threads {
+            Some(n) if n > MAX_HTTP_THREADS => {
+                return Err(usage(format!("--http-threads {n}: at most {MAX_HTTP_THREADS}")))
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let access = Access { token, cors };
+        let serve = ServeConfig { listen, views, access, tls, limits, http_threads };
         Ok((cfg, serve))
     }
 }

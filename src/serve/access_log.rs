@@ -1,6 +1,6 @@
-//! One access-log line per request (client, method, path, status, bytes, time) and the HTTP
-//! series of `/metrics`, both written when the response body ends: a streamed file's bytes
-//! and time are known only then.
+//! One access-log line per request (client, method, path, status, bytes, time; written by
+//! `access_lines`) and the HTTP series of `/metrics`, both when the response body ends: a
+//! streamed file's bytes and time are known only then.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -10,6 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::body::{Body as _, Frame, SizeHint};
 
+use super::access_lines::{self, Line};
 use super::body::Body;
 
 /// What the line says of the request.
@@ -78,16 +79,18 @@ impl Drop for Logged {
         // without polling it to its end once it sent Content-Length bytes.
         let complete = !self.failed
             && (self.ended || self.inner.is_end_stream() || self.length == Some(self.sent));
-        tracing::info!(
-            target: "zarr_mount::serve::access",
-            client = %r.client,
-            method = %r.method,
-            path = %r.path,
-            status = self.status,
-            bytes = self.sent,
-            ms = %format_args!("{:.3}", elapsed.as_secs_f64() * 1e3),
-            complete,
-        );
+        if let Some(lines) = access_lines::global() {
+            let line = Line {
+                client: r.client,
+                method: r.method.as_str(),
+                path: &r.path,
+                status: self.status,
+                bytes: self.sent,
+                elapsed,
+                complete,
+            };
+            lines.push(&line, std::time::SystemTime::now());
+        }
         crate::metrics::global().http.observe(
             r.view,
             self.status,

@@ -8,13 +8,16 @@
 //! headers), `listing` (directory pages), `media` (content types), `errors` (errors ->
 //! statuses), `access` (token and CORS), `walk` (lookups and open files on a `ZarrFs`),
 //! `walks` (recent walks kept for the metadata TTL), `body` (small bodies read whole, others
-//! streamed), `access_log` (the log line and the HTTP series), `handler` (a request -> a
-//! response), `server` (connections), `tls` (certificates).
+//! streamed), `access_log` (the log line and the HTTP series), `access_lines` (the log's
+//! output, batched), `handler` (a request -> a response), `server` (connections), `fronts` (the
+//! threads that answer), `tls` (certificates).
 
 pub mod access;
+pub mod access_lines;
 pub mod access_log;
 pub mod body;
 pub mod errors;
+pub mod fronts;
 pub mod handler;
 pub mod listing;
 pub mod media;
@@ -40,6 +43,8 @@ pub struct ServeConfig {
     pub access: access::Access,
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     pub limits: Limits,
+    /// Threads answering requests (`fronts`).
+    pub http_threads: usize,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -51,6 +56,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("cors", &self.access.cors)
             .field("tls", &self.tls.is_some())
             .field("limits", &self.limits)
+            .field("http_threads", &self.http_threads)
             .finish()
     }
 }

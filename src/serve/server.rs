@@ -35,15 +35,16 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serve `listener` until `stop` completes; then wait up to `Limits::drain` for the
-/// connections in flight.
+/// connections in flight. `connections` holds `Limits::max_connections` permits, shared by
+/// every thread that accepts from the same listener.
 pub async fn run(
     listener: TcpListener,
+    connections: Arc<Semaphore>,
     served: Arc<Served>,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    limits: Limits,
+    limits: &Limits,
     stop: impl Future<Output = ()>,
 ) {
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(stop);
     loop {
         let permit = tokio::select! {
@@ -68,6 +69,7 @@ pub async fn run(
             connection(stream, client, served, tls, &limits).await;
         });
     }
+    // Every permit back: no connection left on any thread (each thread waits its turn).
     let all = limits.max_connections as u32;
     let drained = tokio::time::timeout(limits.drain, connections.acquire_many(all)).await;
     if drained.is_err() {

@@ -5,6 +5,7 @@ bad input and faults (a 5xx, never a 404, when the store fails)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -164,6 +165,60 @@ def test_a_non_loopback_listen_needs_a_token(zarr_mount_bin, fixtures_dir):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--token-file" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("threads", ["0", "5000", "two"])
+def test_a_bad_http_threads_is_one_line_and_exit_2(zarr_mount_bin, fixtures_dir, threads):
+    r = subprocess.run([str(BIN), "serve", str(fixtures_dir), "--http-threads", threads],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--http-threads" in lines[0], r.stderr
+
+
+ACCESS_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z  INFO zarr_mount::serve::access: "
+    r"client=127\.0\.0\.1:\d+ method=(\w+) path=(\S+) status=(\d+) bytes=(\d+) "
+    r"ms=\d+\.\d{3} complete=(true|false)$")
+
+
+def access_lines(text: str) -> list[tuple[str, str, int, int, str]]:
+    out = []
+    for line in text.splitlines():
+        if "serve::access" in line:
+            m = ACCESS_LINE.match(line)
+            assert m, line
+            out.append((m[1], m[2], int(m[3]), int(m[4]), m[5]))
+    return out
+
+
+def test_the_access_log_has_a_line_a_request_and_a_filter_turns_it_off(serve_factory,
+                                                                       fixtures_dir):
+    # More threads than this machine's cores: requests on several connections land on
+    # different threads, and each line is written once, whole.
+    server = serve_factory(fixtures_dir, ["--view", "raw", "--http-threads", "3"])
+    conns = [server.connection() for _ in range(6)]
+    sent = []
+    for i, conn in enumerate(conns):
+        status, _, body = get(conn, "/raw/zarr.json")
+        assert status == 200
+        sent.append(("GET", "/raw/zarr.json", 200, len(body), "true"))
+        status, _, body = get(conn, f"/raw/no-such-{i}")
+        assert status == 404
+        sent.append(("GET", f"/raw/no-such-{i}", 404, len(body), "true"))
+    status, _, _ = get(conns[0], "/raw/zarr.json", method="HEAD")
+    sent.append(("HEAD", "/raw/zarr.json", 200, 0, "true"))
+    assert server.stop() == 0
+    log = server.log_text()
+    # Every line is out at a clean stop, before the stop's own line.
+    assert sorted(access_lines(log)) == sorted(sent)
+    assert log.rindex("serve::access") < log.index("stopped serving")
+
+    quiet = serve_factory(fixtures_dir, ["--view", "raw"],
+                          env={"RUST_LOG": "zarr_mount=info,zarr_mount::serve::access=off"})
+    assert get(quiet.connection(), "/raw/zarr.json")[0] == 200
+    assert quiet.stop() == 0
+    assert access_lines(quiet.log_text()) == [] and "stopped serving" in quiet.log_text()
 
 
 def test_tokens(serve_factory, fixtures_dir, tmp_path):
