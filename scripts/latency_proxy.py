@@ -11,8 +11,8 @@ New connections pay it too (on their first answer). --conn-mbps caps what each c
 carries towards the client (MB/s, 0: no cap), as a real link's per-connection throughput (TCP
 window over the round trip) is capped: that is what parallel ranged GETs overcome and what a
 loopback set-up otherwise lacks. Prints "listening PORT" once ready; stops on SIGTERM or SIGINT.
---log FILE writes one line per request: the connection, the request's first line, and when the
-request went up and its answer came back (seconds since the proxy started; the start time is
+--log FILE writes one line per request: the connection, the request's first line and its Range
+header (if it is within the first 4 KiB), and when the request went up and its answer came back (seconds since the proxy started; the start time is
 the first line), to see which requests
 wait on which.
 
@@ -75,14 +75,20 @@ class Link:
     def answers(self):
         self._pump(self.server, self.client, upward=False)
 
-    def _request_started(self, src: socket.socket):
-        # Peeked before the splice takes it: the bytes still go through unchanged.
+    def _peek_request(self, src: socket.socket):
+        """Wait for the client's next bytes; if no request is awaiting its answer they start
+        one: note its first line. Peeked before the splice takes them: they still go through
+        unchanged. (Waiting here, not in the splice, is what lets a keep-alive connection's
+        later requests be named: the answer has started by the time they arrive.)"""
         try:
-            head = src.recv(512, socket.MSG_PEEK)
+            head = src.recv(4096, socket.MSG_PEEK)
         except OSError:
             head = b""
-        self.request = head.split(b"\r\n", 1)[0].decode("latin-1")
-        self.sent_at = time.time() - START
+        if not self.awaiting:
+            lines = head.split(b"\r\n")
+            ranges = [x for x in lines[1:] if x.lower().startswith(b"range:")]
+            self.request = b" ".join(lines[:1] + ranges[:1]).decode("latin-1")
+            self.sent_at = time.time() - START
 
     def _answer_started(self):
         self.log(f"{self.conn} {self.sent_at:.4f} {time.time() - START:.4f} {self.request}")
@@ -98,8 +104,8 @@ class Link:
             chunk = PACED_CHUNK if (self.rate and not upward) else CHUNK
             ready_at = 0.0  # pacing: when the next slice may go out
             while True:
-                if upward and self.log and not self.awaiting:
-                    self._request_started(src)
+                if upward and self.log:
+                    self._peek_request(src)
                 n = os.splice(src.fileno(), pipe_w, chunk)
                 if n == 0:
                     break

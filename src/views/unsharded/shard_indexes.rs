@@ -145,19 +145,29 @@ impl ShardIndexCache {
     ) -> Result<Arc<ShardState>, StoreError> {
         let n = layout.index_size();
         let window = self.window(array, n, purpose);
+        // A window past the index is meant to take the whole shard: asked for from the
+        // start, whatever end the index is at. A bounded range is a shape every server takes
+        // (a suffix longer than the object is not: s3s-fs answers 500, after the client's
+        // retries; Azure takes no suffix), and the cache shares such a read with the chunk
+        // reads of the same shard that follow it.
         let range = match layout.index_location {
-            IndexLocation::Start => ByteRange::Range(0..window),
-            IndexLocation::End => ByteRange::Suffix(window),
+            IndexLocation::End if window <= n => ByteRange::Suffix(n),
+            _ => ByteRange::Range(0..window),
         };
-        let fetched = match self.store.get_ranged(key, range).await {
-            Ok(f) => f,
-            Err(StoreError::NotFound(_)) => None,
-            Err(e) => return Err(e),
-        };
-        let Some((bytes, meta)) = fetched else {
+        let Some((mut bytes, mut meta)) = self.fetch_range(key, range).await? else {
             tracing::debug!(shard = ?key, "no shard at this key: its chunks read as absent");
             return Ok(Arc::new(ShardState::Missing));
         };
+        if layout.index_location == IndexLocation::End
+            && window > n
+            && bytes.len() as u64 != meta.size
+        {
+            // A shard larger than the window: its index is past what was read.
+            let Some(tail) = self.fetch_range(key, ByteRange::Suffix(n)).await? else {
+                return Ok(Arc::new(ShardState::Missing));
+            };
+            (bytes, meta) = tail;
+        }
         self.note_size(array, meta.size);
         // The index is the first or last `n` of the bytes read (all of them if fewer: then
         // the shard is too short and decoding says so).
@@ -179,6 +189,18 @@ impl ShardIndexCache {
             }
         };
         Ok(Arc::new(state))
+    }
+
+    /// `range` of the shard at `key`, or None if there is no shard.
+    async fn fetch_range(
+        &self,
+        key: &str,
+        range: ByteRange,
+    ) -> Result<Option<(bytes::Bytes, crate::store::ObjectMeta)>, StoreError> {
+        match self.store.get_ranged(key, range).await {
+            Err(StoreError::NotFound(_)) => Ok(None),
+            r => r,
+        }
     }
 }
 
@@ -233,6 +255,14 @@ mod tests {
         let l = layout(2, IndexLocation::End, false);
         let shard = [vec![7u8; 100], raw_index(&[(0, 50), (50, 50)], false)].concat();
         let index = l.index_size();
+        // The index alone is its suffix; the whole shard is asked for from the start.
+        let first = |window: u64| {
+            if window == index {
+                format!("get_ranged a/c/0 Suffix({index})")
+            } else {
+                format!("get_ranged a/c/0 Range(0..{window})")
+            }
+        };
         for (bound, first_window) in [(None, index), (Some(4096), 4096), (Some(64 << 20), index)] {
             let memory = Arc::new(MemoryStore::new());
             memory.put("a/c/0", bytes::Bytes::from(shard.clone())).await.unwrap();
@@ -250,11 +280,7 @@ mod tests {
             let state = cache.get("a", "a/c/0", &l, reading).await.unwrap();
             assert!(matches!(*state, ShardState::Present { .. }), "{bound:?}");
             let calls = recording.take();
-            assert_eq!(
-                calls,
-                vec![format!("get_ranged a/c/0 Suffix({first_window})")],
-                "{bound:?}"
-            );
+            assert_eq!(calls, vec![first(first_window)], "{bound:?}");
             store.get_range("a/c/0", 50..100).await.unwrap();
             let chunk_reads = recording.take().len();
             assert_eq!(chunk_reads, usize::from(first_window == index), "{bound:?}");
@@ -263,12 +289,44 @@ mod tests {
             let calls = recording.take();
             assert_eq!(
                 calls,
-                vec![format!("get_ranged a/c/1 Suffix({})", 2 * shard.len())],
+                vec![format!("get_ranged a/c/1 Range(0..{})", 2 * shard.len())],
                 "{bound:?}"
             );
             // A listing: the index alone, whatever is known of the shards' sizes.
             cache.get("a", "a/c/2", &l, IndexFor::Listing).await.unwrap();
             assert_eq!(recording.take(), vec![format!("get_ranged a/c/2 Suffix({index})")]);
         }
+    }
+
+    /// A shard larger than the window read from its start (a metadata bound too low): its
+    /// index is then read from the shard's end, and is the right one.
+    #[tokio::test]
+    async fn a_shard_past_the_window_has_its_index_read_from_its_end() {
+        use crate::store::layers::recording::RecordingStore;
+        let l = layout(2, IndexLocation::End, false);
+        let shard = [vec![7u8; 5000], raw_index(&[(0, 2500), (2500, 2500)], false)].concat();
+        let index = l.index_size();
+        let memory = Arc::new(MemoryStore::new());
+        memory.put("a/c/0", bytes::Bytes::from(shard.clone())).await.unwrap();
+        let recording = Arc::new(RecordingStore::new(memory));
+        let store = crate::store::layers::cache::CachingStore::new(
+            recording.clone(),
+            crate::store::layers::cache::CacheConfig {
+                capacity: 64 << 20,
+                object_limit: 8 << 20,
+                ttl: Duration::from_secs(60),
+            },
+        );
+        let cache = ShardIndexCache::new(store, Duration::from_secs(60), 1 << 20);
+        let reading = IndexFor::Reading { shard_bound: Some(4096) };
+        let state = cache.get("a", "a/c/0", &l, reading).await.unwrap();
+        let ShardState::Present { index: got, .. } = &*state else { panic!("{state:?}") };
+        assert_eq!(got.len(), 2);
+        // The second read asks for the index (the cache, now knowing the shard is small,
+        // fetches it whole).
+        let calls = recording.take();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0], "get_ranged a/c/0 Range(0..4096)");
+        assert!(index < 4096);
     }
 }
