@@ -7,7 +7,7 @@ same array (the same chunks, as plain files) as the baseline.
         [--requests 10000] [--connections 256] [--nginx-connections 16] [--shape 2048]
         [--chunk 64] [--shard 512] [--rounds 5] [--compare BINARY]
     .venv/bin/python scripts/bench_serve.py --s3 [--s3-server s3s-fs] [--delay-ms 20]
-        [--in-flight 16] [--rounds 5]
+        [--in-flight 16] [--rounds 5] [--reader python|compiled|both]
 
 The load generator is oha (crates.io), built once into .tools/ (scripts/lib/cargo-tool.sh).
 Each run asks for chunks picked at random over the whole array. `--rounds` rounds (5), each
@@ -22,15 +22,18 @@ adds another build of zarr-mount (say, of main) as a contender, at both numbers 
 
 `--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
 (`--s3-server s3s-fs` or `moto`, scripts/s3-server.sh) behind scripts/latency_proxy.py
-(`--delay-ms`, 20 by default). One reader (`--in-flight` threads, 16 by default, each with
-its own keep-alive connection) takes the array's `zarr.json` and then every chunk file once,
-in a shuffled order, and checks each against the local unsharded copy: through `serve`
+(`--delay-ms`, 20 by default). A reader takes the array's `zarr.json` and then every chunk
+file once, `--in-flight` (16) at a time, in a shuffled order, and checks each against the local
+unsharded copy. Two readers (`--reader`, both by default): Python threads (each with its own
+keep-alive `http.client` connection, or `open`/`read`), and examples/read_chunks.rs, compiled
+(reqwest, or `std::fs::read` on tokio's blocking pool), whose own cost per file is small: on
+two shared cores, the Python reader's HTTP parsing costs more than the server. Through `serve`
 (`--view unsharded` of the sharded array), through `rclone serve http` of the bucket (the
 unsharded copy) and through a FUSE mount (`--view unsharded`) of the sharded array. Each
 contender is a fresh process (nothing cached), alternated over `--rounds` rounds, medians.
-Ratios: serve/rclone (goal >= 3) and serve/mount (goal >= 1.0) of the chunks per second.
-Also the CPU time a chunk file costs the server process (all its threads) and the reader
-(this process: its HTTP client, or its open/read/close), medians.
+Ratios, for each reader: serve/rclone (goal >= 3) and serve/mount (goal >= 1.0) of the chunks
+per second. Also the CPU time a chunk file costs the server process (all its threads) and the
+reader (its HTTP client, or its open/read/close), medians.
 
     .venv/bin/python scripts/bench_serve.py --memory [--clients 64] [--file-mib 256]
         [--max-rss-mib 286] [--cache-size SIZE]
@@ -223,6 +226,14 @@ def http_getter(base: str):
     return get
 
 
+def reader_binary() -> str:
+    """examples/read_chunks.rs, built (release) on first use: the compiled reader."""
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "read_chunks"],
+                   cwd=REPO, check=True)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    return str(target / "release" / "examples" / "read_chunks")
+
+
 def file_getter(root: Path):
     def get(path: str) -> bytes:
         with open(root / path, "rb", buffering=0) as f:
@@ -264,7 +275,7 @@ def bucket_of(kind: str, work: Path, arrays: Path):
 
 
 def s3_contenders(binary: str, proxy_url: str, work: Path):
-    """name -> a context manager giving (base of the array, `get` maker, pid), each fresh."""
+    """name -> a context manager giving (`get`, pid, the array's URL or directory), each fresh."""
     from contextlib import contextmanager
 
     from bench import S3_ENV, Mounted
@@ -278,7 +289,7 @@ def s3_contenders(binary: str, proxy_url: str, work: Path):
         server = Server(source, work / "serve-s3.log", env=creds,
                         args=["--view", "unsharded", "--endpoint-url", proxy_url]).start()
         try:
-            yield http_getter(f"{server.url}unsharded/a"), server.proc.pid
+            yield http_getter(f"{server.url}unsharded/a"), server.proc.pid, f"{server.url}unsharded/a"
         finally:
             server.stop()
 
@@ -292,7 +303,7 @@ def s3_contenders(binary: str, proxy_url: str, work: Path):
                                 stdout=subprocess.DEVNULL, stderr=open(work / "rclone.log", "ab"))
         try:
             wait_port(port, proc)
-            yield http_getter(f"http://127.0.0.1:{port}/plain/a"), proc.pid
+            yield http_getter(f"http://127.0.0.1:{port}/plain/a"), proc.pid, f"http://127.0.0.1:{port}/plain/a"
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(20)
@@ -303,7 +314,7 @@ def s3_contenders(binary: str, proxy_url: str, work: Path):
         mnt.mkdir(exist_ok=True)
         with Mounted(binary, source, mnt, "--read-only", "--view", "unsharded", "--endpoint-url",
                      proxy_url, env=S3_ENV) as m:
-            yield file_getter(mnt / "a"), m.proc.pid
+            yield file_getter(mnt / "a"), m.proc.pid, str(mnt / "a")
 
     return {"serve (unsharded view)": serve, "rclone serve http (unsharded copy)": rclone,
             "FUSE mount (unsharded view)": mount}
@@ -328,41 +339,56 @@ def bench_s3(args, tmp: Path) -> bool:
               f"(chunks {args.chunk}^2, zstd; shards {args.shard}^2 for serve and the mount), "
               f"{args.in_flight} in flight, each contender a fresh process; {args.rounds} rounds, "
               f"median; {os.cpu_count()} cores", flush=True)
-        runs = {name: [] for name in contenders}
+        readers = ["python", "compiled"] if args.reader == "both" else [args.reader]
+        if "compiled" in readers:
+            compiled = reader_binary()
+            listed = tmp / "paths.txt"
+            listed.write_text("\n".join(["zarr.json", *paths]) + "\n")
+        runs = {(name, reader): [] for reader in readers for name in contenders}
         failed = False
         names = list(contenders)
         for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:  # alternate who goes first
-                try:
-                    with contenders[name]() as (get, pid):
-                        before = cpu_seconds([pid])
-                        res = Reader(get, args.in_flight).run("zarr.json", paths, want)
-                        res["server_cpu_s"] = cpu_seconds([pid]) - before
-                        res["rss"] = peak_rss_mib(pid)
-                except Exception as e:  # noqa: BLE001 - a contender's failure is a result
-                    print(f"{name}: failed: {e}", flush=True)
-                    failed = True
-                    continue
-                failed |= res["wrong"] > 0
-                runs[name].append(res)
+            for reader in readers:
+                for name in names[r % len(names):] + names[:r % len(names)]:  # alternate who goes first
+                    try:
+                        with contenders[name]() as (get, pid, source):
+                            before = cpu_seconds([pid])
+                            if reader == "python":
+                                res = Reader(get, args.in_flight).run("zarr.json", paths, want)
+                            else:
+                                out = subprocess.run([compiled, source, str(plain), str(listed),
+                                                      str(args.in_flight)], capture_output=True,
+                                                     text=True, timeout=600)
+                                if out.returncode != 0:
+                                    raise RuntimeError(out.stderr.strip()[-500:])
+                                res = json.loads(out.stdout)
+                            res["server_cpu_s"] = cpu_seconds([pid]) - before
+                            res["rss"] = peak_rss_mib(pid)
+                    except Exception as e:  # noqa: BLE001 - a contender's failure is a result
+                        print(f"{name}, {reader} reader: failed: {e}", flush=True)
+                        failed = True
+                        continue
+                    failed |= res["wrong"] > 0
+                    runs[(name, reader)].append(res)
         med = {}
-        for name, rs in runs.items():
+        for (name, reader), rs in runs.items():
             if not rs:
                 continue
             s = statistics.median(x["s"] for x in rs)
-            med[name] = len(paths) / s
-            print(f"{name:36s} {s:6.2f} s  {len(paths) / s:7.0f} chunks/s  {nbytes / s / 1e6:6.2f} MB/s"
+            med[(name, reader)] = len(paths) / s
+            print(f"{name + ', ' + reader + ' reader':52s} {s:6.2f} s  {len(paths) / s:7.0f} chunks/s  {nbytes / s / 1e6:6.2f} MB/s"
                   f"  wrong {sum(x['wrong'] for x in rs)}  peak RSS {max(x['rss'] for x in rs):5.1f} MiB"
                   f"  CPU a file: server {statistics.median(x['server_cpu_s'] for x in rs) / len(paths) * 1e6:4.0f} us,"
                   f" reader {statistics.median(x['reader_cpu_s'] for x in rs) / len(paths) * 1e6:4.0f} us"
                   f"  (rounds: {', '.join('%.2f' % x['s'] for x in rs)} s)", flush=True)
-        s3_serve = med.get("serve (unsharded view)")
-        for other, goal in (("rclone serve http (unsharded copy)", 3.0), ("FUSE mount (unsharded view)", 1.0)):
-            if s3_serve and other in med:
-                ratio = s3_serve / med[other]
-                print(f"ratio serve/{other.split(' (')[0]}: {ratio:.2f} (goal >= {goal:.1f}: "
-                      f"{'met' if ratio >= goal else 'NOT met'})", flush=True)
-        print(json.dumps({"s3": {name: rs for name, rs in runs.items()}}))
+        for reader in readers:
+            s3_serve = med.get(("serve (unsharded view)", reader))
+            for other, goal in (("rclone serve http (unsharded copy)", 3.0), ("FUSE mount (unsharded view)", 1.0)):
+                if s3_serve and (other, reader) in med:
+                    ratio = s3_serve / med[(other, reader)]
+                    print(f"ratio serve/{other.split(' (')[0]}, {reader} reader: {ratio:.2f} (goal >= {goal:.1f}: "
+                          f"{'met' if ratio >= goal else 'NOT met'})", flush=True)
+        print(json.dumps({"s3": {f"{name}, {reader} reader": rs for (name, reader), rs in runs.items()}}))
     return failed
 
 
@@ -479,6 +505,8 @@ def main() -> int:
     ap.add_argument("--s3-server", choices=["s3s-fs", "moto"], default="s3s-fs")
     ap.add_argument("--delay-ms", type=float, default=20)
     ap.add_argument("--in-flight", type=int, default=16)
+    ap.add_argument("--reader", choices=["python", "compiled", "both"], default="both",
+                    help="--s3: the reader(s): Python threads, or examples/read_chunks.rs")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of every contender")
     ap.add_argument("--compare", metavar="BINARY",
                     help="also serve with this zarr-mount binary (e.g. a build of main), alternated")
