@@ -5,7 +5,7 @@ same array (the same chunks, as plain files) as the baseline.
 
     .venv/bin/python scripts/bench_serve.py [--binary target/release/zarr-mount]
         [--requests 10000] [--connections 256] [--nginx-connections 16] [--shape 2048]
-        [--chunk 64] [--shard 512] [--rounds 5] [--compare BINARY]
+        [--chunk 64] [--shard 512] [--rounds 5] [--compare BINARY] [--nginx-access-log]
     .venv/bin/python scripts/bench_serve.py --s3 [--s3-server s3s-fs] [--delay-ms 20]
         [--in-flight 16] [--rounds 5] [--reader python|compiled|both]
 
@@ -17,7 +17,8 @@ p50/p99 latency, the server's CPU time per request (all its threads; nginx: mast
 workers), and the server's peak RSS (VmHWM) over the whole benchmark. Throughput ratio
 serve/nginx at the same number of requests in flight (`--nginx-connections`), and serve at
 `--connections` against nginx at `--nginx-connections`, each the median of the rounds' ratios
-(a round's serve against the same round's nginx); the goal is >= 0.8. `--compare BINARY`
+(a round's serve against the same round's nginx); the goal is >= 0.8. nginx runs without an
+access log unless `--nginx-access-log` (serve writes one by default). `--compare BINARY`
 adds another build of zarr-mount (say, of main) as a contender, at both numbers in flight.
 
 `--s3` measures the S3 part instead: the same arrays in a bucket of a local S3 server
@@ -97,8 +98,11 @@ def write_arrays(root: Path, shape: int, chunk: int, shard: int) -> None:
     plain[...] = data
 
 
-def nginx_conf(d: Path, port: int, root: Path) -> Path:
+def nginx_conf(d: Path, port: int, root: Path, access_log: bool = False) -> Path:
+    """nginx serving `root` on `port`; its access log off, or (`access_log`) on as its default
+    configuration has it (the combined format, a write per request), like serve's."""
     (d / "tmp").mkdir(parents=True, exist_ok=True)
+    log = f"access_log {d}/access.log combined;" if access_log else "access_log off;"
     conf = d / "nginx.conf"
     conf.write_text(f"""daemon off;
 user {os.environ.get("USER", "root")};
@@ -108,7 +112,7 @@ error_log {d}/error.log;
 events {{ worker_connections 1024; }}
 http {{
     default_type application/octet-stream;
-    access_log off;
+    {log}
     client_body_temp_path {d}/tmp;
     proxy_temp_path {d}/tmp;
     fastcgi_temp_path {d}/tmp;
@@ -495,6 +499,8 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--shard", type=int, default=512)
     ap.add_argument("--max-errors", type=int, default=0, help="exit 1 above this many errors")
+    ap.add_argument("--nginx-access-log", action="store_true",
+                    help="nginx writes its access log, as serve does (off by default)")
     ap.add_argument("--memory", action="store_true",
                     help="instead: many clients reading different large .npy files of the flat view")
     ap.add_argument("--clients", type=int, default=64, help="--memory: clients, one file each")
@@ -540,7 +546,8 @@ def main() -> int:
 
             servers["compare"] = Other(tmp / "sharded.zarr", tmp / "compare.log", args=serve_args).start()
         port = free_port()
-        nginx = subprocess.Popen(["nginx", "-c", str(nginx_conf(tmp / "ng", port, tmp / "nginx")),
+        nginx = subprocess.Popen(["nginx", "-c", str(nginx_conf(tmp / "ng", port, tmp / "nginx",
+                                                            args.nginx_access_log)),
                                   "-p", str(tmp / "ng")], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         failed = False

@@ -40,6 +40,7 @@ pub async fn run(
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .thread_name(format!("zarr-mount-http-{i}"))
+                .max_blocking_threads(blocking_threads(threads))
                 .build()?;
             let listener = listener.try_clone()?;
             let (served, tls, limits) = (served.clone(), tls.clone(), limits.clone());
@@ -62,6 +63,14 @@ pub async fn run(
     join(started).await;
     Ok(())
 }
+
+/// Threads of each HTTP thread's blocking pool (disk reads that would wait, cache files): the
+/// one runtime before them had tokio's 512 in all, which the threads now share.
+fn blocking_threads(threads: usize) -> usize {
+    (TOTAL_BLOCKING_THREADS / threads.max(1)).max(8)
+}
+
+const TOTAL_BLOCKING_THREADS: usize = 512;
 
 /// One thread's work: accept and answer until `stopped` says so.
 async fn answer(
