@@ -59,6 +59,10 @@ pub async fn run(
         }
     }
     stop.await;
+    tracing::info!(
+        "stopping: no new connections; the responses in flight get up to {:?}",
+        limits.drain
+    );
     let _ = stopping.send(true);
     join(started).await;
     Ok(())

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -219,6 +221,37 @@ def test_the_access_log_has_a_line_a_request_and_a_filter_turns_it_off(serve_fac
     assert get(quiet.connection(), "/raw/zarr.json")[0] == 200
     assert quiet.stop() == 0
     assert access_lines(quiet.log_text()) == [] and "stopped serving" in quiet.log_text()
+
+
+def wait_for_line(server: Server, text: str, timeout: float = 30) -> None:
+    """Until `text` is in the server's log (it polls the file: the log is the event)."""
+    deadline = time.monotonic() + timeout
+    while text not in server.log_text():
+        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{server.log_text()}"
+        time.sleep(0.01)
+
+
+def test_a_response_in_flight_at_sigterm_is_finished(serve_factory, tmp_path):
+    # One 32 MiB chunk file: far more than the sockets hold, so the response is still being
+    # sent when the signal comes.
+    data = np.random.default_rng(5).integers(0, 2**16, (4096, 4096), dtype="uint16")
+    import zarr
+    a = zarr.create_array(tmp_path / "big.zarr" / "a", shape=data.shape, chunks=data.shape,
+                          dtype="uint16", compressors=None)
+    a[...] = data
+    want = (tmp_path / "big.zarr" / "a" / "c" / "0" / "0").read_bytes()
+    server = serve_factory(tmp_path / "big.zarr", ["--view", "raw", "--http-threads", "3"])
+    conn = server.connection()
+    conn.request("GET", "/raw/a/c/0/0")
+    r = conn.getresponse()
+    assert r.status == 200 and int(r.getheader("content-length")) == len(want)
+    got = r.read(1 << 16)
+    server.proc.send_signal(signal.SIGTERM)
+    wait_for_line(server, "stopping: no new connections")
+    got += r.read()
+    assert got == want
+    assert server.proc.wait(timeout=30) == 0
+    wait_for_line(server, "stopped serving")
 
 
 def test_tokens(serve_factory, fixtures_dir, tmp_path):
