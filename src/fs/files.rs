@@ -306,9 +306,15 @@ impl ZarrFs {
         offset: u64,
         size: u32,
     ) -> FsResult<Bytes> {
+        let stored = matches!(node.backing, Backing::Object { .. } | Backing::Slice { .. });
+        // A read of a whole stored file from its start (a chunk file read in one go, by the
+        // kernel or by `serve`) leaves nothing within the file to read ahead.
+        if stored && offset == 0 && u64::from(size) >= node.size {
+            return self.read_node(ino, path, node, offset, size).await;
+        }
         let mut ra = ra.lock().await;
         // Store objects and ranges of them: overlapped, split windows (see `prefetch::within_file`).
-        if matches!(node.backing, Backing::Object { .. } | Backing::Slice { .. }) {
+        if stored {
             let (ns, p, n) = (self.ns.clone(), path.to_string(), node.clone());
             let fetch: within_file::Fetcher<FsError> = Arc::new(move |off, len| {
                 let (ns, p, n) = (ns.clone(), p.clone(), n.clone());
