@@ -21,8 +21,8 @@ enum Source {
 }
 
 impl Source {
-    async fn read(self: &Arc<Self>, path: &str) -> Result<Vec<u8>, String> {
-        match &**self {
+    async fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        match self {
             Source::Http { client, base } => {
                 let url = format!("{base}/{path}");
                 let r = client.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?;

@@ -292,8 +292,9 @@ def s3_contenders(binary: str, proxy_url: str, work: Path):
     def serve():
         server = Server(source, work / "serve-s3.log", env=creds,
                         args=["--view", "unsharded", "--endpoint-url", proxy_url]).start()
+        base = f"{server.url}unsharded/a"
         try:
-            yield http_getter(f"{server.url}unsharded/a"), server.proc.pid, f"{server.url}unsharded/a"
+            yield http_getter(base), server.proc.pid, base
         finally:
             server.stop()
 
@@ -307,7 +308,8 @@ def s3_contenders(binary: str, proxy_url: str, work: Path):
                                 stdout=subprocess.DEVNULL, stderr=open(work / "rclone.log", "ab"))
         try:
             wait_port(port, proc)
-            yield http_getter(f"http://127.0.0.1:{port}/plain/a"), proc.pid, f"http://127.0.0.1:{port}/plain/a"
+            base = f"http://127.0.0.1:{port}/plain/a"
+            yield http_getter(base), proc.pid, base
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(20)

@@ -12,8 +12,8 @@ carries towards the client (MB/s, 0: no cap), as a real link's per-connection th
 window over the round trip) is capped: that is what parallel ranged GETs overcome and what a
 loopback set-up otherwise lacks. Prints "listening PORT" once ready; stops on SIGTERM or SIGINT.
 --log FILE writes one line per request: the connection, the request's first line and its Range
-header (if it is within the first 4 KiB), and when the request went up and its answer came back (seconds since the proxy started; the start time is
-the first line), to see which requests
+header (if it is within the first 4 KiB), and when the request went up and its answer came back
+(seconds since the proxy started; the start time is the first line), to see which requests
 wait on which.
 
 Chaos, for soak tests: --spike-every S adds --spike-ms to every answer's delay during the first

@@ -113,11 +113,7 @@ fn tune_malloc(serving: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-            let arenas = if serving {
-                std::thread::available_parallelism().map_or(1, |n| n.get()) + 1
-            } else {
-                1
-            };
+            let arenas = if serving { zarr_mount::serve::fronts::default_threads() + 1 } else { 1 };
             // SAFETY: mallopt before any other thread exists.
             unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas as libc::c_int) };
         }

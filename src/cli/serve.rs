@@ -185,7 +185,7 @@ impl ServeArgs {
                 return Err(usage(format!("--http-threads {n}: at most {MAX_HTTP_THREADS}")))
             }
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => crate::serve::fronts::default_threads(),
         };
         let access = Access { token, cors };
         let serve = ServeConfig { listen, views, access, tls, limits, http_threads };

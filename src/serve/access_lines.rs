@@ -50,8 +50,9 @@ impl Lines {
         });
         let weak = Arc::downgrade(&lines);
         // Without the thread (no threads left?) lines are still written, a batch at a time.
-        if let Ok(t) =
-            std::thread::Builder::new().name("zarr-mount-log".into()).spawn(move || flush(weak))
+        if let Ok(t) = std::thread::Builder::new()
+            .name("zarr-mount-log".into())
+            .spawn(move || flush_when_woken(weak))
         {
             let _ = lines.flusher.set(t.thread().clone());
         }
@@ -102,7 +103,7 @@ impl Drop for Lines {
 
 /// The flushing thread: woken by the first line of an empty buffer, it waits `FLUSH_DELAY` for
 /// more and writes them all.
-fn flush(lines: Weak<Lines>) {
+fn flush_when_woken(lines: Weak<Lines>) {
     loop {
         std::thread::park();
         std::thread::sleep(FLUSH_DELAY);

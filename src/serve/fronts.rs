@@ -68,6 +68,12 @@ pub async fn run(
     Ok(())
 }
 
+/// Threads answering requests when `--http-threads` is not given: one per CPU this process
+/// may use. `main` gives `serve` a malloc arena per HTTP thread by it, before parsing flags.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Threads of each HTTP thread's blocking pool (disk reads that would wait, cache files): the
 /// one runtime before them had tokio's 512 in all, which the threads now share.
 fn blocking_threads(threads: usize) -> usize {

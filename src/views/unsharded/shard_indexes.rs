@@ -150,18 +150,18 @@ impl ShardIndexCache {
         // (a suffix longer than the object is not: s3s-fs answers 500, after the client's
         // retries; Azure takes no suffix), and the cache shares such a read with the chunk
         // reads of the same shard that follow it.
-        let range = match layout.index_location {
-            IndexLocation::End if window <= n => ByteRange::Suffix(n),
-            _ => ByteRange::Range(0..window),
+        let whole_shard = window > n;
+        let index_at_end = layout.index_location == IndexLocation::End;
+        let range = if index_at_end && !whole_shard {
+            ByteRange::Suffix(n)
+        } else {
+            ByteRange::Range(0..window)
         };
         let Some((mut bytes, mut meta)) = self.fetch_range(key, range).await? else {
             tracing::debug!(shard = ?key, "no shard at this key: its chunks read as absent");
             return Ok(Arc::new(ShardState::Missing));
         };
-        if layout.index_location == IndexLocation::End
-            && window > n
-            && bytes.len() as u64 != meta.size
-        {
+        if index_at_end && whole_shard && bytes.len() as u64 != meta.size {
             // A shard larger than the window: its index is past what was read.
             let Some(tail) = self.fetch_range(key, ByteRange::Suffix(n)).await? else {
                 return Ok(Arc::new(ShardState::Missing));
