@@ -5,7 +5,8 @@
 //! small request (about 12 µs against 6) and made the threads' futex calls the costliest part
 //! of the kernel's share after the socket itself. nginx's worker processes are the same
 //! model. The listener is shared, not one per thread (`SO_REUSEPORT` would hash connections
-//! onto threads whatever their load): the first idle thread accepts.
+//! onto threads whatever their load): the first idle thread accepts, and gives the
+//! connection to the thread with the fewest open (`spread`).
 //!
 //! Everything a request reaches (the views, the store stack and its caches) is shared by all
 //! threads; a task a request spawns (a read-ahead, a background fill) runs on that request's
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::handler::Served;
+use super::spread::{Front, Spread};
 use super::Limits;
 
 /// Serve `listener` on `threads` threads until `stop` completes, then let each drain its
@@ -35,7 +37,7 @@ pub async fn run(
     // One connection bound for all threads: `server::run` takes permits from it.
     let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut started = Vec::with_capacity(threads);
-    for i in 0..threads {
+    for (i, front) in Spread::fronts(threads).into_iter().enumerate() {
         let thread = (|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -46,7 +48,7 @@ pub async fn run(
             let (served, tls, limits) = (served.clone(), tls.clone(), limits.clone());
             let (connections, stopped) = (connections.clone(), stopped.clone());
             std::thread::Builder::new().name(format!("zarr-mount-http-{i}")).spawn(move || {
-                runtime.block_on(answer(listener, connections, served, tls, limits, stopped))
+                runtime.block_on(answer(listener, front, connections, served, tls, limits, stopped))
             })
         })();
         match thread {
@@ -85,6 +87,7 @@ const TOTAL_BLOCKING_THREADS: usize = 512;
 /// One thread's work: accept and answer until `stopped` says so.
 async fn answer(
     listener: std::net::TcpListener,
+    front: Front,
     connections: Arc<tokio::sync::Semaphore>,
     served: Arc<Served>,
     tls: Option<tokio_rustls::TlsAcceptor>,
@@ -102,7 +105,7 @@ async fn answer(
     let stop = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
-    super::server::run(listener, connections, served, tls, &limits, stop).await;
+    super::server::run(listener, front, connections, served, tls, &limits, stop).await;
 }
 
 /// Wait for the threads to end (each drains its connections first), off the caller's worker.

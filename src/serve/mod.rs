@@ -10,7 +10,7 @@
 //! `walks` (recent walks kept for the metadata TTL), `body` (small bodies read whole, others
 //! streamed), `access_log` (the log line and the HTTP series), `access_lines` (the log's
 //! output, batched), `handler` (a request -> a response), `server` (connections), `fronts` (the
-//! threads that answer), `tls` (certificates).
+//! threads that answer), `spread` (which thread answers a connection), `tls` (certificates).
 
 pub mod access;
 pub mod access_lines;
@@ -24,6 +24,7 @@ pub mod media;
 pub mod paths;
 pub mod ranges;
 pub mod server;
+pub mod spread;
 pub mod tls;
 pub mod walk;
 pub mod walks;

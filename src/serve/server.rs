@@ -16,9 +16,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::handler::Served;
+use super::spread::{Front, Handed, Seat, Spread};
 use super::Limits;
 
 /// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). A burst of
@@ -34,11 +35,14 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(BACKLOG)
 }
 
-/// Serve `listener` until `stop` completes; then wait up to `Limits::drain` for the
-/// connections in flight. `connections` holds `Limits::max_connections` permits, shared by
-/// every thread that accepts from the same listener.
+/// Serve `listener` as the HTTP thread `front` until `stop` completes; then wait up to
+/// `Limits::drain` for the connections in flight. `connections` holds
+/// `Limits::max_connections` permits, shared by every thread that accepts from the same
+/// listener. A connection this thread accepts is answered by the thread `front.spread` seats
+/// it on; the connections other threads hand this one arrive through `front.handed`.
 pub async fn run(
     listener: TcpListener,
+    front: Front,
     connections: Arc<Semaphore>,
     served: Arc<Served>,
     tls: Option<tokio_rustls::TlsAcceptor>,
@@ -46,15 +50,31 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) {
     tokio::pin!(stop);
+    let Front { thread: me, spread, mut handed } = front;
     loop {
-        let permit = tokio::select! {
-            _ = &mut stop => break,
-            p = connections.clone().acquire_owned() => p.expect("never closed"),
+        // Cancel-safe: a permit taken but not used goes back, and `accept` loses nothing.
+        let accept = async {
+            let permit = connections.clone().acquire_owned().await.expect("never closed");
+            (permit, listener.accept().await)
         };
-        let (stream, client) = tokio::select! {
+        let taken = tokio::select! {
             _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+            Some(h) = handed.recv() => match TcpStream::from_std(h.stream) {
+                Ok(stream) => Taken { stream, client: h.client, permit: h.permit, seat: h.seat },
+                Err(e) => {
+                    tracing::warn!(error = %e, "serve: a handed connection cannot be registered");
+                    continue;
+                }
+            },
+            (permit, accepted) = accept => match accepted {
+                Ok((stream, client)) => {
+                    let seat = spread.seat(me);
+                    if seat.thread() != me {
+                        hand_over(&spread, stream, client, permit, seat);
+                        continue;
+                    }
+                    Taken { stream, client, permit, seat }
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little rather than spin.
                     tracing::warn!(error = %e, "serve: accept failed");
@@ -65,16 +85,47 @@ pub async fn run(
         };
         let (served, tls, limits) = (served.clone(), tls.clone(), limits.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let Taken { stream, client, permit, seat } = taken;
             connection(stream, client, served, tls, &limits).await;
+            drop((permit, seat));
         });
     }
+    // Connections handed to this thread and not taken are closed unanswered, as are those
+    // the kernel still queues: stopping takes no new connections.
+    drop(handed);
     // Every permit back: no connection left on any thread (each thread waits its turn).
     let all = limits.max_connections as u32;
     let drained = tokio::time::timeout(limits.drain, connections.acquire_many(all)).await;
     if drained.is_err() {
         tracing::info!("serve: stopping with connections still open");
     }
+}
+
+/// Give a connection accepted here to the thread `seat` names. If that thread is stopping,
+/// the connection is closed unanswered, as stopping takes no new connections.
+fn hand_over(
+    spread: &Spread,
+    stream: TcpStream,
+    client: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    seat: Seat,
+) {
+    // Out of this runtime's reactor, to be registered with the other thread's.
+    let stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => return tracing::warn!(%client, error = %e, "serve: cannot hand a connection"),
+    };
+    if spread.hand(Handed { stream, client, permit, seat }).is_err() {
+        tracing::debug!(%client, "serve: closing a connection handed to a stopping thread");
+    }
+}
+
+/// A connection this thread answers: its socket, client, connection permit and seat.
+struct Taken {
+    stream: TcpStream,
+    client: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    seat: Seat,
 }
 
 async fn connection(
