@@ -370,20 +370,49 @@ pub struct HttpMetrics {
     requests: IntCounterVec,
     bytes: IntCounterVec,
     duration: HistogramVec,
+    /// Each view's and status class's series, found once: a lookup by labels hashes them and
+    /// takes the vector's lock, which every HTTP thread would share on every request. A series
+    /// still appears only once a request has used it.
+    series: [[std::sync::OnceLock<HttpSeries>; STATUS_CLASSES.len()]; HTTP_VIEWS.len()],
+}
+
+/// The `view` labels of the HTTP series.
+const HTTP_VIEWS: [&str; 8] =
+    ["raw", "unsharded", "decoded", "v2", "v2-decoded", "flat", "index", "none"];
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+struct HttpSeries {
+    requests: IntCounter,
+    bytes: IntCounter,
+    duration: Histogram,
 }
 
 impl HttpMetrics {
+    fn new(requests: IntCounterVec, bytes: IntCounterVec, duration: HistogramVec) -> Self {
+        let series = Default::default();
+        HttpMetrics { requests, bytes, duration, series }
+    }
+
     pub fn observe(&self, view: &str, status: u16, bytes: u64, seconds: f64) {
         let class = match status {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
         };
-        self.requests.with_label_values(&[view, class]).inc();
-        self.bytes.with_label_values(&[view]).inc_by(bytes);
-        self.duration.with_label_values(&[view]).observe(seconds);
+        let Some(v) = HTTP_VIEWS.iter().position(|&name| name == view) else {
+            debug_assert!(false, "an HTTP view label not in HTTP_VIEWS: {view}");
+            return;
+        };
+        let s = self.series[v][class].get_or_init(|| HttpSeries {
+            requests: self.requests.with_label_values(&[view, STATUS_CLASSES[class]]),
+            bytes: self.bytes.with_label_values(&[view]),
+            duration: self.duration.with_label_values(&[view]),
+        });
+        s.requests.inc();
+        s.bytes.inc_by(bytes);
+        s.duration.observe(seconds);
     }
 
     /// Requests of `view` answered with a status of `class` (`2xx`, ...), for tests and stats.
@@ -711,24 +740,24 @@ impl Metrics {
                 "passthrough_opens_total",
                 "Opens answered with a disk cache copy that the kernel reads directly (FUSE passthrough).",
             ),
-            http: HttpMetrics {
-                requests: counter_vec(
+            http: HttpMetrics::new(
+                counter_vec(
                     "http_requests_total",
                     "HTTP requests answered by `serve`, by view and status class.",
                     &["view", "class"],
                 ),
-                bytes: counter_vec(
+                counter_vec(
                     "http_response_bytes_total",
                     "Body bytes sent by `serve`, by view.",
                     &["view"],
                 ),
-                duration: histogram_vec(
+                histogram_vec(
                     "http_request_duration_seconds",
                     "Time from receiving an HTTP request to the end of its response, by view.",
                     &["view"],
                     LATENCY_BUCKETS,
                 ),
-            },
+            ),
             writeback_pending_buffers: gauge(
                 "writeback_pending_buffers",
                 "Files with written data held in memory, not yet stored.",
@@ -907,6 +936,22 @@ mod tests {
             assert!(text.contains(series), "{series} missing from:\n{text}");
         }
         assert!(m.fuse.errors_with(libc::ENOENT) >= 1);
+    }
+
+    #[test]
+    fn every_served_view_has_its_http_series() {
+        use clap::ValueEnum;
+        for view in crate::views::ViewKind::value_variants() {
+            assert!(HTTP_VIEWS.contains(&view.name()), "{} not in HTTP_VIEWS", view.name());
+        }
+        let http = &global().http;
+        let before = http.requests("flat", "4xx");
+        http.observe("flat", 404, 10, 0.001);
+        http.observe("flat", 416, 0, 0.001);
+        assert_eq!(http.requests("flat", "4xx"), before + 2);
+        let text = global().encode_text();
+        assert!(text.contains("zarr_mount_http_requests_total{class=\"4xx\",view=\"flat\"}"));
+        assert!(text.contains("zarr_mount_http_response_bytes_total{view=\"flat\"}"));
     }
 
     #[tokio::test(start_paused = true)]
