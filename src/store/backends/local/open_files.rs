@@ -3,7 +3,8 @@
 //! them, not one each. A kept file is only ever used for the inode its key names at the time
 //! of the read: every read resolves the key afresh, and takes the kept file only if the file
 //! found is the same inode (device and inode number; the kept descriptor pins its inode, so
-//! the number cannot be reused meanwhile) with the same mode, owner, group and change time. So
+//! the number cannot be reused meanwhile) with the same mode, owner, group, change time, size
+//! and modification time (so the status kept with the file is the one a new stat gives). So
 //! a kept descriptor is never used past a change to who may open the file (a chmod or chown
 //! changes the first three; the change time also moves with ACLs, links and writes, to the
 //! kernel's clock tick): the file is opened again, and the kernel checks that open as it
@@ -26,7 +27,8 @@ const KEPT_FILES: usize = 64;
 /// `KEPT_FILES` files).
 const KEPT_FOR: Duration = Duration::from_secs(5);
 
-/// Which inode a key named, and who could open it, when its file was opened.
+/// Which inode a key named, who could open it, and its size and times, when its file was
+/// opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
     dev: u64,
@@ -35,6 +37,8 @@ pub struct Identity {
     uid: u32,
     gid: u32,
     ctime: (i64, i64),
+    size: u64,
+    mtime: (i64, i64),
 }
 
 impl Identity {
@@ -46,6 +50,23 @@ impl Identity {
             uid: md.uid(),
             gid: md.gid(),
             ctime: (md.ctime(), md.ctime_nsec()),
+            size: md.len(),
+            mtime: (md.mtime(), md.mtime_nsec()),
+        }
+    }
+
+    /// The same, from a `statx` (as the standard library's `Metadata` reads it).
+    pub fn of_statx(st: &libc::statx) -> Self {
+        let time = |t: libc::statx_timestamp| (t.tv_sec, i64::from(t.tv_nsec));
+        Identity {
+            dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+            ino: st.stx_ino,
+            mode: u32::from(st.stx_mode),
+            uid: st.stx_uid,
+            gid: st.stx_gid,
+            ctime: time(st.stx_ctime),
+            size: st.stx_size,
+            mtime: time(st.stx_mtime),
         }
     }
 }
@@ -53,6 +74,8 @@ impl Identity {
 struct Kept {
     file: Arc<File>,
     id: Identity,
+    /// The file's status when it was opened: what a stat of the same identity gives.
+    md: std::fs::Metadata,
     opened: Instant,
 }
 
@@ -70,24 +93,31 @@ impl Default for OpenFiles {
 impl OpenFiles {
     /// The file kept for `key` if it is the inode `now` identifies, unchanged since it was
     /// opened, and not older than `KEPT_FOR`. Anything else kept for `key` is closed.
-    pub fn get(&self, key: &str, now: Identity) -> Option<Arc<File>> {
+    /// With it, the file's status as it was kept (equal to `now` in all `Identity` holds).
+    pub fn get(&self, key: &str, now: Identity) -> Option<(Arc<File>, std::fs::Metadata)> {
         let mut kept = self.lock();
         let entry = kept.get(key)?;
         if entry.id == now && entry.opened.elapsed() < KEPT_FOR {
-            return Some(entry.file.clone());
+            return Some((entry.file.clone(), entry.md.clone()));
         }
         kept.pop(key);
         None
     }
 
-    /// Keep `file`, just opened as the inode `id` for `key` (the least recently used entry
-    /// goes when the cache is full, and any past `KEPT_FOR`).
-    pub fn keep(&self, key: &str, id: Identity, file: Arc<File>) {
+    /// Is a file kept for `key` (whether still usable or not)?
+    pub fn holds(&self, key: &str) -> bool {
+        self.lock().contains(key)
+    }
+
+    /// Keep `file`, just opened as `md` says for `key` (the least recently used entry goes
+    /// when the cache is full, and any past `KEPT_FOR`).
+    pub fn keep(&self, key: &str, md: &std::fs::Metadata, file: Arc<File>) {
+        let (id, md) = (Identity::of(md), md.clone());
         let mut kept = self.lock();
         while kept.peek_lru().is_some_and(|(_, e)| e.opened.elapsed() >= KEPT_FOR) {
             kept.pop_lru();
         }
-        kept.put(key.to_string(), Kept { file, id, opened: Instant::now() });
+        kept.put(key.to_string(), Kept { file, id, md, opened: Instant::now() });
     }
 
     /// Close what is kept for `key` (the store removed or replaced it).
@@ -110,10 +140,10 @@ impl OpenFiles {
 mod tests {
     use super::*;
 
-    fn opened(path: &std::path::Path) -> (Arc<File>, Identity) {
+    fn opened(path: &std::path::Path) -> (Arc<File>, std::fs::Metadata) {
         let file = File::open(path).unwrap();
-        let id = Identity::of(&file.metadata().unwrap());
-        (Arc::new(file), id)
+        let md = file.metadata().unwrap();
+        (Arc::new(file), md)
     }
 
     #[test]
@@ -122,8 +152,9 @@ mod tests {
         let path = tmp.path().join("f");
         std::fs::write(&path, b"old").unwrap();
         let files = OpenFiles::default();
-        let (file, id) = opened(&path);
-        files.keep("f", id, file);
+        let (file, md) = opened(&path);
+        let id = Identity::of(&md);
+        files.keep("f", &md, file);
         assert!(files.get("f", id).is_some());
         assert!(files.get("g", id).is_none());
 
@@ -144,13 +175,39 @@ mod tests {
         let path = tmp.path().join("f");
         std::fs::write(&path, b"data").unwrap();
         let files = OpenFiles::default();
-        let (file, id) = opened(&path);
-        files.keep("f", id, file);
+        let (file, md) = opened(&path);
+        let id = Identity::of(&md);
+        files.keep("f", &md, file);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
         let now = Identity::of(&std::fs::metadata(&path).unwrap());
         assert_eq!((now.dev, now.ino), (id.dev, id.ino));
         assert!(files.get("f", now).is_none(), "a chmod makes the kept descriptor unusable");
         assert_eq!(files.len(), 0);
+    }
+
+    /// A `statx` and the standard library's stat name a file alike, so either finds it kept.
+    #[test]
+    fn a_statx_identifies_the_file_as_its_metadata_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        std::fs::write(&path, b"data").unwrap();
+        let md = std::fs::metadata(&path).unwrap();
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: statx of a NUL-terminated path into a zeroed struct.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                libc::STATX_BASIC_STATS,
+                &mut st,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(Identity::of_statx(&st), Identity::of(&md));
+        std::fs::write(&path, b"more data").unwrap();
+        assert_ne!(Identity::of(&std::fs::metadata(&path).unwrap()), Identity::of(&md));
     }
 
     #[test]
@@ -160,8 +217,8 @@ mod tests {
         std::fs::write(&path, b"x").unwrap();
         let files = OpenFiles::default();
         for i in 0..KEPT_FILES + 10 {
-            let (file, id) = opened(&path);
-            files.keep(&format!("k{i}"), id, file);
+            let (file, md) = opened(&path);
+            files.keep(&format!("k{i}"), &md, file);
         }
         assert_eq!(files.len(), KEPT_FILES);
         files.forget(&format!("k{}", KEPT_FILES + 9));

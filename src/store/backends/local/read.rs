@@ -1,10 +1,17 @@
 //! Reading a byte range of a local file. First on the async worker itself, with calls that
-//! never wait for a disk: the key resolved only through the kernel's cache of names
-//! (`openat2` with `RESOLVE_CACHED`), a descriptor kept open from an earlier read of the same
-//! inode (`open_files`), the bytes only from the page cache (`preadv2` with `RWF_NOWAIT`).
-//! Whatever would wait (a name or page not cached, no kept descriptor, a kernel without these
-//! flags, any error) is done again in full on the blocking pool, which gives the answer. So a
-//! slow disk never stalls the event loop, and a read the caches answer costs no thread hop.
+//! never wait for a disk: a descriptor kept open from an earlier read of the same inode
+//! (`open_files`), found by one `statx` of the key (the names of a kept file stay in the
+//! kernel's cache: its descriptor pins them), and the bytes only from the page cache
+//! (`preadv2` with `RWF_NOWAIT`). Whatever would wait (nothing kept for the key, a key that
+//! now names another inode or a changed one, a page not cached, a kernel without the flag,
+//! any error) is done again in full on the blocking pool, which resolves the key beneath the
+//! root with no symlink (`openat2`) and gives the answer. So a slow disk never stalls the
+//! event loop, and a read the caches answer costs two system calls and no thread hop.
+//!
+//! The `statx` follows a symlink put in place of a directory of the key since the file was
+//! kept, which `openat2` would refuse; it then finds another inode (and the read is done in
+//! full), or the kept one itself, whose bytes were opened beneath the root: nothing outside
+//! the store is read either way.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -63,48 +70,69 @@ impl Inner {
         mode: Mode,
     ) -> StoreResult<Tried<(Bytes, ObjectMeta)>> {
         let wait = |_| Ok(Tried::WouldWait);
-        let cached = mode == Mode::Cached;
         validate_key(key)?;
-        let resolve = if cached { libc::RESOLVE_CACHED | libc::RESOLVE_NO_XDEV } else { 0 };
-        let path_fd = match self.open_beneath_with(key, libc::O_PATH, resolve) {
-            Err(e) if cached => {
-                if e.raw_os_error() == Some(libc::EINVAL) {
-                    // No RESOLVE_CACHED (Linux before 5.12).
-                    self.worker_reads.store(false, Ordering::Relaxed);
-                }
-                return wait(());
-            }
-            found => found.map_err(|e| StoreError::from_io(key, e))?,
+        let (file, md) = match mode {
+            Mode::Cached => match self.kept_file(key) {
+                Some(kept) => kept,
+                None => return wait(()),
+            },
+            Mode::Blocking => self.open_to_read(key)?,
         };
-        let path = File::from(path_fd);
-        let md = match path.metadata() {
-            Err(_) if cached => return wait(()),
-            found => found.map_err(|e| StoreError::from_io(key, e))?,
-        };
-        regular_file(key, &md)?;
-        let id = Identity::of(&md);
-        let file = match self.open_files.get(key, id) {
-            Some(file) => file,
-            None if cached => return wait(()),
-            None => {
-                let file = Arc::new(reopen(&path, key)?);
-                self.open_files.keep(key, id, file.clone());
-                file
-            }
-        };
-        drop(path);
         let r = range.clip(md.len());
         let mut buf = vec![0u8; (r.end - r.start) as usize];
-        let n = if cached {
-            match self.read_cached_pages(&file, &mut buf, r.start) {
+        let n = match mode {
+            Mode::Cached => match self.read_cached_pages(&file, &mut buf, r.start) {
                 Some(n) => n,
                 None => return wait(()),
+            },
+            Mode::Blocking => {
+                read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(key, e))?
             }
-        } else {
-            read_full_at(&file, &mut buf, r.start).map_err(|e| StoreError::from_io(key, e))?
         };
         buf.truncate(n);
         Ok(Tried::Done((Bytes::from(buf), to_meta(&md))))
+    }
+
+    /// The file kept open for `key` and its status, if the key names it still, unchanged.
+    fn kept_file(&self, key: &str) -> Option<(Arc<File>, std::fs::Metadata)> {
+        // Nothing kept: no lookup, whose names may not be cached.
+        if !self.open_files.holds(key) {
+            return None;
+        }
+        let name = std::ffi::CString::new(key).ok()?;
+        let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC | libc::AT_NO_AUTOMOUNT;
+        // SAFETY: statx of a NUL-terminated relative path under our root into a zeroed struct.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::statx(
+                self.root.as_raw_fd(),
+                name.as_ptr(),
+                flags,
+                libc::STATX_BASIC_STATS,
+                &mut st,
+            )
+        };
+        if rc != 0 || st.stx_mask & libc::STATX_BASIC_STATS != libc::STATX_BASIC_STATS {
+            return None;
+        }
+        self.open_files.get(key, Identity::of_statx(&st))
+    }
+
+    /// The regular file `key` resolved beneath the root with no symlink, and its status: the
+    /// file kept for it if that is the same unchanged inode, else the file opened (and kept).
+    fn open_to_read(&self, key: &str) -> StoreResult<(Arc<File>, std::fs::Metadata)> {
+        let path_fd = self
+            .open_beneath_with(key, libc::O_PATH, 0)
+            .map_err(|e| StoreError::from_io(key, e))?;
+        let path = File::from(path_fd);
+        let md = path.metadata().map_err(|e| StoreError::from_io(key, e))?;
+        regular_file(key, &md)?;
+        if let Some((file, _)) = self.open_files.get(key, Identity::of(&md)) {
+            return Ok((file, md));
+        }
+        let file = Arc::new(reopen(&path, key)?);
+        self.open_files.keep(key, &md, file.clone());
+        Ok((file, md))
     }
 
     /// `buf` from `offset` of `file`, only as far as the page cache has it: the bytes read
@@ -212,6 +240,23 @@ mod tests {
         // Deleted while kept open: gone for readers at once.
         std::fs::remove_file(tmp.path().join("k")).unwrap();
         assert!(s.get_ranged("k", whole()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_directory_replaced_by_a_symlink_out_of_the_store_is_never_followed() {
+        let (tmp, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        std::fs::write(tmp.path().join("d/k"), b"inside").unwrap();
+        std::fs::write(outside.path().join("k"), b"outside").unwrap();
+        let s = store(tmp.path());
+        assert_eq!(&s.get("d/k").await.unwrap()[..], b"inside"); // kept open
+        assert_eq!(&done(&s, "d/k", Mode::Cached).unwrap().0[..], b"inside");
+
+        std::fs::rename(tmp.path().join("d"), tmp.path().join("d.old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), tmp.path().join("d")).unwrap();
+        assert!(would_wait(&s, "d/k"), "the statx finds another inode: not the kept file");
+        let refused = s.get("d/k").await;
+        assert!(matches!(refused, Err(StoreError::NotFound(_))), "{refused:?}");
     }
 
     /// Switch this thread alone (raw syscalls: glibc's wrappers would switch every thread) to
