@@ -36,8 +36,8 @@ pub struct ServeFlags {
     /// Lookups, listings and reads in flight at once over all connections.
     #[arg(long, value_name = "N", default_value = "64", value_parser = values::at_least_one)]
     pub backend_requests: usize,
-    /// Threads answering requests, each keeping its connections [default: the number of
-    /// CPUs this process may use].
+    /// Threads answering requests; a new connection goes to the one with the fewest open
+    /// [default: the number of CPUs this process may use].
     #[arg(long, value_name = "N", value_parser = values::at_least_one)]
     pub http_threads: Option<usize>,
     #[command(flatten)]
