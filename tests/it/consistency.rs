@@ -94,6 +94,29 @@ async fn a_chunk_rewritten_by_another_daemon_after_open_is_estale() {
     assert_eq!(read_file(&fs, "a/c/0/1").await.unwrap(), b"the new chunk, longer than before");
 }
 
+/// A chunk of the same size rewritten and moved within its shard by another daemon while a
+/// reader has it open: the reader's first try (at the offset it opened with) finds the shard
+/// changed, and every read, the first and the later ones, gives the new chunk.
+#[tokio::test]
+async fn a_chunk_moved_by_another_daemon_after_open_reads_as_the_new_chunk() {
+    let store = Arc::new(MemoryStore::new());
+    let chunks: BTreeMap<u64, Vec<u8>> =
+        [(local_of(0, 0), b"aaaa".to_vec()), (local_of(0, 1), b"old chunk".to_vec())].into();
+    put_sharded_array(&*store, "a", &chunks).await;
+    let fs = unsharded_fs(store.clone());
+    let ino = ino_of(&fs, "a/c/0/1").await.unwrap();
+    let h = fs.open(ino, libc::O_RDONLY).await.unwrap();
+    assert_eq!(&fs.read(h.fh, 0, 100).await.unwrap()[..], b"old chunk");
+    let other = unsharded_fs(store.clone());
+    write_file(&other, "a/c/0/0", b"a longer first chunk").await.unwrap();
+    write_file(&other, "a/c/0/1", b"new chunk").await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(&fs.read(h.fh, 0, 100).await.unwrap()[..], b"new chunk");
+        assert_eq!(&fs.read(h.fh, 4, 5).await.unwrap()[..], b"chunk");
+    }
+    fs.release(h.fh).await.unwrap();
+}
+
 #[test]
 fn reading_through_a_mount_while_the_file_is_renamed_over_gives_a_whole_value_or_estale() {
     let (_tmp, src, mnt) = dirs();

@@ -360,15 +360,31 @@ impl UnshardedNamespace {
     }
 
     /// Read part of an inner chunk. Offsets move whenever a shard is rewritten (through the
-    /// mount or by another writer), so the range is taken from the current index and the read
-    /// checks that the shard it read is the version that index describes; if not, the index is
-    /// fetched again. A chunk whose size changed since it was opened (`opened_len`) is stale:
-    /// bytes of the new chunk cut to the old size would be neither the old chunk nor the new.
-    async fn read_slice(&self, path: &str, want: ChunkRead) -> FsResult<Bytes> {
+    /// mount or by another writer), so every read checks that the shard it read is the version
+    /// the index it took the range from describes. The first try takes the range from the node
+    /// the file was opened with (a read just after its open, as each of `serve`'s, needs no
+    /// second lookup); if the shard changed since, the range is taken from the current index,
+    /// and if that does not match either, the index is fetched again. A chunk whose size
+    /// changed since it was opened (`opened_len`) is stale: bytes of the new chunk cut to the
+    /// old size would be neither the old chunk nor the new.
+    async fn read_slice(&self, path: &str, opened: &Node, want: ChunkRead) -> FsResult<Bytes> {
         let ChunkRead { opened_len, offset, size } = want;
         const ATTEMPTS: usize = 4;
-        for _ in 0..ATTEMPTS {
-            let node = self.lookup(path).await?.ok_or(FsError::NotFound)?;
+        // A store that gives no versions could not tell an old node from a current one.
+        let versioned =
+            matches!(&opened.backing, Backing::Slice { version, .. } if !version.is_empty());
+        let mut first = versioned.then_some(opened);
+        let mut lookups = 0;
+        while lookups < ATTEMPTS {
+            let looked_up;
+            let (node, from_open) = match first.take() {
+                Some(node) => (node, true),
+                None => {
+                    lookups += 1;
+                    looked_up = self.lookup(path).await?.ok_or(FsError::NotFound)?;
+                    (&looked_up, false)
+                }
+            };
             let Backing::Slice { key, offset: base, len, version } = &node.backing else {
                 return Err(FsError::Stale); // no longer an inner chunk
             };
@@ -392,6 +408,8 @@ impl UnshardedNamespace {
                     }
                     short_answer(key, &(base + r.start..base + r.end), bytes.len());
                 }
+                // Rewritten since the open: the current index next.
+                _ if from_open => {}
                 _ => self.indexes.invalidate(key), // rewritten since the index was read
             }
         }
@@ -523,7 +541,7 @@ impl Namespace for UnshardedNamespace {
 
     async fn read(&self, path: &str, node: &Node, offset: u64, size: u32) -> FsResult<Bytes> {
         if let Backing::Slice { len, .. } = node.backing {
-            return self.read_slice(path, ChunkRead { opened_len: len, offset, size }).await;
+            return self.read_slice(path, node, ChunkRead { opened_len: len, offset, size }).await;
         }
         self.raw.read(path, node, offset, size).await
     }
