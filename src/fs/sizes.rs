@@ -43,7 +43,7 @@ pub(super) fn fingerprint(node: &Node) -> Option<u64> {
     }
     let mut h = std::hash::DefaultHasher::new();
     node.size.hash(&mut h);
-    node.content_version().hash(&mut h);
+    node.hash_content_version(&mut h);
     Some(h.finish())
 }
 

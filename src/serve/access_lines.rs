@@ -61,17 +61,26 @@ impl Lines {
 
     /// Add `line`, stamped `now`.
     pub fn push(&self, line: &Line<'_>, now: SystemTime) {
-        let mut pending = lock(&self.pending);
-        let was_empty = pending.is_empty();
-        format_line(&mut pending, line, now);
-        if pending.len() >= BATCH {
-            self.write_out(pending);
-        } else if was_empty {
-            drop(pending);
-            if let Some(t) = self.flusher.get() {
-                t.unpark();
-            }
+        thread_local! {
+            /// One line, formatted before the shared buffer is locked: the HTTP threads
+            /// queue on that lock only for a copy.
+            static ONE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        ONE.with_borrow_mut(|one| {
+            one.clear();
+            format_line(one, line, now);
+            let mut pending = lock(&self.pending);
+            let was_empty = pending.is_empty();
+            pending.extend_from_slice(one);
+            if pending.len() >= BATCH {
+                self.write_out(pending);
+            } else if was_empty {
+                drop(pending);
+                if let Some(t) = self.flusher.get() {
+                    t.unpark();
+                }
+            }
+        })
     }
 
     /// Write every line added so far.
@@ -139,28 +148,67 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `2026-11-29T01:29:53.805468Z  INFO zarr_mount::serve::access: client=... method=... path=...
 /// status=... bytes=... ms=0.011 complete=true`: what tracing's default format writes for the
-/// same event, so the access lines read like the rest of the log.
+/// same event, so the access lines read like the rest of the log. Numbers are written by
+/// `itoa`, not `fmt` (a fifth of the line's cost); `ms` is rounded half up to microseconds.
 fn format_line(buf: &mut Vec<u8>, l: &Line<'_>, now: SystemTime) {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let of_day = secs % 86_400;
-    let _ = writeln!(
-        buf,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z  INFO {TARGET}: client={} \
-         method={} path={} status={} bytes={} ms={:.3} complete={}",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60,
-        since.subsec_micros(),
-        l.client,
-        l.method,
-        l.path,
-        l.status,
-        l.bytes,
-        l.elapsed.as_secs_f64() * 1e3,
-        l.complete,
-    );
+    let mut n = itoa::Buffer::new();
+    padded(buf, year.max(0) as u64, 4);
+    buf.push(b'-');
+    padded(buf, u64::from(month), 2);
+    buf.push(b'-');
+    padded(buf, u64::from(day), 2);
+    buf.push(b'T');
+    padded(buf, of_day / 3600, 2);
+    buf.push(b':');
+    padded(buf, of_day / 60 % 60, 2);
+    buf.push(b':');
+    padded(buf, of_day % 60, 2);
+    buf.push(b'.');
+    padded(buf, u64::from(since.subsec_micros()), 6);
+    buf.extend_from_slice(b"Z  INFO ");
+    buf.extend_from_slice(TARGET.as_bytes());
+    buf.extend_from_slice(b": client=");
+    match l.client {
+        SocketAddr::V4(a) => {
+            for (i, octet) in a.ip().octets().iter().enumerate() {
+                if i > 0 {
+                    buf.push(b'.');
+                }
+                buf.extend_from_slice(n.format(*octet).as_bytes());
+            }
+            buf.push(b':');
+            buf.extend_from_slice(n.format(a.port()).as_bytes());
+        }
+        SocketAddr::V6(a) => {
+            let _ = write!(buf, "{a}");
+        }
+    }
+    buf.extend_from_slice(b" method=");
+    buf.extend_from_slice(l.method.as_bytes());
+    buf.extend_from_slice(b" path=");
+    buf.extend_from_slice(l.path.as_bytes());
+    buf.extend_from_slice(b" status=");
+    buf.extend_from_slice(n.format(l.status).as_bytes());
+    buf.extend_from_slice(b" bytes=");
+    buf.extend_from_slice(n.format(l.bytes).as_bytes());
+    buf.extend_from_slice(b" ms=");
+    let micros = (l.elapsed.as_nanos() + 500) / 1000;
+    buf.extend_from_slice(n.format(micros / 1000).as_bytes());
+    buf.push(b'.');
+    padded(buf, (micros % 1000) as u64, 3);
+    buf.extend_from_slice(if l.complete { b" complete=true\n" } else { b" complete=false\n" });
+}
+
+/// `value` in decimal, zero-padded to `width` digits.
+fn padded(buf: &mut Vec<u8>, value: u64, width: usize) {
+    let mut n = itoa::Buffer::new();
+    let digits = n.format(value).as_bytes();
+    buf.resize(buf.len() + width.saturating_sub(digits.len()), b'0');
+    buf.extend_from_slice(digits);
 }
 
 /// The proleptic Gregorian date of a day counted from 1970-01-01 (the "days from civil"
@@ -218,6 +266,36 @@ mod tests {
             "2026-11-19T01:29:53.805468Z  INFO zarr_mount::serve::access: client=127.0.0.1:48102 \
              method=GET path=/unsharded/a/c/9/12 status=200 bytes=4689 ms=0.011 complete=true\n"
         );
+    }
+
+    #[test]
+    fn numbers_are_padded_and_rounded_as_tracing_writes_them() {
+        let mut buf = Vec::new();
+        let now = UNIX_EPOCH + Duration::from_micros(1_000_000_000_000_042);
+        let slow = Line {
+            client: "[::1]:8080".parse().unwrap(),
+            status: 503,
+            bytes: 0,
+            elapsed: Duration::from_nanos(12_345_678_901),
+            complete: false,
+            ..line("/")
+        };
+        format_line(&mut buf, &slow, now);
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "2001-09-09T01:46:40.000042Z  INFO zarr_mount::serve::access: client=[::1]:8080 \
+             method=GET path=/ status=503 bytes=0 ms=12345.679 complete=false\n"
+        );
+        let mut buf = Vec::new();
+        let fast = Line {
+            client: "10.0.0.255:1".parse().unwrap(),
+            elapsed: Duration::from_nanos(400),
+            ..line("/")
+        };
+        format_line(&mut buf, &fast, now);
+        assert!(String::from_utf8(buf).unwrap().contains(
+            " client=10.0.0.255:1 method=GET path=/ status=200 bytes=4689 ms=0.000 complete=true\n"
+        ));
     }
 
     #[test]

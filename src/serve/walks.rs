@@ -32,8 +32,10 @@ impl Walks {
     /// The walk to `url` kept within the TTL, if any.
     pub fn get(&self, url: &str) -> Option<Arc<Walked>> {
         let mut kept = lock(&self.kept);
+        // `peek`, not `get`: a walk lives for the metadata TTL whatever its use, and moving it
+        // to the front on every request would write the list's links from both HTTP threads.
         let found =
-            kept.get(url).map(|(walked, at)| (at.elapsed() < self.ttl).then(|| walked.clone()));
+            kept.peek(url).map(|(walked, at)| (at.elapsed() < self.ttl).then(|| walked.clone()));
         match found {
             Some(Some(walked)) => Some(walked),
             Some(None) => {
