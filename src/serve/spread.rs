@@ -24,12 +24,10 @@ pub struct Handed {
 
 /// The open connections of each thread, and the way to hand a thread a connection.
 pub struct Spread {
-    threads: Vec<Thread>,
-}
-
-struct Thread {
-    open: AtomicUsize,
-    handed: mpsc::UnboundedSender<Handed>,
+    /// Open connections by thread, shared with the seats (which hold nothing else: a seat
+    /// left in a channel must not keep the channel alive).
+    open: Arc<[AtomicUsize]>,
+    handed: Vec<mpsc::UnboundedSender<Handed>>,
 }
 
 /// One HTTP thread's place in the spread: its index and the connections handed to it.
@@ -41,13 +39,13 @@ pub struct Front {
 
 /// A connection counted against thread `thread` until this is dropped.
 pub struct Seat {
-    spread: Arc<Spread>,
+    open: Arc<[AtomicUsize]>,
     thread: usize,
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.spread.threads[self.thread].open.fetch_sub(1, Ordering::Relaxed);
+        self.open[self.thread].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -67,42 +65,39 @@ impl Spread {
     }
 
     fn new(threads: usize) -> (Arc<Spread>, Vec<mpsc::UnboundedReceiver<Handed>>) {
-        let (senders, receivers): (Vec<_>, Vec<_>) =
+        let (handed, receivers): (Vec<_>, Vec<_>) =
             (0..threads.max(1)).map(|_| mpsc::unbounded_channel()).unzip();
-        let threads = senders
-            .into_iter()
-            .map(|handed| Thread { open: AtomicUsize::new(0), handed })
-            .collect();
-        (Arc::new(Spread { threads }), receivers)
+        let open = handed.iter().map(|_| AtomicUsize::new(0)).collect();
+        (Arc::new(Spread { open, handed }), receivers)
     }
 
     /// Count a connection just accepted by thread `me` against the thread with the fewest open
-    /// connections (`me` on a tie).
-    pub fn seat(self: &Arc<Self>, me: usize) -> Seat {
+    /// connections (`me` on a tie). A thread that no longer takes connections (it stopped, or
+    /// its runtime failed) is passed over.
+    pub fn seat(&self, me: usize) -> Seat {
         let mut best = me;
-        let mut fewest = self.threads[me].open.load(Ordering::Relaxed);
-        for (i, t) in self.threads.iter().enumerate() {
-            let open = t.open.load(Ordering::Relaxed);
-            if open < fewest {
+        let mut fewest = self.open[me].load(Ordering::Relaxed);
+        for (i, open) in self.open.iter().enumerate() {
+            let open = open.load(Ordering::Relaxed);
+            if open < fewest && !self.handed[i].is_closed() {
                 (best, fewest) = (i, open);
             }
         }
         // Two threads accepting at once may both pick the same thread: a connection more or
         // less on one thread, corrected by the next accept.
-        self.threads[best].open.fetch_add(1, Ordering::Relaxed);
-        Seat { spread: self.clone(), thread: best }
+        self.open[best].fetch_add(1, Ordering::Relaxed);
+        Seat { open: self.open.clone(), thread: best }
     }
 
     /// Give `handed` to the thread it is seated on; back if that thread no longer takes
     /// connections (it is stopping).
     pub fn hand(&self, handed: Handed) -> Result<(), Handed> {
-        let to = &self.threads[handed.seat.thread].handed;
-        to.send(handed).map_err(|e| e.0)
+        self.handed[handed.seat.thread].send(handed).map_err(|e| e.0)
     }
 
     #[cfg(test)]
     fn open(&self, thread: usize) -> usize {
-        self.threads[thread].open.load(Ordering::Relaxed)
+        self.open[thread].load(Ordering::Relaxed)
     }
 }
 
@@ -131,6 +126,16 @@ mod tests {
         assert_eq!([a.thread(), b.thread(), c.thread()], [0, 1, 2]);
         drop(b);
         assert_eq!(spread.seat(2).thread(), 1, "the thread with none open takes it");
+    }
+
+    #[test]
+    fn a_thread_that_takes_no_connections_is_passed_over() {
+        let (spread, mut receivers) = Spread::new(3);
+        let _busy = spread.seat(0);
+        drop(receivers.remove(1)); // thread 1's runtime failed, or it stopped
+        let seats: Vec<Seat> = (0..4).map(|_| spread.seat(0)).collect();
+        assert!(seats.iter().all(|s| s.thread() != 1), "seated on a thread that is gone");
+        assert_eq!((spread.open(0), spread.open(2)), (3, 2));
     }
 
     #[tokio::test]

@@ -55,6 +55,8 @@ pub struct LocalStore {
 struct Inner {
     root_path: PathBuf,
     root: OwnedFd,
+    /// The root's device: only files on it are kept open (see `read::open_to_read`).
+    root_dev: u64,
     temp_counter: AtomicU64,
     /// Entries left out of listings (symlinks, FIFOs, sockets, devices, non-UTF-8 names),
     /// each logged once.
@@ -79,6 +81,7 @@ impl LocalStore {
         }
         // SAFETY: fd was just returned by open and is not owned elsewhere.
         let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root_dev = File::from(root_fd.try_clone()?).metadata()?.dev();
         Ok(LocalStore {
             inner: Arc::new(Inner {
                 root_path: root.to_path_buf(),
@@ -87,6 +90,7 @@ impl LocalStore {
                 open_files: open_files::OpenFiles::default(),
                 worker_reads: AtomicBool::new(read::worker_reads_allowed(&root_fd)),
                 root: root_fd,
+                root_dev,
             }),
         })
     }

@@ -104,9 +104,10 @@ impl OpenFiles {
         None
     }
 
-    /// Is a file kept for `key` (whether still usable or not)?
+    /// Is a file kept for `key`, not past `KEPT_FOR` (whether its key still names it is
+    /// for `get` to tell)?
     pub fn holds(&self, key: &str) -> bool {
-        self.lock().contains(key)
+        self.lock().peek(key).is_some_and(|e| e.opened.elapsed() < KEPT_FOR)
     }
 
     /// Keep `file`, just opened as `md` says for `key` (the least recently used entry goes

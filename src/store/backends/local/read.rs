@@ -11,10 +11,15 @@
 //! The `statx` follows a symlink put in place of a directory of the key since the file was
 //! kept, which `openat2` would refuse; it then finds another inode (and the read is done in
 //! full), or the kept one itself, whose bytes were opened beneath the root: nothing outside
-//! the store is read either way.
+//! the store is read either way. Only files on the root's own filesystem are kept, so the
+//! walk stays on it unless a mount appeared on the key's path since. A `statx` may read a
+//! directory block from disk once, when the key's directories were replaced behind the store
+//! (the kept descriptor pins only the old names); the kept file is then dropped, and the next
+//! reads of the key go to the blocking pool until one keeps the new file.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -119,7 +124,8 @@ impl Inner {
     }
 
     /// The regular file `key` resolved beneath the root with no symlink, and its status: the
-    /// file kept for it if that is the same unchanged inode, else the file opened (and kept).
+    /// file kept for it if that is the same unchanged inode, else the file opened (and kept,
+    /// if it is on the root's filesystem).
     fn open_to_read(&self, key: &str) -> StoreResult<(Arc<File>, std::fs::Metadata)> {
         let path_fd = self
             .open_beneath_with(key, libc::O_PATH, 0)
@@ -131,7 +137,11 @@ impl Inner {
             return Ok((file, md));
         }
         let file = Arc::new(reopen(&path, key)?);
-        self.open_files.keep(key, &md, file.clone());
+        // A file on another filesystem mounted below the root (which may be a network one)
+        // is read here every time, never on the worker.
+        if md.dev() == self.root_dev {
+            self.open_files.keep(key, &md, file.clone());
+        }
         Ok((file, md))
     }
 
