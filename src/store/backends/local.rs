@@ -282,18 +282,13 @@ impl Inner {
 
     /// Open `key` (relative, validated) beneath the root without following any symlink.
     fn open_beneath(&self, key: &str, flags: i32) -> std::io::Result<OwnedFd> {
-        self.open_beneath_with(key, flags, 0)
-    }
-
-    /// `open_beneath`, with more `RESOLVE_*` flags.
-    fn open_beneath_with(&self, key: &str, flags: i32, resolve: u64) -> std::io::Result<OwnedFd> {
         let rel = if key.is_empty() { "." } else { key };
         let c = CString::new(rel).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: open_how is plain data; all-zero is a valid value before we fill it in.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = (flags | libc::O_CLOEXEC) as u64;
         how.mode = if flags & libc::O_CREAT != 0 { 0o644 } else { 0 };
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | resolve;
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
         // SAFETY: openat2 with a valid dirfd, NUL-terminated path and a correctly sized open_how.
         let fd = unsafe {
             libc::syscall(
@@ -324,12 +319,19 @@ impl Inner {
     /// `/proc/self/fd` link: the same inode, with no second walk of the path to race against.
     fn open_file(&self, key: &str) -> StoreResult<File> {
         validate_key(key)?;
+        let (path, _) = self.resolve_file(key)?;
+        read::reopen(&path, key)
+    }
+
+    /// The regular file `key` (validated) resolved beneath the root with `O_PATH`, which opens
+    /// nothing, and its status (see `open_file`).
+    fn resolve_file(&self, key: &str) -> StoreResult<(File, std::fs::Metadata)> {
         let path_fd =
             self.open_beneath(key, libc::O_PATH).map_err(|e| StoreError::from_io(key, e))?;
         let path = File::from(path_fd);
         let md = path.metadata().map_err(|e| StoreError::from_io(key, e))?;
         regular_file(key, &md)?;
-        read::reopen(&path, key)
+        Ok((path, md))
     }
 
     /// The parent directory of `key` as an fd, and the last name as a C string.

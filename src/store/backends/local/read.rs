@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::open_files::Identity;
-use super::{read_full_at, regular_file, to_meta, Inner};
+use super::{read_full_at, to_meta, Inner};
 use crate::store::{validate_key, ByteRange, ObjectMeta, StoreError, StoreResult};
 
 /// Filesystems whose cached names, attributes and pages answer without any I/O. A network
@@ -127,12 +127,7 @@ impl Inner {
     /// file kept for it if that is the same unchanged inode, else the file opened (and kept,
     /// if it is on the root's filesystem).
     fn open_to_read(&self, key: &str) -> StoreResult<(Arc<File>, std::fs::Metadata)> {
-        let path_fd = self
-            .open_beneath_with(key, libc::O_PATH, 0)
-            .map_err(|e| StoreError::from_io(key, e))?;
-        let path = File::from(path_fd);
-        let md = path.metadata().map_err(|e| StoreError::from_io(key, e))?;
-        regular_file(key, &md)?;
+        let (path, md) = self.resolve_file(key)?;
         if let Some((file, _)) = self.open_files.get(key, Identity::of(&md)) {
             return Ok((file, md));
         }
